@@ -1,0 +1,224 @@
+// User-facing array operations in the NumPy spirit: broadcasting, operators, creation,
+// layout, indexing, reductions and contractions. Each op checks shapes and dtypes when it
+// is called (errors name the op, the types and your call site) and then runs
+// asynchronously on its operands' device.
+//
+//   using namespace kiln;
+//   Array x = arange(6, DType::f32).reshape({2, 3});
+//   Array y = where(x > 2.0, exp(x), x * 0.5);      // scalars are weakly typed
+//   Array z = matmul(y, ones({3, 4})).sum({1});
+#pragma once
+
+#include <initializer_list>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "kiln/array.h"
+#include "kiln/device.h"
+#include "kiln/dtype.h"
+#include "kiln/index_mode.h"
+#include "kiln/shape.h"
+
+namespace kiln {
+
+// ----- creation -------------------------------------------------------------------------
+// Copies row-major values from the host onto `device` (default: the default device).
+Array from_host_bytes(const void* data, AbstractValue aval, Device* device, CallSite site);
+void check_host_size(size_t count, const Shape& shape, CallSite site);
+
+template <typename T>
+Array from_host(std::span<const T> values, Shape shape, Device* device = nullptr,
+                CallSite site = {}) {
+  check_host_size(values.size(), shape, site);
+  return from_host_bytes(values.data(), AbstractValue{std::move(shape), dtype_of<T>()}, device,
+                         site);
+}
+template <typename T>
+Array from_host(const std::vector<T>& values, Shape shape, Device* device = nullptr,
+                CallSite site = {}) {
+  return from_host(std::span<const T>(values), std::move(shape), device, site);
+}
+template <typename T>
+Array from_host(std::initializer_list<T> values, Shape shape, Device* device = nullptr,
+                CallSite site = {}) {
+  return from_host(std::span<const T>(values.begin(), values.size()), std::move(shape), device,
+                   site);
+}
+
+// A rank-0 array holding `value` converted to `dtype`.
+Array scalar(double value, DType dtype = DType::f32, Device* device = nullptr, CallSite site = {});
+Array full(Shape shape, double value, DType dtype = DType::f32, Device* device = nullptr,
+           CallSite site = {});
+Array zeros(Shape shape, DType dtype = DType::f32, Device* device = nullptr, CallSite site = {});
+Array ones(Shape shape, DType dtype = DType::f32, Device* device = nullptr, CallSite site = {});
+Array zeros_like(const Array& x, CallSite site = {});
+Array ones_like(const Array& x, CallSite site = {});
+// Values along `dimension` count 0, 1, 2, ...
+Array iota(DType dtype, Shape shape, int64_t dimension = 0, Device* device = nullptr,
+           CallSite site = {});
+// [start, stop) with `step`, like numpy.arange.
+Array arange(double start, double stop, double step = 1, DType dtype = DType::i32,
+             Device* device = nullptr, CallSite site = {});
+Array arange(int64_t stop, DType dtype = DType::i32, Device* device = nullptr, CallSite site = {});
+// `num` evenly spaced values from start to stop inclusive, like numpy.linspace.
+Array linspace(double start, double stop, int64_t num, DType dtype = DType::f32,
+               Device* device = nullptr, CallSite site = {});
+
+// ----- elementwise ----------------------------------------------------------------------
+Array neg(const Array& x, CallSite site = {});
+Array abs(const Array& x, CallSite site = {});
+Array sign(const Array& x, CallSite site = {});
+Array exp(const Array& x, CallSite site = {});
+Array expm1(const Array& x, CallSite site = {});
+Array log(const Array& x, CallSite site = {});
+Array log1p(const Array& x, CallSite site = {});
+Array sqrt(const Array& x, CallSite site = {});
+Array rsqrt(const Array& x, CallSite site = {});
+Array tanh(const Array& x, CallSite site = {});
+Array logistic(const Array& x, CallSite site = {});
+Array sin(const Array& x, CallSite site = {});
+Array cos(const Array& x, CallSite site = {});
+Array floor(const Array& x, CallSite site = {});
+Array ceil(const Array& x, CallSite site = {});
+// Rounds half to even, like numpy.round.
+Array round(const Array& x, CallSite site = {});
+Array is_finite(const Array& x, CallSite site = {});
+// Logical not for bool, bitwise not for integers.
+Array logical_not(const Array& x, CallSite site = {});
+
+// Binary ops promote their operands (kiln/promotion.h) and broadcast them like numpy.
+Array add(const Array& a, const Array& b, CallSite site = {});
+Array sub(const Array& a, const Array& b, CallSite site = {});
+Array mul(const Array& a, const Array& b, CallSite site = {});
+// Integer division truncates toward zero; dividing an integer by zero is an error.
+Array div(const Array& a, const Array& b, CallSite site = {});
+// Remainder with the sign of the dividend (C fmod / XLA rem).
+Array rem(const Array& a, const Array& b, CallSite site = {});
+Array pow(const Array& a, const Array& b, CallSite site = {});
+// NaN-propagating maximum and minimum.
+Array maximum(const Array& a, const Array& b, CallSite site = {});
+Array minimum(const Array& a, const Array& b, CallSite site = {});
+// Logical for bool, bitwise for integers.
+Array bitwise_and(const Array& a, const Array& b, CallSite site = {});
+Array bitwise_or(const Array& a, const Array& b, CallSite site = {});
+Array bitwise_xor(const Array& a, const Array& b, CallSite site = {});
+Array equal(const Array& a, const Array& b, CallSite site = {});
+Array not_equal(const Array& a, const Array& b, CallSite site = {});
+Array less(const Array& a, const Array& b, CallSite site = {});
+Array less_equal(const Array& a, const Array& b, CallSite site = {});
+Array greater(const Array& a, const Array& b, CallSite site = {});
+Array greater_equal(const Array& a, const Array& b, CallSite site = {});
+
+// pred ? on_true : on_false, broadcasting all three.
+Array where(const Array& pred, const Array& on_true, const Array& on_false, CallSite site = {});
+Array clip(const Array& x, double low, double high, CallSite site = {});
+Array astype(const Array& x, DType dtype, CallSite site = {});
+
+// A C++ number in an expression with an array is weakly typed: it takes the array's
+// dtype when it can (`x * 2.0` stays bf16 for a bf16 x), as in JAX.
+Array weak_scalar_like(double value, bool is_float, const Array& like, CallSite site = {});
+
+// Operators capture the call site through this operand wrapper.
+struct Operand {
+  const Array& array;
+  CallSite site;
+  Operand(const Array& a, CallSite s = {}) : array(a), site(s) {}  // NOLINT: implicit
+};
+
+#define KILN_DECLARE_BINARY_OPERATOR(op)        \
+  Array operator op(Operand a, const Array& b); \
+  Array operator op(Operand a, double b);       \
+  Array operator op(double a, Operand b);       \
+  Array operator op(Operand a, int b);          \
+  Array operator op(int a, Operand b);
+KILN_DECLARE_BINARY_OPERATOR(+)
+KILN_DECLARE_BINARY_OPERATOR(-)
+KILN_DECLARE_BINARY_OPERATOR(*)
+KILN_DECLARE_BINARY_OPERATOR(/)
+KILN_DECLARE_BINARY_OPERATOR(%)
+KILN_DECLARE_BINARY_OPERATOR(&)
+KILN_DECLARE_BINARY_OPERATOR(|)
+KILN_DECLARE_BINARY_OPERATOR(^)
+KILN_DECLARE_BINARY_OPERATOR(==)
+KILN_DECLARE_BINARY_OPERATOR(!=)
+KILN_DECLARE_BINARY_OPERATOR(<)
+KILN_DECLARE_BINARY_OPERATOR(<=)
+KILN_DECLARE_BINARY_OPERATOR(>)
+KILN_DECLARE_BINARY_OPERATOR(>=)
+#undef KILN_DECLARE_BINARY_OPERATOR
+Array operator-(Operand x);
+Array operator!(Operand x);
+Array operator~(Operand x);
+
+// ----- layout ---------------------------------------------------------------------------
+// One entry may be -1 (inferred). Free: the result shares the buffer.
+Array reshape(const Array& x, Shape shape, CallSite site = {});
+// Reverses the axes when `permutation` is empty.
+Array transpose(const Array& x, Dims permutation = {}, CallSite site = {});
+// Numpy broadcasting to `shape`.
+Array broadcast_to(const Array& x, Shape shape, CallSite site = {});
+// lax.broadcast_in_dim: operand axis i becomes output axis dims[i].
+Array broadcast_in_dim(const Array& x, Shape shape, Dims broadcast_dimensions, CallSite site = {});
+Array expand_dims(const Array& x, int64_t axis, CallSite site = {});
+// Removes the given size-1 axes (all size-1 axes when empty).
+Array squeeze(const Array& x, Dims axes = {}, CallSite site = {});
+Array slice(const Array& x, Dims start, Dims limit, Dims strides = {}, CallSite site = {});
+// Slice of `sizes` starting at the integer vector `start` (clamped into range).
+Array dynamic_slice(const Array& x, const Array& start, Dims sizes, CallSite site = {});
+Array dynamic_update_slice(const Array& x, const Array& update, const Array& start,
+                           CallSite site = {});
+Array concatenate(std::span<const Array> arrays, int64_t axis = 0, CallSite site = {});
+Array concatenate(std::initializer_list<Array> arrays, int64_t axis = 0, CallSite site = {});
+Array stack(std::span<const Array> arrays, int64_t axis = 0, CallSite site = {});
+// lax.pad: low/high per axis (negative crops), interior padding between elements.
+Array pad(const Array& x, Dims low, Dims high, Dims interior = {}, double value = 0,
+          CallSite site = {});
+
+// ----- indexing -------------------------------------------------------------------------
+// numpy.take along `axis`; out-of-range indices are an error (reported at the next
+// synchronization) unless mode is clip or fill.
+Array take(const Array& x, const Array& indices, int64_t axis = 0,
+           std::optional<IndexMode> mode = std::nullopt, CallSite site = {});
+// numpy.take_along_axis for indices with one fewer axis than x: picks x[..., i[...], ...].
+Array take_along_axis(const Array& x, const Array& indices, int64_t axis, CallSite site = {});
+Array one_hot(const Array& labels, int64_t num_classes, DType dtype = DType::f32,
+              CallSite site = {});
+
+// ----- reductions -----------------------------------------------------------------------
+// Empty axes reduce over everything. Sums of integers/bool accumulate in the input dtype
+// (bool sums as i32).
+Array sum(const Array& x, Dims axes = {}, bool keepdims = false, CallSite site = {});
+Array mean(const Array& x, Dims axes = {}, bool keepdims = false, CallSite site = {});
+Array max(const Array& x, Dims axes = {}, bool keepdims = false, CallSite site = {});
+Array min(const Array& x, Dims axes = {}, bool keepdims = false, CallSite site = {});
+Array prod(const Array& x, Dims axes = {}, bool keepdims = false, CallSite site = {});
+Array argmax(const Array& x, int64_t axis, DType index_dtype = DType::i32, CallSite site = {});
+Array argmin(const Array& x, int64_t axis, DType index_dtype = DType::i32, CallSite site = {});
+Array cumsum(const Array& x, int64_t axis, bool reverse = false, CallSite site = {});
+
+// ----- contractions, convolution, pooling -----------------------------------------------
+// numpy.matmul: 1-D operands are promoted to matrices; batch axes broadcast.
+Array matmul(const Array& a, const Array& b, CallSite site = {});
+Array dot_general(const Array& a, const Array& b, Dims lhs_contracting, Dims rhs_contracting,
+                  Dims lhs_batch = {}, Dims rhs_batch = {},
+                  std::optional<DType> preferred_element_type = std::nullopt, CallSite site = {});
+
+enum class Padding { kValid, kSame };
+// x: NHWC, w: HWIO (I = C / groups). Output NHWC.
+Array conv2d(const Array& x, const Array& w, Dims strides = {1, 1},
+             Padding padding = Padding::kValid, Dims dilation = {1, 1}, int64_t groups = 1,
+             CallSite site = {});
+// The general primitive: explicit padding and lhs (input) dilation.
+Array conv_general_dilated(const Array& x, const Array& w, Dims window_strides, Dims padding_low,
+                           Dims padding_high, Dims lhs_dilation, Dims rhs_dilation,
+                           int64_t feature_group_count = 1, CallSite site = {});
+// Pooling over the H and W axes of an NHWC array.
+Array max_pool(const Array& x, Dims window, Dims strides, Padding padding = Padding::kValid,
+               CallSite site = {});
+// Averages count only the cells inside the array (padding excluded), like PyTorch's
+// count_include_pad=False.
+Array avg_pool(const Array& x, Dims window, Dims strides, Padding padding = Padding::kValid,
+               CallSite site = {});
+
+}  // namespace kiln

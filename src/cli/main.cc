@@ -1,0 +1,6 @@
+// The `kiln` command.
+#include <cstdio>
+
+int main() {
+  return 0;
+}

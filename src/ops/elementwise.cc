@@ -1,0 +1,223 @@
+// User-facing elementwise ops, operators, where/clip/astype and weakly typed scalars.
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "kernels/element_convert.h"
+#include "kiln/promotion.h"
+#include "ops/op_util.h"
+
+namespace kiln {
+namespace {
+
+Array unary(PrimId id, const Array& x, CallSite site) {
+  return bind1(id, {x}, NoParams{}, site);
+}
+
+// The value stored with `dtype`'s representation.
+std::vector<std::byte> encode_scalar(double value, DType dtype) {
+  std::vector<std::byte> bytes(static_cast<size_t>(dtype_size(dtype)));
+  visit_dtype(dtype, [&](auto tag) {
+    using S = storage_t<decltype(tag)::value>;
+    S stored = convert_element<S>(value);
+    std::memcpy(bytes.data(), &stored, sizeof(S));
+  });
+  return bytes;
+}
+
+}  // namespace
+
+Array scalar(double value, DType dtype, Device* device, CallSite site) {
+  std::vector<std::byte> bytes = encode_scalar(value, dtype);
+  return from_host_bytes(bytes.data(), AbstractValue{Shape{}, dtype}, device, site);
+}
+
+Array weak_scalar_like(double value, bool is_float, const Array& like, CallSite site) {
+  // Create the literal directly in the dtype it will promote to, so `x_f64 * 0.1` uses the
+  // double 0.1 rather than a float rounding of it.
+  PromotedType literal{is_float ? DType::f32 : DType::i32, true};
+  PromotedType common = promote({like.dtype(), like.weak_type()}, literal);
+  if (!is_float && std::trunc(value) != value) common = {DType::f32, true};
+  std::vector<std::byte> bytes = encode_scalar(value, common.dtype);
+  return from_host_bytes(bytes.data(), AbstractValue{Shape{}, common.dtype, common.weak},
+                         &like.device(site), site);
+}
+
+Array neg(const Array& x, CallSite site) {
+  return unary(PrimId::neg, x, site);
+}
+Array abs(const Array& x, CallSite site) {
+  return unary(PrimId::abs, x, site);
+}
+Array sign(const Array& x, CallSite site) {
+  return unary(PrimId::sign, x, site);
+}
+Array exp(const Array& x, CallSite site) {
+  return unary(PrimId::exp, x, site);
+}
+Array expm1(const Array& x, CallSite site) {
+  return unary(PrimId::expm1, x, site);
+}
+Array log(const Array& x, CallSite site) {
+  return unary(PrimId::log, x, site);
+}
+Array log1p(const Array& x, CallSite site) {
+  return unary(PrimId::log1p, x, site);
+}
+Array sqrt(const Array& x, CallSite site) {
+  return unary(PrimId::sqrt, x, site);
+}
+Array rsqrt(const Array& x, CallSite site) {
+  return unary(PrimId::rsqrt, x, site);
+}
+Array tanh(const Array& x, CallSite site) {
+  return unary(PrimId::tanh, x, site);
+}
+Array logistic(const Array& x, CallSite site) {
+  return unary(PrimId::logistic, x, site);
+}
+Array sin(const Array& x, CallSite site) {
+  return unary(PrimId::sin, x, site);
+}
+Array cos(const Array& x, CallSite site) {
+  return unary(PrimId::cos, x, site);
+}
+Array floor(const Array& x, CallSite site) {
+  return unary(PrimId::floor, x, site);
+}
+Array ceil(const Array& x, CallSite site) {
+  return unary(PrimId::ceil, x, site);
+}
+Array round(const Array& x, CallSite site) {
+  return unary(PrimId::round, x, site);
+}
+Array is_finite(const Array& x, CallSite site) {
+  return unary(PrimId::is_finite, x, site);
+}
+Array logical_not(const Array& x, CallSite site) {
+  return unary(PrimId::not_, x, site);
+}
+
+Array add(const Array& a, const Array& b, CallSite site) {
+  return bind_binary(PrimId::add, "add", a, b, site);
+}
+Array sub(const Array& a, const Array& b, CallSite site) {
+  return bind_binary(PrimId::sub, "sub", a, b, site);
+}
+Array mul(const Array& a, const Array& b, CallSite site) {
+  return bind_binary(PrimId::mul, "mul", a, b, site);
+}
+Array div(const Array& a, const Array& b, CallSite site) {
+  return bind_binary(PrimId::div, "div", a, b, site);
+}
+Array rem(const Array& a, const Array& b, CallSite site) {
+  return bind_binary(PrimId::rem, "rem", a, b, site);
+}
+Array pow(const Array& a, const Array& b, CallSite site) {
+  return bind_binary(PrimId::pow, "pow", a, b, site);
+}
+Array maximum(const Array& a, const Array& b, CallSite site) {
+  return bind_binary(PrimId::max, "maximum", a, b, site);
+}
+Array minimum(const Array& a, const Array& b, CallSite site) {
+  return bind_binary(PrimId::min, "minimum", a, b, site);
+}
+Array bitwise_and(const Array& a, const Array& b, CallSite site) {
+  return bind_binary(PrimId::and_, "bitwise_and", a, b, site);
+}
+Array bitwise_or(const Array& a, const Array& b, CallSite site) {
+  return bind_binary(PrimId::or_, "bitwise_or", a, b, site);
+}
+Array bitwise_xor(const Array& a, const Array& b, CallSite site) {
+  return bind_binary(PrimId::xor_, "bitwise_xor", a, b, site);
+}
+Array equal(const Array& a, const Array& b, CallSite site) {
+  return bind_binary(PrimId::eq, "equal", a, b, site);
+}
+Array not_equal(const Array& a, const Array& b, CallSite site) {
+  return bind_binary(PrimId::ne, "not_equal", a, b, site);
+}
+Array less(const Array& a, const Array& b, CallSite site) {
+  return bind_binary(PrimId::lt, "less", a, b, site);
+}
+Array less_equal(const Array& a, const Array& b, CallSite site) {
+  return bind_binary(PrimId::le, "less_equal", a, b, site);
+}
+Array greater(const Array& a, const Array& b, CallSite site) {
+  return bind_binary(PrimId::gt, "greater", a, b, site);
+}
+Array greater_equal(const Array& a, const Array& b, CallSite site) {
+  return bind_binary(PrimId::ge, "greater_equal", a, b, site);
+}
+
+Array where(const Array& pred, const Array& on_true, const Array& on_false, CallSite site) {
+  if (pred.defined() && pred.dtype() != DType::bool_) {
+    fail(site, fmt::format("where: the condition must be bool, got {}", pred.aval().to_string()),
+         "compare to get a condition, e.g. where(x > 0, a, b)");
+  }
+  Shape branches = broadcast_shapes("where", on_true.aval(), on_false.aval(), site);
+  Shape out = broadcast_shapes("where", pred.aval(), AbstractValue{branches, DType::f32}, site);
+  auto [t, f] = promote_operands(on_true, on_false, site);
+  int64_t rank = out.rank();
+  return bind1(PrimId::select,
+               {lift_rank(pred, rank, site), lift_rank(t, rank, site), lift_rank(f, rank, site)},
+               NoParams{}, site);
+}
+
+Array clip(const Array& x, double low, double high, CallSite site) {
+  if (low > high) {
+    fail(site, fmt::format("clip: low ({}) is greater than high ({})", low, high));
+  }
+  bool is_float = is_floating(x.dtype());
+  return minimum(maximum(x, weak_scalar_like(low, is_float, x, site), site),
+                 weak_scalar_like(high, is_float, x, site), site);
+}
+
+Array astype(const Array& x, DType dtype, CallSite site) {
+  if (x.defined() && x.dtype() == dtype && !x.weak_type()) return x;
+  return bind1(PrimId::convert_element_type, {x}, ConvertParams{dtype}, site);
+}
+
+#define KILN_DEFINE_BINARY_OPERATOR(op, function)                                  \
+  Array operator op(Operand a, const Array& b) {                                   \
+    return function(a.array, b, a.site);                                           \
+  }                                                                                \
+  Array operator op(Operand a, double b) {                                         \
+    return function(a.array, weak_scalar_like(b, true, a.array, a.site), a.site);  \
+  }                                                                                \
+  Array operator op(double a, Operand b) {                                         \
+    return function(weak_scalar_like(a, true, b.array, b.site), b.array, b.site);  \
+  }                                                                                \
+  Array operator op(Operand a, int b) {                                            \
+    return function(a.array, weak_scalar_like(b, false, a.array, a.site), a.site); \
+  }                                                                                \
+  Array operator op(int a, Operand b) {                                            \
+    return function(weak_scalar_like(a, false, b.array, b.site), b.array, b.site); \
+  }
+KILN_DEFINE_BINARY_OPERATOR(+, add)
+KILN_DEFINE_BINARY_OPERATOR(-, sub)
+KILN_DEFINE_BINARY_OPERATOR(*, mul)
+KILN_DEFINE_BINARY_OPERATOR(/, div)
+KILN_DEFINE_BINARY_OPERATOR(%, rem)
+KILN_DEFINE_BINARY_OPERATOR(&, bitwise_and)
+KILN_DEFINE_BINARY_OPERATOR(|, bitwise_or)
+KILN_DEFINE_BINARY_OPERATOR(^, bitwise_xor)
+KILN_DEFINE_BINARY_OPERATOR(==, equal)
+KILN_DEFINE_BINARY_OPERATOR(!=, not_equal)
+KILN_DEFINE_BINARY_OPERATOR(<, less)
+KILN_DEFINE_BINARY_OPERATOR(<=, less_equal)
+KILN_DEFINE_BINARY_OPERATOR(>, greater)
+KILN_DEFINE_BINARY_OPERATOR(>=, greater_equal)
+#undef KILN_DEFINE_BINARY_OPERATOR
+
+Array operator-(Operand x) {
+  return neg(x.array, x.site);
+}
+Array operator!(Operand x) {
+  return logical_not(x.array, x.site);
+}
+Array operator~(Operand x) {
+  return logical_not(x.array, x.site);
+}
+
+}  // namespace kiln

@@ -1,0 +1,31 @@
+// Helpers shared by the user-facing ops: numpy-style broadcasting and dtype promotion
+// before a primitive is bound.
+#pragma once
+
+#include <string_view>
+#include <utility>
+
+#include "kiln/ops.h"
+#include "prims/bind.h"
+
+namespace kiln {
+
+// Promotes both operands to their common dtype (kiln/promotion.h), converting as needed.
+std::pair<Array, Array> promote_operands(const Array& a, const Array& b, CallSite site);
+
+// The numpy broadcast of two shapes, or an error naming `op` and both types.
+Shape broadcast_shapes(std::string_view op, const AbstractValue& a, const AbstractValue& b,
+                       CallSite site);
+
+// Reshapes `x` to `rank` by prepending size-1 axes (free: shares the buffer).
+Array lift_rank(const Array& x, int64_t rank, CallSite site);
+
+// Promote, broadcast-check, lift to equal rank, bind the binary primitive.
+Array bind_binary(PrimId id, std::string_view op, const Array& a, const Array& b, CallSite site);
+
+// Axis normalisation with a user-facing error naming `op`.
+int64_t user_axis(std::string_view op, int64_t axis, int64_t rank, CallSite site);
+// Sorted, de-duplicated, normalised axes; empty input means all axes.
+Dims user_axes(std::string_view op, const Dims& axes, int64_t rank, CallSite site);
+
+}  // namespace kiln

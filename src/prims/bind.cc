@@ -1,0 +1,54 @@
+// bind(): registry checks, abstract evaluation, then the current interpreter.
+#include "prims/bind.h"
+
+#include <fmt/format.h>
+
+namespace kiln {
+namespace {
+thread_local Interpreter* current_interpreter = nullptr;
+}  // namespace
+
+InterpreterScope::InterpreterScope(Interpreter& interpreter) : previous_(current_interpreter) {
+  current_interpreter = &interpreter;
+}
+InterpreterScope::~InterpreterScope() {
+  current_interpreter = previous_;
+}
+
+std::vector<AbstractValue> abstract_eval(PrimId id, std::span<const AbstractValue> inputs,
+                                         const Params& params, CallSite site) {
+  const PrimDef& prim = prim_def(id);
+  RuleContext context{prim, site};
+  if (prim.arity >= 0 && static_cast<int>(inputs.size()) != prim.arity) {
+    context.fail(fmt::format("expects {} operand(s), got {}", prim.arity, inputs.size()));
+  }
+  KILN_CHECK(params.index() == prim.params_index, "{} bound with the wrong params kind", prim.name);
+  KILN_CHECK(prim.abstract_eval != nullptr, "{} has no abstract_eval rule", prim.name);
+  return prim.abstract_eval(inputs, params, context);
+}
+
+std::vector<Array> bind(PrimId id, std::span<const Array> inputs, const Params& params,
+                        CallSite site) {
+  std::vector<AbstractValue> in_avals;
+  in_avals.reserve(inputs.size());
+  for (const Array& input : inputs) {
+    if (!input.defined()) {
+      fail(site,
+           fmt::format("{}: operand {} is an empty Array (default-constructed)", prim_name(id),
+                       in_avals.size()),
+           "initialise the Array from an op or from_host before using it");
+    }
+    in_avals.push_back(input.aval());
+  }
+  std::vector<AbstractValue> out_avals = abstract_eval(id, in_avals, params, site);
+  Interpreter& interpreter = current_interpreter ? *current_interpreter : eager_interpreter();
+  return interpreter.apply(prim_def(id), inputs, params, std::move(out_avals), site);
+}
+
+Array bind1(PrimId id, std::span<const Array> inputs, const Params& params, CallSite site) {
+  std::vector<Array> outputs = bind(id, inputs, params, site);
+  KILN_CHECK(outputs.size() == 1, "{} returned {} results", prim_name(id), outputs.size());
+  return std::move(outputs[0]);
+}
+
+}  // namespace kiln

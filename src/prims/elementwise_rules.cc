@@ -1,0 +1,206 @@
+// Abstract evaluation of the elementwise families: unary, binary, select, and
+// convert_element_type. Binary operands must have one dtype (ops promote before binding)
+// and equal rank; each axis matches the result or is 1 (broadcast without materialising).
+#include <ranges>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "prims/registry.h"
+
+namespace kiln {
+namespace {
+
+enum class Accepts { kFloat, kNumeric, kBoolOrInteger, kAny };
+
+struct ElementwiseSpec {
+  PrimId id;
+  Accepts accepts;
+  bool returns_bool;
+};
+
+constexpr ElementwiseSpec kUnarySpecs[] = {
+    {PrimId::neg, Accepts::kNumeric, false},    {PrimId::abs, Accepts::kNumeric, false},
+    {PrimId::sign, Accepts::kNumeric, false},   {PrimId::exp, Accepts::kFloat, false},
+    {PrimId::expm1, Accepts::kFloat, false},    {PrimId::log, Accepts::kFloat, false},
+    {PrimId::log1p, Accepts::kFloat, false},    {PrimId::sqrt, Accepts::kFloat, false},
+    {PrimId::rsqrt, Accepts::kFloat, false},    {PrimId::tanh, Accepts::kFloat, false},
+    {PrimId::logistic, Accepts::kFloat, false}, {PrimId::sin, Accepts::kFloat, false},
+    {PrimId::cos, Accepts::kFloat, false},      {PrimId::floor, Accepts::kFloat, false},
+    {PrimId::ceil, Accepts::kFloat, false},     {PrimId::round, Accepts::kFloat, false},
+    {PrimId::is_finite, Accepts::kFloat, true}, {PrimId::not_, Accepts::kBoolOrInteger, false},
+};
+
+constexpr ElementwiseSpec kBinarySpecs[] = {
+    {PrimId::add, Accepts::kNumeric, false},
+    {PrimId::sub, Accepts::kNumeric, false},
+    {PrimId::mul, Accepts::kNumeric, false},
+    {PrimId::div, Accepts::kNumeric, false},
+    {PrimId::rem, Accepts::kNumeric, false},
+    {PrimId::pow, Accepts::kFloat, false},
+    {PrimId::max, Accepts::kNumeric, false},
+    {PrimId::min, Accepts::kNumeric, false},
+    {PrimId::and_, Accepts::kBoolOrInteger, false},
+    {PrimId::or_, Accepts::kBoolOrInteger, false},
+    {PrimId::xor_, Accepts::kBoolOrInteger, false},
+    {PrimId::eq, Accepts::kAny, true},
+    {PrimId::ne, Accepts::kAny, true},
+    {PrimId::lt, Accepts::kAny, true},
+    {PrimId::le, Accepts::kAny, true},
+    {PrimId::gt, Accepts::kAny, true},
+    {PrimId::ge, Accepts::kAny, true},
+};
+
+const ElementwiseSpec& spec_of(PrimId id) {
+  for (const auto& spec : kUnarySpecs) {
+    if (spec.id == id) return spec;
+  }
+  for (const auto& spec : kBinarySpecs) {
+    if (spec.id == id) return spec;
+  }
+  KILN_CHECK(false, "{} is not elementwise", prim_name(id));
+  return kUnarySpecs[0];
+}
+
+bool accepts(Accepts accepts, DType dtype) {
+  switch (accepts) {
+    case Accepts::kFloat:
+      return is_floating(dtype);
+    case Accepts::kNumeric:
+      return dtype != DType::bool_;
+    case Accepts::kBoolOrInteger:
+      return dtype == DType::bool_ || is_integer(dtype);
+    case Accepts::kAny:
+      return true;
+  }
+  return false;
+}
+
+void check_accepts(const ElementwiseSpec& spec, const AbstractValue& operand,
+                   const RuleContext& context) {
+  if (accepts(spec.accepts, operand.dtype)) return;
+  switch (spec.accepts) {
+    case Accepts::kFloat:
+      context.fail(fmt::format("expects a floating-point operand, got {}", operand.to_string()),
+                   "convert first, e.g. astype(x, DType::f32)");
+    case Accepts::kNumeric:
+      context.fail(fmt::format("does not accept bool operands, got {}", operand.to_string()),
+                   "convert first, e.g. astype(x, DType::i32), or use bitwise_or/bitwise_and "
+                   "for logic");
+    case Accepts::kBoolOrInteger:
+      context.fail(fmt::format("is a bitwise op and needs bool or integer operands, got {}",
+                               operand.to_string()),
+                   "for floats compare first (x > 0), or convert with astype");
+    case Accepts::kAny:
+      break;
+  }
+}
+
+// Equal rank; each axis equal or 1. Returns the broadcast shape.
+Shape broadcast_operands(std::span<const AbstractValue> operands, const RuleContext& context) {
+  Shape out = operands[0].shape;
+  for (const AbstractValue& operand : operands.subspan(1)) {
+    if (operand.shape.rank() != out.rank()) {
+      context.fail(fmt::format("operands must have equal rank at the primitive level, got {}",
+                               fmt::join(operands | std::views::transform([](const auto& a) {
+                                           return a.to_string();
+                                         }),
+                                         " and ")),
+                   "the user-level ops (add, mul, where, ...) broadcast for you");
+    }
+    for (int64_t axis = 0; axis < out.rank(); ++axis) {
+      int64_t a = out[axis], b = operand.shape[axis];
+      if (a == b || b == 1) continue;
+      if (a == 1) {
+        out[axis] = b;
+        continue;
+      }
+      context.fail(fmt::format(
+          "shapes {} cannot be broadcast together (axis {}: {} vs {})",
+          fmt::join(operands | std::views::transform([](const auto& v) { return v.to_string(); }),
+                    ", "),
+          axis, a, b));
+    }
+  }
+  return out;
+}
+
+std::vector<AbstractValue> unary_rule(std::span<const AbstractValue> inputs, const Params&,
+                                      const RuleContext& context) {
+  const ElementwiseSpec& spec = spec_of(context.prim.id);
+  check_accepts(spec, inputs[0], context);
+  AbstractValue out = inputs[0];
+  if (spec.returns_bool) {
+    out.dtype = DType::bool_;
+    out.weak_type = false;
+  }
+  return {out};
+}
+
+std::vector<AbstractValue> binary_rule(std::span<const AbstractValue> inputs, const Params&,
+                                       const RuleContext& context) {
+  const ElementwiseSpec& spec = spec_of(context.prim.id);
+  const AbstractValue& a = inputs[0];
+  const AbstractValue& b = inputs[1];
+  if (a.dtype != b.dtype) {
+    context.fail(fmt::format("operands must have one dtype at the primitive level, got {} and {}",
+                             a.to_string(), b.to_string()),
+                 "the user-level ops promote for you; or convert one operand with astype");
+  }
+  check_accepts(spec, a, context);
+  AbstractValue out{broadcast_operands(inputs, context), a.dtype, a.weak_type && b.weak_type};
+  if (spec.returns_bool) {
+    out.dtype = DType::bool_;
+    out.weak_type = false;
+  }
+  return {out};
+}
+
+std::vector<AbstractValue> select_rule(std::span<const AbstractValue> inputs, const Params&,
+                                       const RuleContext& context) {
+  const AbstractValue& pred = inputs[0];
+  if (pred.dtype != DType::bool_) {
+    context.fail(fmt::format("the predicate must be bool, got {}", pred.to_string()),
+                 "compare to get a predicate, e.g. where(x > 0, a, b)");
+  }
+  if (inputs[1].dtype != inputs[2].dtype) {
+    context.fail(fmt::format("both branches must have one dtype, got {} and {}",
+                             inputs[1].to_string(), inputs[2].to_string()),
+                 "the user-level where() promotes for you");
+  }
+  return {AbstractValue{broadcast_operands(inputs, context), inputs[1].dtype,
+                        inputs[1].weak_type && inputs[2].weak_type}};
+}
+
+std::vector<AbstractValue> convert_rule(std::span<const AbstractValue> inputs, const Params& params,
+                                        const RuleContext&) {
+  AbstractValue out = inputs[0];
+  out.dtype = std::get<ConvertParams>(params).new_dtype;
+  out.weak_type = false;
+  return {out};
+}
+
+}  // namespace
+
+void register_elementwise_rules(PrimTable& table) {
+  for (const auto& spec : kUnarySpecs) {
+    table[spec.id].abstract_eval = unary_rule;
+    table[spec.id].flags |= kElementwise;
+  }
+  for (const auto& spec : kBinarySpecs) {
+    table[spec.id].abstract_eval = binary_rule;
+    table[spec.id].flags |= kElementwise;
+  }
+  // Boolean results and bitwise ops have no derivative; (sign, floor, round... have a zero
+  // one and stay differentiable).
+  for (PrimId id : {PrimId::is_finite, PrimId::not_, PrimId::and_, PrimId::or_, PrimId::xor_,
+                    PrimId::eq, PrimId::ne, PrimId::lt, PrimId::le, PrimId::gt, PrimId::ge}) {
+    table[id].flags |= kNotDifferentiable;
+  }
+  table[PrimId::select].abstract_eval = select_rule;
+  table[PrimId::select].flags |= kElementwise;
+  table[PrimId::convert_element_type].abstract_eval = convert_rule;
+  table[PrimId::convert_element_type].flags |= kElementwise;
+}
+
+}  // namespace kiln

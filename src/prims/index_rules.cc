@@ -1,0 +1,8 @@
+// Abstract evaluation of the index family. (Being written.)
+#include "prims/registry.h"
+
+namespace kiln {
+
+void register_index_rules(PrimTable&) {}
+
+}  // namespace kiln

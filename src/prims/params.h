@@ -1,0 +1,241 @@
+// Typed parameters of primitives. Each struct lists its fields once in fields(); one
+// generic walk (params_walk.h) prints, hashes and compares every kind of params, so a new
+// params struct needs no printer or hash of its own. Params is the variant of all of them.
+#pragma once
+
+#include <compare>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <tuple>
+#include <variant>
+
+#include "kiln/dtype.h"
+#include "kiln/index_mode.h"
+#include "kiln/shape.h"
+
+namespace kiln {
+
+template <typename Struct, typename Value>
+struct Field {
+  std::string_view name;
+  Value Struct::*member;
+};
+
+struct NoParams {
+  static constexpr auto fields() { return std::tuple{}; }
+  friend auto operator<=>(const NoParams&, const NoParams&) = default;
+};
+
+struct ConvertParams {
+  DType new_dtype = DType::f32;
+  static constexpr auto fields() {
+    return std::tuple{Field{"new_dtype", &ConvertParams::new_dtype}};
+  }
+  friend auto operator<=>(const ConvertParams&, const ConvertParams&) = default;
+};
+
+// Output has `shape`; operand axis i becomes output axis broadcast_dimensions[i] (which
+// must increase), where the operand's size is 1 or equal to the output's.
+struct BroadcastInDimParams {
+  Shape shape;
+  Dims broadcast_dimensions;
+  static constexpr auto fields() {
+    return std::tuple{Field{"shape", &BroadcastInDimParams::shape},
+                      Field{"broadcast_dimensions", &BroadcastInDimParams::broadcast_dimensions}};
+  }
+  friend auto operator<=>(const BroadcastInDimParams&, const BroadcastInDimParams&) = default;
+};
+
+struct ReshapeParams {
+  Shape new_sizes;
+  static constexpr auto fields() {
+    return std::tuple{Field{"new_sizes", &ReshapeParams::new_sizes}};
+  }
+  friend auto operator<=>(const ReshapeParams&, const ReshapeParams&) = default;
+};
+
+// Output axis i is operand axis permutation[i].
+struct TransposeParams {
+  Dims permutation;
+  static constexpr auto fields() {
+    return std::tuple{Field{"permutation", &TransposeParams::permutation}};
+  }
+  friend auto operator<=>(const TransposeParams&, const TransposeParams&) = default;
+};
+
+struct SliceParams {
+  Dims start_indices;
+  Dims limit_indices;
+  Dims strides;  // all ones when empty
+  static constexpr auto fields() {
+    return std::tuple{Field{"start_indices", &SliceParams::start_indices},
+                      Field{"limit_indices", &SliceParams::limit_indices},
+                      Field{"strides", &SliceParams::strides}};
+  }
+  friend auto operator<=>(const SliceParams&, const SliceParams&) = default;
+};
+
+// Operands: array, start indices (integer vector with one entry per axis). Starts are
+// clamped so the slice stays inside the array, as in XLA.
+struct DynamicSliceParams {
+  Dims slice_sizes;
+  static constexpr auto fields() {
+    return std::tuple{Field{"slice_sizes", &DynamicSliceParams::slice_sizes}};
+  }
+  friend auto operator<=>(const DynamicSliceParams&, const DynamicSliceParams&) = default;
+};
+
+struct ConcatenateParams {
+  int64_t dimension = 0;
+  static constexpr auto fields() {
+    return std::tuple{Field{"dimension", &ConcatenateParams::dimension}};
+  }
+  friend auto operator<=>(const ConcatenateParams&, const ConcatenateParams&) = default;
+};
+
+// Operands: array, scalar padding value. Negative low/high crop.
+struct PadParams {
+  Dims low;
+  Dims high;
+  Dims interior;
+  static constexpr auto fields() {
+    return std::tuple{Field{"low", &PadParams::low}, Field{"high", &PadParams::high},
+                      Field{"interior", &PadParams::interior}};
+  }
+  friend auto operator<=>(const PadParams&, const PadParams&) = default;
+};
+
+struct IotaParams {
+  DType dtype = DType::i32;
+  Shape shape;
+  int64_t dimension = 0;
+  static constexpr auto fields() {
+    return std::tuple{Field{"dtype", &IotaParams::dtype}, Field{"shape", &IotaParams::shape},
+                      Field{"dimension", &IotaParams::dimension}};
+  }
+  friend auto operator<=>(const IotaParams&, const IotaParams&) = default;
+};
+
+// gather(operand, indices): like tf.gather(operand, indices, axis, batch_dims).
+//   out.shape = operand.shape[:axis] + indices.shape[batch_dims:] + operand.shape[axis+1:]
+// with operand.shape[:batch_dims] == indices.shape[:batch_dims] and batch_dims <= axis.
+// batch_dims=0 is numpy's take; axis=1, batch_dims=1 picks one entry per row.
+struct GatherParams {
+  int64_t axis = 0;
+  int64_t batch_dims = 0;
+  IndexMode mode = IndexMode::kError;
+  static constexpr auto fields() {
+    return std::tuple{Field{"axis", &GatherParams::axis},
+                      Field{"batch_dims", &GatherParams::batch_dims},
+                      Field{"mode", &GatherParams::mode}};
+  }
+  friend auto operator<=>(const GatherParams&, const GatherParams&) = default;
+};
+
+// scatter(operand, indices, updates) / scatter_add: the transpose of gather with the same
+// params; updates has gather's output shape. Repeated indices: scatter_add sums them in
+// index order; scatter keeps the last.
+struct ScatterParams {
+  int64_t axis = 0;
+  int64_t batch_dims = 0;
+  IndexMode mode = IndexMode::kError;
+  static constexpr auto fields() {
+    return std::tuple{Field{"axis", &ScatterParams::axis},
+                      Field{"batch_dims", &ScatterParams::batch_dims},
+                      Field{"mode", &ScatterParams::mode}};
+  }
+  friend auto operator<=>(const ScatterParams&, const ScatterParams&) = default;
+};
+
+struct ReduceParams {
+  Dims axes;  // sorted, unique
+  static constexpr auto fields() { return std::tuple{Field{"axes", &ReduceParams::axes}}; }
+  friend auto operator<=>(const ReduceParams&, const ReduceParams&) = default;
+};
+
+// Index of the first maximum/minimum along `axis`; NaN counts as the maximum (and as the
+// minimum for argmin), as in numpy.
+struct ArgReduceParams {
+  int64_t axis = 0;
+  DType index_dtype = DType::i32;
+  static constexpr auto fields() {
+    return std::tuple{Field{"axis", &ArgReduceParams::axis},
+                      Field{"index_dtype", &ArgReduceParams::index_dtype}};
+  }
+  friend auto operator<=>(const ArgReduceParams&, const ArgReduceParams&) = default;
+};
+
+struct CumsumParams {
+  int64_t axis = 0;
+  bool reverse = false;
+  static constexpr auto fields() {
+    return std::tuple{Field{"axis", &CumsumParams::axis}, Field{"reverse", &CumsumParams::reverse}};
+  }
+  friend auto operator<=>(const CumsumParams&, const CumsumParams&) = default;
+};
+
+// Output axes: batch axes (in lhs_batch order), then lhs free axes, then rhs free axes.
+// Both operands have one dtype; the result has preferred_element_type if set, else that
+// dtype (accumulation is at least f32 for 16-bit floats).
+struct DotGeneralParams {
+  Dims lhs_contracting;
+  Dims rhs_contracting;
+  Dims lhs_batch;
+  Dims rhs_batch;
+  std::optional<DType> preferred_element_type;
+  static constexpr auto fields() {
+    return std::tuple{Field{"lhs_contracting", &DotGeneralParams::lhs_contracting},
+                      Field{"rhs_contracting", &DotGeneralParams::rhs_contracting},
+                      Field{"lhs_batch", &DotGeneralParams::lhs_batch},
+                      Field{"rhs_batch", &DotGeneralParams::rhs_batch},
+                      Field{"preferred_element_type", &DotGeneralParams::preferred_element_type}};
+  }
+  friend auto operator<=>(const DotGeneralParams&, const DotGeneralParams&) = default;
+};
+
+// 2-D convolution, lhs NHWC, rhs HWIO (I = C / feature_group_count), output NHWC.
+// lhs_dilation > 1 is a transposed (fractionally strided) convolution.
+struct ConvParams {
+  Dims window_strides;  // {sh, sw}
+  Dims padding_low;     // {ph_lo, pw_lo}
+  Dims padding_high;    // {ph_hi, pw_hi}
+  Dims lhs_dilation;    // {1, 1} for an ordinary convolution
+  Dims rhs_dilation;    // {1, 1} for an undilated kernel
+  int64_t feature_group_count = 1;
+  static constexpr auto fields() {
+    return std::tuple{Field{"window_strides", &ConvParams::window_strides},
+                      Field{"padding_low", &ConvParams::padding_low},
+                      Field{"padding_high", &ConvParams::padding_high},
+                      Field{"lhs_dilation", &ConvParams::lhs_dilation},
+                      Field{"rhs_dilation", &ConvParams::rhs_dilation},
+                      Field{"feature_group_count", &ConvParams::feature_group_count}};
+  }
+  friend auto operator<=>(const ConvParams&, const ConvParams&) = default;
+};
+
+// A window per operand axis (size 1 on axes that are not pooled). Padding cells count as
+// -inf for max and 0 for sum.
+struct ReduceWindowParams {
+  Dims window_dimensions;
+  Dims window_strides;
+  Dims padding_low;
+  Dims padding_high;
+  static constexpr auto fields() {
+    return std::tuple{Field{"window_dimensions", &ReduceWindowParams::window_dimensions},
+                      Field{"window_strides", &ReduceWindowParams::window_strides},
+                      Field{"padding_low", &ReduceWindowParams::padding_low},
+                      Field{"padding_high", &ReduceWindowParams::padding_high}};
+  }
+  friend auto operator<=>(const ReduceWindowParams&, const ReduceWindowParams&) = default;
+};
+
+using Params =
+    std::variant<NoParams, ConvertParams, BroadcastInDimParams, ReshapeParams, TransposeParams,
+                 SliceParams, DynamicSliceParams, ConcatenateParams, PadParams, IotaParams,
+                 GatherParams, ScatterParams, ReduceParams, ArgReduceParams, CumsumParams,
+                 DotGeneralParams, ConvParams, ReduceWindowParams>;
+
+std::string_view index_mode_name(IndexMode mode);
+
+}  // namespace kiln

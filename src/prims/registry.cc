@@ -1,0 +1,72 @@
+// The primitive table: static facts from prim_list.def, rules from the registration calls.
+#include "prims/registry.h"
+
+#include <mutex>
+
+namespace kiln {
+namespace {
+
+template <typename T, typename Variant, size_t I = 0>
+constexpr size_t variant_index() {
+  if constexpr (std::is_same_v<std::variant_alternative_t<I, Variant>, T>) {
+    return I;
+  } else {
+    return variant_index<T, Variant, I + 1>();
+  }
+}
+
+}  // namespace
+
+PrimTable::PrimTable() {
+  defs_ = {
+#define KILN_PRIM(id_, name_, arity_, family_, params_)     \
+  PrimDef{.id = PrimId::id_,                                \
+          .name = name_,                                    \
+          .arity = arity_,                                  \
+          .family = Family::family_,                        \
+          .params_index = variant_index<params_, Params>(), \
+          .flags = 0},
+#include "prims/prim_list.def"
+#undef KILN_PRIM
+  };
+}
+
+void RuleContext::fail(const std::string& message, const std::string& hint) const {
+  kiln::fail(site, fmt::format("{}: {}", prim.name, message), hint);
+}
+
+const PrimTable& register_all() {
+  static PrimTable table;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    register_elementwise_rules(table);
+    register_shape_rules(table);
+    register_index_rules(table);
+    register_reduce_rules(table);
+    register_contract_rules(table);
+    register_window_rules(table);
+    register_ref_kernels(table);
+    register_cpu_kernels(table);
+  });
+  return table;
+}
+
+std::string_view prim_name(PrimId id) {
+  return register_all()[id].name;
+}
+
+std::span<const PrimDef> all_prims() {
+  return register_all().all();
+}
+
+int64_t normalize_axis(int64_t axis, int64_t rank, const RuleContext& context,
+                       std::string_view what) {
+  if (axis < -rank || axis >= rank) {
+    context.fail(fmt::format("{} {} is out of range for an array of rank {}", what, axis, rank),
+                 rank == 0 ? "a rank-0 (scalar) array has no axes"
+                           : fmt::format("valid values are {}..{}", -rank, rank - 1));
+  }
+  return axis < 0 ? axis + rank : axis;
+}
+
+}  // namespace kiln

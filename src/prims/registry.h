@@ -1,0 +1,128 @@
+// The primitive registry: one PrimDef per primitive of prim_list.def, holding all of that
+// primitive's rules side by side. Rules are filled in by explicit registration calls from
+// register_all(); nothing registers itself from a static initialiser.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "base/compute_pool.h"
+#include "kiln/error.h"
+#include "kiln/shape.h"
+#include "prims/params.h"
+
+namespace kiln {
+
+enum class PrimId : uint16_t {
+#define KILN_PRIM(id, name, arity, family, params) id,
+#include "prims/prim_list.def"
+#undef KILN_PRIM
+};
+
+inline constexpr int kNumPrims = 0
+#define KILN_PRIM(id, name, arity, family, params) +1
+#include "prims/prim_list.def"
+#undef KILN_PRIM
+    ;
+
+enum class Family : uint8_t {
+  kUnary,
+  kBinary,
+  kSelect,
+  kConvert,
+  kShape,
+  kIndex,
+  kReduce,
+  kContract,
+  kWindow
+};
+
+enum PrimFlags : uint32_t {
+  kElementwise = 1u << 0,
+  kNotDifferentiable = 1u << 1,
+  // The output is the operand's buffer reinterpreted (same bytes, new shape): eager mode
+  // shares the buffer instead of running a kernel.
+  kAliasesOperand = 1u << 2,
+};
+
+// A kernel sees its operands and results as dense row-major buffers with their types.
+struct KernelInput {
+  const void* data;
+  const AbstractValue* aval;
+};
+struct KernelOutput {
+  void* data;
+  const AbstractValue* aval;
+};
+struct KernelCall {
+  std::span<const KernelInput> inputs;
+  std::span<const KernelOutput> outputs;
+  const Params& params;
+  ComputePool& pool;
+};
+using KernelFn = void (*)(const KernelCall& call);
+
+struct PrimDef;
+
+// What a rule needs to report an error in the user's terms.
+struct RuleContext {
+  const PrimDef& prim;
+  CallSite site;
+  [[noreturn]] void fail(const std::string& message, const std::string& hint = {}) const;
+};
+
+using AbstractEvalFn = std::vector<AbstractValue> (*)(std::span<const AbstractValue> inputs,
+                                                      const Params& params,
+                                                      const RuleContext& context);
+
+struct PrimDef {
+  PrimId id{};
+  std::string_view name;
+  int arity = 0;  // -1: variadic
+  Family family{};
+  size_t params_index = 0;  // which alternative of Params this primitive takes
+  uint32_t flags = 0;
+  AbstractEvalFn abstract_eval = nullptr;
+  KernelFn ref_kernel = nullptr;  // required: the plain, obviously-correct kernel
+  KernelFn cpu_kernel = nullptr;  // optional fast CPU kernel; falls back to ref_kernel
+
+  bool has_flag(PrimFlags flag) const { return (flags & flag) != 0; }
+};
+
+// The table every registration function fills.
+class PrimTable {
+ public:
+  PrimTable();
+  PrimDef& operator[](PrimId id) { return defs_[static_cast<size_t>(id)]; }
+  const PrimDef& operator[](PrimId id) const { return defs_[static_cast<size_t>(id)]; }
+  std::span<const PrimDef> all() const { return defs_; }
+
+ private:
+  std::vector<PrimDef> defs_;
+};
+
+// Runs every registration function once (thread-safe) and returns the finished table.
+const PrimTable& register_all();
+inline const PrimDef& prim_def(PrimId id) {
+  return register_all()[id];
+}
+std::string_view prim_name(PrimId id);
+std::span<const PrimDef> all_prims();
+
+// Registration functions, one per family of rules or kernels.
+void register_elementwise_rules(PrimTable& table);
+void register_shape_rules(PrimTable& table);
+void register_index_rules(PrimTable& table);
+void register_reduce_rules(PrimTable& table);
+void register_contract_rules(PrimTable& table);
+void register_window_rules(PrimTable& table);
+void register_ref_kernels(PrimTable& table);
+void register_cpu_kernels(PrimTable& table);
+
+// Shared checks for the rules.
+int64_t normalize_axis(int64_t axis, int64_t rank, const RuleContext& context,
+                       std::string_view what = "axis");
+
+}  // namespace kiln

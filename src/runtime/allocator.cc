@@ -1,0 +1,117 @@
+// Caching allocator (see allocator.h).
+#include "runtime/allocator.h"
+
+#include <bit>
+#include <cstdlib>
+#include <new>
+
+#include "kiln/error.h"
+
+namespace kiln {
+
+Buffer::~Buffer() {
+  owner_->release(data_, bytes_, capacity_);
+}
+
+CachingAllocator::CachingAllocator(size_t cache_limit_bytes) : cache_limit_(cache_limit_bytes) {}
+
+CachingAllocator::~CachingAllocator() {
+  release_cached();
+}
+
+size_t CachingAllocator::size_class(size_t bytes) {
+  if (bytes == 0) return 0;
+  if (bytes <= 4096) return (bytes + 63) & ~size_t{63};
+  // Round up to a multiple of 1/8 of the enclosing power of two.
+  size_t binade = std::bit_floor(bytes);
+  size_t step = binade / 8;
+  return (bytes + step - 1) / step * step;
+}
+
+std::shared_ptr<Buffer> CachingAllocator::allocate(size_t bytes) {
+  size_t capacity = size_class(bytes);
+  void* data = nullptr;
+  {
+    std::lock_guard lock(mutex_);
+    auto it = cache_.find(capacity);
+    if (it != cache_.end() && !it->second.empty()) {
+      data = it->second.back();
+      it->second.pop_back();
+      cached_bytes_ -= capacity;
+    }
+    stats_.live_bytes += static_cast<int64_t>(bytes);
+    stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.live_bytes);
+    stats_.num_allocations += 1;
+    if (data == nullptr) stats_.reserved_bytes += static_cast<int64_t>(capacity);
+  }
+  if (data == nullptr && capacity > 0) {
+    data = std::aligned_alloc(64, capacity);
+    if (data == nullptr) {
+      std::lock_guard lock(mutex_);
+      stats_.live_bytes -= static_cast<int64_t>(bytes);
+      stats_.reserved_bytes -= static_cast<int64_t>(capacity);
+      fail(kUnknownSite, fmt::format("out of memory allocating {} bytes", bytes),
+           "reduce the batch size or free arrays you no longer need");
+    }
+  }
+  return std::make_shared<Buffer>(data, bytes, capacity, this);
+}
+
+void CachingAllocator::release(void* data, size_t bytes, size_t capacity) {
+  bool keep = false;
+  {
+    std::lock_guard lock(mutex_);
+    stats_.live_bytes -= static_cast<int64_t>(bytes);
+    if (data != nullptr && cached_bytes_ + capacity <= cache_limit_) {
+      cache_[capacity].push_back(data);
+      cached_bytes_ += capacity;
+      keep = true;
+    } else {
+      stats_.reserved_bytes -= static_cast<int64_t>(capacity);
+    }
+  }
+  if (!keep) std::free(data);
+}
+
+MemoryStats CachingAllocator::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void CachingAllocator::reset_peak() {
+  std::lock_guard lock(mutex_);
+  stats_.peak_bytes = stats_.live_bytes;
+}
+
+void CachingAllocator::release_cached() {
+  std::map<size_t, std::vector<void*>> cache;
+  {
+    std::lock_guard lock(mutex_);
+    cache.swap(cache_);
+    stats_.reserved_bytes -= static_cast<int64_t>(cached_bytes_);
+    cached_bytes_ = 0;
+  }
+  for (auto& [capacity, blocks] : cache) {
+    for (void* block : blocks) std::free(block);
+  }
+}
+
+size_t default_allocator_cache_bytes() {
+#if defined(__SANITIZE_ADDRESS__)
+  return 0;
+#else
+  if (const char* text = std::getenv("KILN_ALLOCATOR_CACHE_MB")) {
+    char* end = nullptr;
+    long long megabytes = std::strtoll(text, &end, 10);
+    if (end == text || *end != '\0' || megabytes < 0) {
+      fail(kUnknownSite,
+           fmt::format("KILN_ALLOCATOR_CACHE_MB='{}' is not a non-negative integer", text),
+           "set it to the number of MiB of freed blocks to keep for reuse, or unset it");
+    }
+    return static_cast<size_t>(megabytes) << 20;
+  }
+  return size_t{2} << 30;
+#endif
+}
+
+}  // namespace kiln

@@ -1,0 +1,151 @@
+// Array methods that touch the runtime: waiting, reading values back, placement, and
+// moving arrays between devices and the host.
+#include <cstring>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "kiln/device.h"
+#include "kiln/ops.h"
+#include "runtime/device_array.h"
+
+namespace kiln {
+
+const DeviceArray& concrete(const Array& array, CallSite site, std::string_view what) {
+  if (!array.defined()) {
+    fail(site, fmt::format("{}: the Array is empty (default-constructed)", what),
+         "initialise the Array from an op or from_host before using it");
+  }
+  const auto* device_array = dynamic_cast<const DeviceArray*>(array.impl());
+  if (device_array == nullptr) {
+    fail(site,
+         fmt::format("{}: {} is a traced value, not a concrete array", what,
+                     array.aval().to_string()),
+         "values inside a transformed function cannot be read or moved; return them from the "
+         "function instead");
+  }
+  return *device_array;
+}
+
+void wait_ready(const DeviceArray& array, CallSite site) {
+  (void)site;
+  array.ready()->wait();
+  if (const auto& error = array.ready()->error()) throw Error(*error);
+}
+
+int64_t Array::dim(int64_t axis) const {
+  int64_t r = rank();
+  if (axis < -r || axis >= r) {
+    fail(kUnknownSite, fmt::format("axis {} is out of range for {}", axis, aval().to_string()));
+  }
+  return shape()[axis < 0 ? axis + r : axis];
+}
+
+Device& Array::device(CallSite site) const {
+  return *concrete(*this, site, "device").device();
+}
+
+const Array& Array::block_until_ready(CallSite site) const {
+  wait_ready(concrete(*this, site, "block_until_ready"), site);
+  return *this;
+}
+
+HostArray Array::to_host(CallSite site) const {
+  const DeviceArray& array = concrete(*this, site, "to_host");
+  wait_ready(array, site);
+  HostArray host{aval(), std::vector<std::byte>(static_cast<size_t>(size_bytes()))};
+  if (!host.bytes.empty())
+    std::memcpy(host.bytes.data(), array.buffer()->data(), host.bytes.size());
+  count_host_sync(size_bytes());
+  return host;
+}
+
+HostArray Array::item_host(CallSite site) const {
+  if (size() != 1) {
+    fail(site,
+         fmt::format("item: {} has {} elements, item() needs exactly one", aval().to_string(),
+                     size()),
+         "reduce the array first (e.g. x.sum()) or index one element");
+  }
+  return to_host(site);
+}
+
+void Array::check_storage_type(DType requested, CallSite site) const {
+  if (requested != dtype()) {
+    fail(site,
+         fmt::format("to_vector: the array is {}, but its values were requested as {}",
+                     aval().to_string(), dtype_name(requested)),
+         fmt::format("convert first: x.astype(kiln::DType::{}).to_vector<...>()",
+                     dtype_name(requested)));
+  }
+}
+
+Array from_host_bytes(const void* data, AbstractValue aval, Device* target, CallSite site) {
+  for (int64_t dim : aval.shape.dims()) {
+    if (dim < 0) {
+      fail(site,
+           fmt::format("from_host: shape {} has a negative dimension", aval.shape.to_string()));
+    }
+  }
+  CpuDevice& device = cpu_device(target ? *target : default_device());
+  auto buffer = device.allocator().allocate(static_cast<size_t>(aval.size_bytes()));
+  if (aval.size_bytes() > 0) {
+    std::memcpy(buffer->data(), data, static_cast<size_t>(aval.size_bytes()));
+  }
+  count_host_to_device(aval.size_bytes());
+  return Array(std::make_shared<DeviceArray>(std::move(aval), &device, std::move(buffer),
+                                             Completion::done()));
+}
+
+void check_host_size(size_t count, const Shape& shape, CallSite site) {
+  if (static_cast<int64_t>(count) != shape.num_elements()) {
+    fail(site, fmt::format("from_host: {} values given for shape {}, which holds {}", count,
+                           shape.to_string(), shape.num_elements()));
+  }
+}
+
+Array device_put(const Array& x, Device& target, CallSite site) {
+  const DeviceArray& source = concrete(x, site, "device_put");
+  if (source.device() == &target) return x;
+  CpuDevice& device = cpu_device(target);
+  auto buffer = device.allocator().allocate(static_cast<size_t>(x.size_bytes()));
+  auto completion = std::make_shared<Completion>();
+  device.enqueue([from = source.buffer(), from_ready = source.ready(), to = buffer, completion,
+                  bytes = static_cast<size_t>(x.size_bytes())] {
+    from_ready->wait();
+    if (from_ready->error()) {
+      completion->set_failed(from_ready->error());
+      return;
+    }
+    if (bytes > 0) std::memcpy(to->data(), from->data(), bytes);
+    completion->set_done();
+  });
+  return Array(std::make_shared<DeviceArray>(x.aval(), &device, std::move(buffer), completion));
+}
+
+Placement placement(const Array& x, CallSite site) {
+  const DeviceArray& array = concrete(x, site, "placement");
+  Dims start(static_cast<size_t>(x.rank()), 0);
+  return Placement{x.aval(),
+                   {PlacementPiece{array.device(), start, x.shape().dims(), x.size_bytes()}}};
+}
+
+std::string Placement::to_string() const {
+  std::string text = fmt::format("{} ({} bytes) on {} device(s)", aval.to_string(),
+                                 aval.size_bytes(), pieces.size());
+  for (const PlacementPiece& piece : pieces) {
+    std::vector<std::string> ranges;
+    for (size_t axis = 0; axis < piece.start.size(); ++axis) {
+      ranges.push_back(fmt::format("{}:{}", piece.start[axis], piece.limit[axis]));
+    }
+    text += fmt::format("\n  {:<8} [{}]  {} bytes", piece.device->to_string(),
+                        fmt::join(ranges, ", "), piece.bytes);
+  }
+  return text;
+}
+
+std::ostream& operator<<(std::ostream& out, const Placement& placement) {
+  return out << placement.to_string();
+}
+
+}  // namespace kiln

@@ -1,0 +1,119 @@
+// The eager interpreter: runs each primitive on its operands' device, asynchronously.
+// The caller gets result arrays at once; the kernel runs later on the device's queue
+// thread, and an error it raises is stored in the results' completion and rethrown, with
+// the primitive and the caller's site, at the next synchronization.
+#include <cstdlib>
+#include <cstring>
+
+#include <fmt/format.h>
+
+#include "prims/bind.h"
+#include "runtime/device_array.h"
+
+namespace kiln {
+namespace {
+
+bool reference_kernels_forced() {
+  static const bool forced = [] {
+    const char* value = std::getenv("KILN_KERNELS");
+    return value != nullptr && std::strcmp(value, "ref") == 0;
+  }();
+  return forced;
+}
+
+CpuDevice& common_device(const PrimDef& prim, std::span<const Array> inputs, CallSite site) {
+  const DeviceArray* first = nullptr;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const DeviceArray& input = concrete(inputs[i], site, prim.name);
+    if (first == nullptr) {
+      first = &input;
+    } else if (input.device() != first->device()) {
+      fail(site,
+           fmt::format("{}: operands are on different devices: {} on {}, {} on {}", prim.name,
+                       first->aval().to_string(), first->device()->to_string(),
+                       input.aval().to_string(), input.device()->to_string()),
+           fmt::format("move one operand first, e.g. kiln::device_put(x, kiln::device({}))",
+                       first->device()->id()));
+    }
+  }
+  return first ? *first->device() : cpu_device(default_device());
+}
+
+class EagerInterpreter final : public Interpreter {
+ public:
+  std::vector<Array> apply(const PrimDef& prim, std::span<const Array> inputs, const Params& params,
+                           std::vector<AbstractValue> out_avals, CallSite site) override {
+    CpuDevice& device = common_device(prim, inputs, site);
+
+    if (prim.has_flag(kAliasesOperand)) {
+      const DeviceArray& source = concrete(inputs[0], site, prim.name);
+      return {Array(std::make_shared<DeviceArray>(std::move(out_avals[0]), &device, source.buffer(),
+                                                  source.ready()))};
+    }
+
+    struct Operand {
+      std::shared_ptr<Buffer> buffer;
+      std::shared_ptr<Completion> ready;
+      AbstractValue aval;
+    };
+    std::vector<Operand> operands;
+    operands.reserve(inputs.size());
+    for (const Array& input : inputs) {
+      const DeviceArray& array = concrete(input, site, prim.name);
+      operands.push_back({array.buffer(), array.ready(), array.aval()});
+    }
+
+    auto completion = std::make_shared<Completion>();
+    std::vector<std::shared_ptr<Buffer>> results;
+    std::vector<Array> outputs;
+    for (const AbstractValue& aval : out_avals) {
+      results.push_back(device.allocator().allocate(static_cast<size_t>(aval.size_bytes())));
+      outputs.emplace_back(
+          std::make_shared<DeviceArray>(aval, &device, results.back(), completion));
+    }
+
+    KernelFn kernel =
+        (prim.cpu_kernel && !reference_kernels_forced()) ? prim.cpu_kernel : prim.ref_kernel;
+    KILN_CHECK(kernel != nullptr, "{} has no kernel", prim.name);
+    device.enqueue([&prim, kernel, params, operands = std::move(operands),
+                    results = std::move(results), out_avals = std::move(out_avals), completion,
+                    &device, site]() {
+      std::vector<KernelInput> kernel_inputs;
+      kernel_inputs.reserve(operands.size());
+      for (const Operand& operand : operands) {
+        operand.ready->wait();
+        if (operand.ready->error()) {
+          completion->set_failed(operand.ready->error());
+          return;
+        }
+        kernel_inputs.push_back({operand.buffer->data(), &operand.aval});
+      }
+      std::vector<KernelOutput> kernel_outputs;
+      kernel_outputs.reserve(results.size());
+      for (size_t i = 0; i < results.size(); ++i) {
+        kernel_outputs.push_back({results[i]->data(), &out_avals[i]});
+      }
+      try {
+        kernel(KernelCall{kernel_inputs, kernel_outputs, params, device.pool()});
+        completion->set_done();
+      } catch (const Error& error) {
+        completion->set_failed(std::make_shared<Error>(
+            fmt::format("{} failed while running: {}", prim.name, error.message()), error.hint(),
+            site));
+      } catch (const std::exception& error) {
+        completion->set_failed(std::make_shared<Error>(
+            fmt::format("{} failed while running: {}", prim.name, error.what()), "", site));
+      }
+    });
+    return outputs;
+  }
+};
+
+}  // namespace
+
+Interpreter& eager_interpreter() {
+  static EagerInterpreter* interpreter = new EagerInterpreter;
+  return *interpreter;
+}
+
+}  // namespace kiln

@@ -1,0 +1,112 @@
+// The primitive test table. One OpRow per primitive says how to make test cases for it and
+// how to compute the expected result in double precision (the oracle). The generic suite
+// in op_table.cc then checks, for every row:
+//   - the reference kernel against the oracle,
+//   - every fast kernel against the reference (and that its bits do not depend on the
+//     number of compute threads),
+//   - the eager path (bind + async runtime) against the reference.
+// Later issues add columns (gradients, vmap, jit, sharding) that reuse the same rows.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <random>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/compute_pool.h"
+#include "prims/registry.h"
+
+namespace kiln::testing {
+
+// An array given by its values in double (each exactly representable in aval.dtype).
+struct TestArray {
+  AbstractValue aval;
+  std::vector<double> values;
+};
+
+struct OpCase {
+  std::string label;
+  std::vector<TestArray> inputs;
+  Params params;
+};
+
+// |actual - expected| <= atol + rtol * |expected| for floating outputs. Integer and bool
+// outputs always compare exactly; NaN must meet NaN and infinities must match exactly.
+struct Tolerance {
+  double rtol = 0;
+  double atol = 0;
+};
+// A few units in the last place of `dtype` (rtol) plus a small atol.
+Tolerance ulp_tolerance(DType dtype, double ulps = 4, double atol = 0);
+
+using CaseGenerator = std::function<std::vector<OpCase>()>;
+using Oracle = std::function<std::vector<TestArray>(const OpCase&)>;
+using ToleranceRule = std::function<Tolerance(const OpCase&, DType out_dtype)>;
+
+struct OpRow {
+  PrimId prim;
+  CaseGenerator cases;
+  Oracle oracle;
+  ToleranceRule ref_tolerance;   // reference kernel vs oracle; default ulp_tolerance(dtype)
+  ToleranceRule fast_tolerance;  // fast kernel vs reference; default ulp_tolerance(dtype)
+};
+
+// Rows, one function per family (rows_<family>.cc).
+std::vector<OpRow> elementwise_rows();
+std::vector<OpRow> shape_rows();
+std::vector<OpRow> index_rows();
+std::vector<OpRow> reduce_rows();
+std::vector<OpRow> contract_rows();
+std::vector<OpRow> window_rows();
+std::vector<OpRow> all_rows();
+
+// ----- building cases -------------------------------------------------------------------
+// Deterministic generator for test values.
+using Rng = std::mt19937_64;
+
+// `values` rounded to `dtype` (so the TestArray holds exactly what the kernel sees).
+TestArray make_array(DType dtype, Shape shape, std::vector<double> values);
+// Random values from `gen` rounded to `dtype`.
+TestArray random_array(DType dtype, Shape shape, Rng& rng, const std::function<double(Rng&)>& gen);
+double uniform(Rng& rng, double low, double high);
+
+// Floating values that every float kernel must handle: NaN, +-Inf, +-0, a subnormal of the
+// dtype, its largest finite value.
+std::vector<double> special_values(DType dtype);
+// Overwrites the first elements of a float array with special_values (no-op otherwise).
+void insert_specials(TestArray& array);
+
+inline constexpr DType kFloatDTypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16};
+inline constexpr DType kIntDTypes[] = {DType::i32, DType::i64, DType::u8, DType::u32};
+
+// Whether `dtype` also gets the large cases. Large sizes exercise the fast kernels'
+// chunking; one float, one 16-bit float and one integer dtype cover their code paths and
+// keep the suite quick.
+bool wants_large_cases(DType dtype);
+// Shapes every elementwise-like op is tried on: scalar, empty, size 1, small odd sizes,
+// multi-dimensional shapes, and (wants_large_cases) a large non-divisible size.
+std::vector<Shape> standard_shapes(DType dtype);
+// Pairs of operand shapes that broadcast (size-1 axes on either side, equal rank).
+std::vector<std::pair<Shape, Shape>> broadcast_shape_pairs(DType dtype);
+
+// ----- running kernels ------------------------------------------------------------------
+std::vector<AbstractValue> out_avals_of(const OpRow& row, const OpCase& c);
+// Runs `kernel` on the case's inputs with `pool`; outputs decoded to TestArrays.
+std::vector<TestArray> run_kernel(KernelFn kernel, const OpCase& c,
+                                  const std::vector<AbstractValue>& out_avals, ComputePool& pool);
+// Runs the case through bind() and the eager runtime.
+std::vector<TestArray> run_eager(const OpRow& row, const OpCase& c);
+
+// Empty string when `actual` matches `expected` within `tolerance`; otherwise a
+// description of the first few mismatches.
+std::string compare(const TestArray& actual, const TestArray& expected, Tolerance tolerance);
+// True when the two arrays hold identical bits (for thread-count determinism).
+bool same_bits(const TestArray& a, const TestArray& b);
+
+// Encode / decode between doubles and a dtype's storage.
+std::vector<std::byte> encode(const TestArray& array);
+TestArray decode(const AbstractValue& aval, const void* data);
+
+}  // namespace kiln::testing
