@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <ostream>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -135,5 +136,8 @@ class Array::IndexedUpdate {
   Array indices_;
   CallSite site_;
 };
+
+// Prints x.to_string() (waits for the value).
+std::ostream& operator<<(std::ostream& out, const Array& x);
 
 }  // namespace kiln

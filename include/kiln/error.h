@@ -55,9 +55,8 @@ namespace detail {
 }  // namespace kiln
 
 // Internal invariant; a failure is a kiln bug, reported with kiln's own file and line.
-#define KILN_CHECK(condition, ...)                                                \
-  do {                                                                            \
-    if (!(condition)) [[unlikely]]                                                \
-      ::kiln::detail::check_failed(#condition, __FILE__, __LINE__,                \
-                                   ::fmt::format("" __VA_OPT__(, ) __VA_ARGS__)); \
+#define KILN_CHECK(condition, ...)                                                                 \
+  do {                                                                                             \
+    if (!(condition)) [[unlikely]]                                                                 \
+      ::kiln::detail::check_failed(#condition, __FILE__, __LINE__, ::fmt::format("" __VA_ARGS__)); \
   } while (0)

@@ -1,6 +1,36 @@
-// The `kiln` command.
+// The `kiln` command: parses the command line and runs one subcommand. User errors
+// (kiln::Error) print their message and HINT and exit with status 1.
 #include <cstdio>
+#include <iostream>
 
-int main() {
+#include "cli/commands.h"
+#include "kiln/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: train neural networks fast, at any scale, reproducibly.", "kiln"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kiln 0.1.0");
+  app.footer(
+      "Environment:\n"
+      "  KILN_CPU_DEVICES=N      split the CPU into N logical devices (default 1)\n"
+      "  KILN_COMPUTE_THREADS=N  threads in the shared compute pool (default: one per core)\n"
+      "  KILN_KERNELS=ref        run the reference kernels instead of the fast ones\n"
+      "  KILN_ALLOCATOR_CACHE_MB=M  freed memory each device keeps for reuse (default 2048)\n"
+      "Run `kiln <command> --help` for a command's options.");
+  std::vector<std::pair<CLI::App*, kiln::cli::Runner>> commands;
+  kiln::cli::Runner devices = kiln::cli::add_devices_command(app);
+  kiln::cli::Runner bench = kiln::cli::add_bench_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    return app.exit(error);
+  }
+  try {
+    if (app.got_subcommand("devices")) return devices();
+    if (app.got_subcommand("bench")) return bench();
+  } catch (const kiln::Error& error) {
+    std::fprintf(stderr, "error: %s\n", error.what());
+    return 1;
+  }
   return 0;
 }

@@ -1,8 +1,67 @@
-// Abstract evaluation of the window family. (Being written.)
+// Abstract evaluation of the window family: reduce_window_max and reduce_window_sum. One
+// window size, stride and low/high padding per operand axis; output axis size is
+// floor((padded - window) / stride) + 1, or 0 when the window is larger than the padded
+// axis (as XLA's shape inference does).
+#include <cstdint>
+
+#include <fmt/format.h>
+
 #include "prims/registry.h"
 
 namespace kiln {
+namespace {
 
-void register_window_rules(PrimTable&) {}
+// Parameters beyond this magnitude are rejected so the size arithmetic cannot overflow.
+constexpr int64_t kParamLimit = int64_t{1} << 32;
+
+void check_entries(const Dims& values, std::string_view name, const AbstractValue& operand,
+                   int64_t minimum, const RuleContext& context) {
+  if (static_cast<int64_t>(values.size()) != operand.shape.rank()) {
+    context.fail(fmt::format("{} {} needs one entry per axis of {} ({} entries)", name,
+                             dims_to_string(values), operand.to_string(), operand.shape.rank()),
+                 "use window 1, stride 1 and padding 0 on axes that are not pooled");
+  }
+  for (int64_t value : values) {
+    if (value < minimum || value > kParamLimit) {
+      context.fail(fmt::format("{} {} has an entry out of range (allowed: {}..{}) for {}", name,
+                               dims_to_string(values), minimum, kParamLimit, operand.to_string()));
+    }
+  }
+}
+
+std::vector<AbstractValue> window_rule(std::span<const AbstractValue> inputs, const Params& params,
+                                       const RuleContext& context) {
+  const auto& p = std::get<ReduceWindowParams>(params);
+  const AbstractValue& x = inputs[0];
+  if (x.dtype == DType::bool_) {
+    context.fail(fmt::format("does not accept bool operands, got {}", x.to_string()),
+                 "convert first, e.g. astype(x, DType::i32)");
+  }
+  check_entries(p.window_dimensions, "window_dimensions", x, 1, context);
+  check_entries(p.window_strides, "window_strides", x, 1, context);
+  check_entries(p.padding_low, "padding_low", x, -kParamLimit, context);
+  check_entries(p.padding_high, "padding_high", x, -kParamLimit, context);
+  AbstractValue out = x;
+  for (int64_t axis = 0; axis < x.shape.rank(); ++axis) {
+    size_t a = static_cast<size_t>(axis);
+    int64_t padded = x.shape[axis] + p.padding_low[a] + p.padding_high[a];
+    if (padded < 0) {
+      context.fail(
+          fmt::format("negative padding {}/{} crops more than the {} cells of axis {} "
+                      "of {}",
+                      p.padding_low[a], p.padding_high[a], x.shape[axis], axis, x.to_string()));
+    }
+    int64_t window = p.window_dimensions[a];
+    out.shape[axis] = padded < window ? 0 : (padded - window) / p.window_strides[a] + 1;
+  }
+  return {out};
+}
+
+}  // namespace
+
+void register_window_rules(PrimTable& table) {
+  table[PrimId::reduce_window_max].abstract_eval = window_rule;
+  table[PrimId::reduce_window_sum].abstract_eval = window_rule;
+}
 
 }  // namespace kiln

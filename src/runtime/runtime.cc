@@ -2,6 +2,7 @@
 #include "runtime/runtime.h"
 
 #include <atomic>
+#include <cctype>
 #include <cstdlib>
 #include <memory>
 #include <vector>
@@ -47,7 +48,8 @@ std::atomic<int64_t> host_to_device_bytes{0};
 int parse_cpu_device_count(const std::string& text) {
   char* end = nullptr;
   long value = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || end != text.c_str() + text.size() || value < 1 || value > kMaxCpuDevices) {
+  if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0])) ||
+      end != text.c_str() + text.size() || value < 1 || value > kMaxCpuDevices) {
     fail(kUnknownSite,
          fmt::format("KILN_CPU_DEVICES='{}' is not a device count between 1 and {}", text,
                      kMaxCpuDevices),

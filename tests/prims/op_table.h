@@ -38,7 +38,8 @@ struct Tolerance {
   double rtol = 0;
   double atol = 0;
 };
-// A few units in the last place of `dtype` (rtol) plus a small atol.
+// A few units in the last place of `dtype` (rtol, and as many smallest subnormals in
+// atol), plus `atol`.
 Tolerance ulp_tolerance(DType dtype, double ulps = 4, double atol = 0);
 
 using CaseGenerator = std::function<std::vector<OpCase>()>;

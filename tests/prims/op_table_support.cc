@@ -14,24 +14,25 @@
 namespace kiln::testing {
 
 Tolerance ulp_tolerance(DType dtype, double ulps, double atol) {
-  double epsilon = 0;
+  // In the subnormal range an ulp is the smallest subnormal, not epsilon * |x|.
+  double epsilon = 0, smallest = 0;
   switch (dtype) {
     case DType::f64:
-      epsilon = 0x1p-52;
+      epsilon = 0x1p-52, smallest = 0x1p-1074;
       break;
     case DType::f32:
-      epsilon = 0x1p-23;
+      epsilon = 0x1p-23, smallest = 0x1p-149;
       break;
     case DType::f16:
-      epsilon = 0x1p-10;
+      epsilon = 0x1p-10, smallest = 0x1p-24;
       break;
     case DType::bf16:
-      epsilon = 0x1p-7;
+      epsilon = 0x1p-7, smallest = 0x1p-133;
       break;
     default:
       return {0, 0};
   }
-  return {ulps * epsilon, atol};
+  return {ulps * epsilon, atol + ulps * smallest};
 }
 
 std::vector<OpRow> all_rows() {

@@ -1,10 +1,265 @@
-// op_table rows for the reduce family. (Being written.)
-#include "prims/op_table.h"
+// op_table rows for the reduce family: reduce_sum/max/min/prod over sets of axes (this
+// file) and argmax/argmin/cumsum (rows_reduce_scan.cc). The oracles walk multi-indices
+// and accumulate floats in long double and integers exactly (then wrap to the dtype), so
+// they share no code with the kernels.
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
+#include "prims/rows_reduce_index_util.h"
 
 namespace kiln::testing {
 
+std::vector<OpRow> arg_reduce_and_scan_rows();
+
+namespace {
+
+enum class Kind { kSum, kMax, kMin, kProd };
+
+struct Geometry {
+  Shape shape;
+  Dims axes;
+};
+
+// No axes, all axes, leading / trailing / middle / non-contiguous axes, size-1 and empty
+// axes, empty reductions, rank 0; large shapes exercise the fast kernels' row blocks,
+// column chunks and split reduced axes.
+std::vector<Geometry> geometries(DType dtype, Kind kind) {
+  std::vector<Geometry> list{
+      {Shape{}, {}},
+      {Shape{0}, {0}},
+      {Shape{0}, {}},
+      {Shape{1}, {0}},
+      {Shape{7}, {0}},
+      {Shape{7}, {}},
+      {Shape{3, 5}, {0}},
+      {Shape{3, 5}, {1}},
+      {Shape{3, 5}, {0, 1}},
+      {Shape{2, 3, 4}, {1}},
+      {Shape{2, 3, 4}, {0, 2}},
+      {Shape{2, 3, 4}, {0, 1}},
+      {Shape{2, 3, 4}, {1, 2}},
+      {Shape{2, 3, 4}, {0, 1, 2}},
+      {Shape{2, 0, 3}, {1}},
+      {Shape{2, 0, 3}, {0, 2}},
+      {Shape{4, 1, 5}, {1}},
+      {Shape{4, 1, 5}, {0, 1}},
+      {Shape{33, 17}, {0}},
+      {Shape{33, 17}, {1}},
+      {Shape{3, 1, 37, 5}, {1, 2}},
+  };
+  if (wants_large_cases(dtype)) {
+    list.push_back({Shape{300007}, {0}});
+    // Only the fast kernels (sum, max, min) have layouts to tell apart at this size.
+    if (kind != Kind::kProd) {
+      list.push_back({Shape{1000, 301}, {0}});
+      list.push_back({Shape{1000, 301}, {1}});
+      list.push_back({Shape{3, 70001}, {1}});
+      list.push_back({Shape{5, 200, 70}, {1}});
+      list.push_back({Shape{70, 8, 64}, {1}});
+      list.push_back({Shape{40, 1000}, {0}});
+    }
+  }
+  return list;
+}
+
+double value_for(Kind kind, Rng& rng, DType dtype) {
+  if (kind != Kind::kProd) return random_value(rng, dtype);
+  // Products: factors near 1 (floats) or small (integers) so results stay interesting.
+  double sign = uniform(rng, 0, 1) < 0.5 ? -1 : 1;
+  if (is_floating(dtype)) return sign * std::exp(uniform(rng, -0.05, 0.05));
+  double magnitude = std::floor(uniform(rng, 1, 4));
+  return is_unsigned(dtype) ? magnitude : sign * magnitude;
+}
+
+std::vector<OpCase> reduce_cases(Kind kind) {
+  std::vector<DType> dtypes = numeric_test_dtypes();
+  if (kind == Kind::kMax || kind == Kind::kMin) dtypes.push_back(DType::bool_);
+  std::vector<OpCase> cases;
+  Rng rng(static_cast<uint64_t>(kind) + 41);
+  for (DType dtype : dtypes) {
+    for (const Geometry& g : geometries(dtype, kind)) {
+      TestArray x =
+          random_array(dtype, g.shape, rng, [&](Rng& r) { return value_for(kind, r, dtype); });
+      std::string label = fmt::format("{}{} axes{}", dtype_name(dtype), g.shape.to_string(),
+                                      dims_to_string(g.axes));
+      // Plain values check accuracy; a second case adds NaN/Inf/extremes.
+      cases.push_back({label, {x}, ReduceParams{g.axes}});
+      bool small = x.values.size() < 10000;
+      bool chosen_large = g.shape == Shape{300007} || g.shape == Shape{1000, 301};
+      if (x.values.size() >= 2 && dtype != DType::bool_ && (small || chosen_large)) {
+        insert_specials(x);
+        insert_int_limits(x);
+        x = make_array(dtype, g.shape, x.values);
+        cases.push_back({label + " specials", {x}, ReduceParams{g.axes}});
+      }
+    }
+  }
+  return cases;
+}
+
+// The output element each input element contributes to.
+struct Grouping {
+  Shape out;
+  std::vector<int64_t> target;  // per input element
+};
+Grouping group(const OpCase& c) {
+  const Shape& in = c.inputs[0].aval.shape;
+  const Dims& axes = std::get<ReduceParams>(c.params).axes;
+  auto reduced = [&](int64_t axis) {
+    for (int64_t a : axes) {
+      if (a == axis) return true;
+    }
+    return false;
+  };
+  Grouping g;
+  for (int64_t axis = 0; axis < in.rank(); ++axis) {
+    if (!reduced(axis)) g.out.dims().push_back(in[axis]);
+  }
+  // Walk the input's coordinates like an odometer; the output index is the kept
+  // coordinates in row-major order.
+  Dims out_stride(static_cast<size_t>(in.rank()), 0);
+  for (int64_t axis = in.rank() - 1, stride = 1; axis >= 0; --axis) {
+    if (reduced(axis)) continue;
+    out_stride[static_cast<size_t>(axis)] = stride;
+    stride *= in[axis];
+  }
+  Dims coords(static_cast<size_t>(in.rank()), 0);
+  int64_t target = 0;
+  g.target.reserve(static_cast<size_t>(in.num_elements()));
+  for (int64_t i = 0; i < in.num_elements(); ++i) {
+    g.target.push_back(target);
+    for (int64_t axis = in.rank() - 1; axis >= 0; --axis) {
+      auto a = static_cast<size_t>(axis);
+      target += out_stride[a];
+      if (++coords[a] < in[axis]) break;
+      target -= out_stride[a] * in[axis];
+      coords[a] = 0;
+    }
+  }
+  return g;
+}
+
+Oracle reduce_oracle(Kind kind) {
+  return [kind](const OpCase& c) {
+    const TestArray& x = c.inputs[0];
+    DType dtype = x.aval.dtype;
+    Grouping g = group(c);
+    auto n = static_cast<size_t>(g.out.num_elements());
+    TestArray out{AbstractValue(g.out, dtype), std::vector<double>(n)};
+    if (is_floating(dtype)) {
+      long double identity = kind == Kind::kSum    ? 0.0L
+                             : kind == Kind::kProd ? 1.0L
+                             : kind == Kind::kMax  ? -INFINITY
+                                                   : INFINITY;
+      std::vector<long double> acc(n, identity);
+      for (size_t i = 0; i < x.values.size(); ++i) {
+        long double& a = acc[static_cast<size_t>(g.target[i])];
+        long double v = x.values[i];
+        switch (kind) {
+          case Kind::kSum:
+            a += v;
+            break;
+          case Kind::kProd:
+            // In double like the kernels: with a long double's wider exponent range the
+            // specials (largest * subnormal * ...) would not overflow where they do.
+            a = static_cast<double>(a) * static_cast<double>(v);
+            break;
+          case Kind::kMax:
+          case Kind::kMin:
+            if (std::isnan(a)) break;
+            if (std::isnan(v) || (kind == Kind::kMax ? v > a : v < a)) a = v;
+            break;
+        }
+      }
+      for (size_t k = 0; k < n; ++k) out.values[k] = static_cast<double>(acc[k]);
+    } else {
+      // Sums exactly in 128 bits; products modulo 2^64 (enough for any width up to 64).
+      bool is_bool = dtype == DType::bool_;
+      double lowest = is_bool ? 0 : -std::numeric_limits<double>::infinity();
+      std::vector<__int128> sums(n, 0);
+      std::vector<uint64_t> products(n, 1);
+      std::vector<double> extremes(n, kind == Kind::kMax ? lowest : -lowest);
+      if (is_bool && kind == Kind::kMin) std::fill(extremes.begin(), extremes.end(), 1.0);
+      for (size_t i = 0; i < x.values.size(); ++i) {
+        auto t = static_cast<size_t>(g.target[i]);
+        double v = x.values[i];
+        sums[t] += static_cast<__int128>(v);
+        products[t] *= static_cast<uint64_t>(static_cast<__int128>(v));
+        extremes[t] = kind == Kind::kMax ? std::max(extremes[t], v) : std::min(extremes[t], v);
+      }
+      for (size_t k = 0; k < n; ++k) {
+        switch (kind) {
+          case Kind::kSum:
+            out.values[k] = wrap_int(dtype, sums[k]);
+            break;
+          case Kind::kProd:
+            out.values[k] = wrap_int(dtype, static_cast<__int128>(products[k]));
+            break;
+          default:
+            // An empty integer max/min is the dtype's lowest/highest value.
+            if (std::isinf(extremes[k])) {
+              double limit = kind == Kind::kMax ? (dtype == DType::i32   ? -2147483648.0
+                                                   : dtype == DType::i64 ? -9223372036854775808.0
+                                                                         : 0.0)
+                                                : (dtype == DType::i32   ? 2147483647.0
+                                                   : dtype == DType::i64 ? 9223372036854775807.0
+                                                   : dtype == DType::u8  ? 255.0
+                                                                         : 4294967295.0);
+              extremes[k] = limit;
+            }
+            out.values[k] = extremes[k];
+        }
+      }
+    }
+    return std::vector<TestArray>{out};
+  };
+}
+
+// Largest group size and largest sum of finite magnitudes over the output elements.
+std::pair<double, double> group_stats(const OpCase& c) {
+  Grouping g = group(c);
+  std::vector<double> count(static_cast<size_t>(g.out.num_elements()), 0);
+  std::vector<double> abs_sum(count.size(), 0);
+  for (size_t i = 0; i < c.inputs[0].values.size(); ++i) {
+    auto t = static_cast<size_t>(g.target[i]);
+    count[t] += 1;
+    double v = std::fabs(c.inputs[0].values[i]);
+    if (std::isfinite(v)) abs_sum[t] += v;
+  }
+  double max_count = 0, max_abs_sum = 0;
+  for (size_t k = 0; k < count.size(); ++k) {
+    max_count = std::max(max_count, count[k]);
+    max_abs_sum = std::max(max_abs_sum, abs_sum[k]);
+  }
+  return {max_count, max_abs_sum};
+}
+
+// Sums differ from the exact value by the double accumulation error (count * 2^-52 *
+// sum|x|) plus the final rounding; products by a relative count * 2^-52.
+ToleranceRule reduce_tolerance(Kind kind) {
+  return [kind](const OpCase& c, DType dtype) -> Tolerance {
+    if (kind == Kind::kMax || kind == Kind::kMin) return {0, 0};
+    auto [count, abs_sum] = group_stats(c);
+    if (kind == Kind::kSum) return double_sum_tolerance(dtype, count, abs_sum);
+    return {epsilon_of(dtype) + count * 0x1p-52, denorm_of(dtype)};
+  };
+}
+
+OpRow reduce_row(PrimId prim, Kind kind) {
+  return OpRow{prim, [kind] { return reduce_cases(kind); }, reduce_oracle(kind),
+               reduce_tolerance(kind), reduce_tolerance(kind)};
+}
+
+}  // namespace
+
 std::vector<OpRow> reduce_rows() {
-  return {};
+  std::vector<OpRow> rows{
+      reduce_row(PrimId::reduce_sum, Kind::kSum), reduce_row(PrimId::reduce_max, Kind::kMax),
+      reduce_row(PrimId::reduce_min, Kind::kMin), reduce_row(PrimId::reduce_prod, Kind::kProd)};
+  for (OpRow& row : arg_reduce_and_scan_rows()) rows.push_back(std::move(row));
+  return rows;
 }
 
 }  // namespace kiln::testing

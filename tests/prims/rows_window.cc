@@ -1,10 +1,174 @@
-// op_table rows for the window family. (Being written.)
+// op_table rows for the window family: reduce_window_max and reduce_window_sum. The
+// oracle walks each output cell's window over the conceptually padded operand (padding is
+// -inf for max, 0 for sum) in double, integers exactly and wrapped.
+#include <cmath>
+#include <limits>
+
+#include <fmt/format.h>
+
 #include "prims/op_table.h"
 
 namespace kiln::testing {
+namespace {
+
+struct WindowSpec {
+  std::string label;
+  Shape shape;
+  ReduceWindowParams params;
+  bool large = false;
+};
+
+// NHWC pooling over H and W.
+ReduceWindowParams hw(Dims window, Dims strides, Dims low = {0, 0}, Dims high = {0, 0}) {
+  return ReduceWindowParams{Dims{1, window[0], window[1], 1}, Dims{1, strides[0], strides[1], 1},
+                            Dims{0, low[0], low[1], 0}, Dims{0, high[0], high[1], 0}};
+}
+
+std::vector<WindowSpec> window_specs() {
+  return {
+      {"2x2 stride 2", Shape{2, 6, 6, 3}, hw({2, 2}, {2, 2})},
+      {"2x2 stride 2 odd sizes", Shape{2, 7, 5, 3}, hw({2, 2}, {2, 2})},
+      {"3x3 stride 1 padded", Shape{1, 5, 5, 2}, hw({3, 3}, {1, 1}, {1, 1}, {1, 1})},
+      {"3x3 stride 2 asymmetric", Shape{2, 6, 7, 4}, hw({3, 3}, {2, 2}, {0, 1}, {1, 1})},
+      {"3x2 stride 3x1", Shape{1, 8, 6, 5}, hw({3, 2}, {3, 1})},
+      {"windows of padding only", Shape{1, 2, 2, 1}, hw({2, 2}, {1, 1}, {3, 3}, {0, 0})},
+      {"negative padding", Shape{1, 6, 6, 2}, hw({2, 2}, {1, 1}, {-1, -1}, {0, -2})},
+      {"window larger than input", Shape{1, 2, 3, 2}, hw({3, 3}, {1, 1})},
+      {"N=0", Shape{0, 4, 4, 2}, hw({2, 2}, {2, 2})},
+      {"C=1", Shape{3, 5, 5, 1}, hw({2, 2}, {1, 1})},
+      {"1-D", Shape{10}, ReduceWindowParams{{3}, {2}, {0}, {0}}},
+      {"1-D padded", Shape{7}, ReduceWindowParams{{4}, {1}, {2}, {1}}},
+      {"2-D", Shape{5, 7}, ReduceWindowParams{{2, 3}, {1, 2}, {0, 1}, {1, 0}}},
+      {"3-D over all axes", Shape{3, 4, 5},
+       ReduceWindowParams{{2, 2, 2}, {1, 2, 2}, {0, 0, 1}, {1, 0, 0}}},
+      {"NHWC window over C too", Shape{1, 4, 4, 6},
+       ReduceWindowParams{{1, 2, 2, 3}, {1, 2, 2, 3}, {0, 0, 0, 0}, {0, 0, 0, 0}}},
+      {"rank 0", Shape{}, ReduceWindowParams{}},
+      {"empty axis", Shape{0}, ReduceWindowParams{{1}, {1}, {0}, {0}}},
+      {"large cnn pool", Shape{16, 26, 26, 32}, hw({2, 2}, {2, 2}), true},
+      {"large same 3x3", Shape{4, 33, 31, 17}, hw({3, 3}, {2, 2}, {1, 1}, {1, 1}), true},
+  };
+}
+
+double window_value(Rng& rng, DType dtype) {
+  switch (dtype) {
+    case DType::u8:
+      return std::floor(uniform(rng, 0, 256));
+    case DType::i32:
+      return std::floor(uniform(rng, -2147483648.0, 2147483647.0));
+    default:
+      return uniform(rng, -4, 4);
+  }
+}
+
+std::vector<OpCase> window_cases() {
+  std::vector<OpCase> cases;
+  Rng rng(31);
+  std::vector<DType> dtypes{std::begin(kFloatDTypes), std::end(kFloatDTypes)};
+  dtypes.push_back(DType::i32);
+  dtypes.push_back(DType::u8);
+  for (DType dtype : dtypes) {
+    for (const WindowSpec& spec : window_specs()) {
+      if (spec.large && !wants_large_cases(dtype)) continue;
+      TestArray x =
+          random_array(dtype, spec.shape, rng, [&](Rng& r) { return window_value(r, dtype); });
+      insert_specials(x);
+      cases.push_back(
+          {fmt::format("{} {} {}", dtype_name(dtype), spec.label, spec.shape.to_string()),
+           {x},
+           spec.params});
+    }
+  }
+  return cases;
+}
+
+double wrap_int(DType dtype, __int128 value) {
+  switch (dtype) {
+    case DType::u8:
+      return static_cast<double>(static_cast<uint8_t>(value));
+    case DType::i32:
+      return static_cast<double>(static_cast<int32_t>(value));
+    default:
+      return static_cast<double>(value);
+  }
+}
+
+double lowest_of(DType dtype) {
+  switch (dtype) {
+    case DType::u8:
+      return 0;
+    case DType::i32:
+      return -2147483648.0;
+    default:
+      return -std::numeric_limits<double>::infinity();
+  }
+}
+
+Oracle window_oracle(bool is_max) {
+  return [is_max](const OpCase& c) {
+    const auto& p = std::get<ReduceWindowParams>(c.params);
+    const TestArray& x = c.inputs[0];
+    const Shape& in = x.aval.shape;
+    int64_t rank = in.rank();
+    std::vector<int64_t> out_sizes;
+    for (int64_t axis = 0; axis < rank; ++axis) {
+      size_t a = static_cast<size_t>(axis);
+      int64_t padded = in[axis] + p.padding_low[a] + p.padding_high[a];
+      out_sizes.push_back(padded < p.window_dimensions[a]
+                              ? 0
+                              : (padded - p.window_dimensions[a]) / p.window_strides[a] + 1);
+    }
+    Shape out_shape{std::span<const int64_t>(out_sizes)};
+    TestArray out{AbstractValue(out_shape, x.aval.dtype), {}};
+    bool ints = !is_floating(x.aval.dtype);
+    int64_t window_cells = 1;
+    for (int64_t size : p.window_dimensions) window_cells *= size;
+    for (int64_t flat = 0; flat < out_shape.num_elements(); ++flat) {
+      std::vector<int64_t> at(static_cast<size_t>(rank));
+      for (int64_t axis = rank - 1, rest = flat; axis >= 0; --axis) {
+        at[static_cast<size_t>(axis)] = rest % out_sizes[static_cast<size_t>(axis)];
+        rest /= out_sizes[static_cast<size_t>(axis)];
+      }
+      double best = lowest_of(x.aval.dtype), sum = 0;
+      bool saw_nan = false;
+      __int128 exact = 0;
+      for (int64_t cell = 0; cell < window_cells; ++cell) {
+        int64_t offset = 0;
+        bool inside = true;
+        for (int64_t axis = rank - 1, rest = cell, stride = 1; axis >= 0; --axis) {
+          size_t a = static_cast<size_t>(axis);
+          int64_t tap = rest % p.window_dimensions[a];
+          rest /= p.window_dimensions[a];
+          int64_t pos = at[a] * p.window_strides[a] + tap - p.padding_low[a];
+          if (pos < 0 || pos >= in[axis]) inside = false;
+          offset += pos * stride;
+          stride *= in[axis];
+        }
+        if (!inside) continue;  // padding: -inf for max, 0 for sum
+        double value = x.values[static_cast<size_t>(offset)];
+        if (std::isnan(value)) saw_nan = true;
+        best = std::max(best, value);
+        sum += value;
+        exact += static_cast<__int128>(ints ? value : 0);
+      }
+      if (is_max) {
+        out.values.push_back(saw_nan ? NAN : best);
+      } else {
+        out.values.push_back(ints ? wrap_int(x.aval.dtype, exact) : sum);
+      }
+    }
+    return std::vector<TestArray>{out};
+  };
+}
+
+}  // namespace
 
 std::vector<OpRow> window_rows() {
-  return {};
+  auto exact = [](const OpCase&, DType) { return Tolerance{0, 0}; };
+  return {
+      OpRow{PrimId::reduce_window_max, window_cases, window_oracle(true), exact, exact},
+      OpRow{PrimId::reduce_window_sum, window_cases, window_oracle(false), {}, {}},
+  };
 }
 
 }  // namespace kiln::testing

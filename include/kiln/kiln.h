@@ -1,0 +1,13 @@
+// Everything kiln offers, for users' convenience. kiln's own sources include the specific
+// headers they need instead.
+#pragma once
+
+#include "kiln/array.h"
+#include "kiln/device.h"
+#include "kiln/dtype.h"
+#include "kiln/error.h"
+#include "kiln/index_mode.h"
+#include "kiln/ops.h"
+#include "kiln/profile.h"
+#include "kiln/promotion.h"
+#include "kiln/shape.h"

@@ -1,0 +1,15 @@
+// The `kiln` subcommands. Each registers its options on the CLI11 app and returns the
+// process exit code when run.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <functional>
+
+namespace kiln::cli {
+
+using Runner = std::function<int()>;
+
+Runner add_devices_command(CLI::App& app);
+Runner add_bench_command(CLI::App& app);
+
+}  // namespace kiln::cli

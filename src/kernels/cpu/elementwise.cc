@@ -1,0 +1,202 @@
+// Fast CPU kernels for the elementwise primitives. f32/f64 arithmetic and the hot math
+// functions run through the Highway loops (elementwise_simd.h); every other dtype/op runs
+// a plain loop over the same scalar definitions the reference uses (elementwise_ops.h),
+// which the compiler vectorises where it can. Both walk broadcast operands without
+// materialising them and split the output into size-determined chunks.
+#include <type_traits>
+
+#include "kernels/cpu/broadcast_layout.h"
+#include "kernels/cpu/cpu_kernels.h"
+#include "kernels/cpu/elementwise_simd.h"
+#include "kernels/element_convert.h"
+#include "kernels/elementwise_ops.h"
+
+namespace kiln {
+namespace {
+
+namespace ew = elementwise;
+
+// Elements per chunk: large enough that handing a chunk to another thread pays off.
+constexpr int64_t kMinChunk = 16384;
+
+template <typename Op>
+constexpr std::optional<simd::UnaryOp> simd_unary() {
+  if constexpr (std::is_same_v<Op, ew::Neg>) return simd::UnaryOp::kNeg;
+  if constexpr (std::is_same_v<Op, ew::Abs>) return simd::UnaryOp::kAbs;
+  if constexpr (std::is_same_v<Op, ew::Sqrt>) return simd::UnaryOp::kSqrt;
+  if constexpr (std::is_same_v<Op, ew::Rsqrt>) return simd::UnaryOp::kRsqrt;
+  if constexpr (std::is_same_v<Op, ew::Floor>) return simd::UnaryOp::kFloor;
+  if constexpr (std::is_same_v<Op, ew::Ceil>) return simd::UnaryOp::kCeil;
+  if constexpr (std::is_same_v<Op, ew::Round>) return simd::UnaryOp::kRound;
+  if constexpr (std::is_same_v<Op, ew::Exp>) return simd::UnaryOp::kExp;
+  if constexpr (std::is_same_v<Op, ew::Log>) return simd::UnaryOp::kLog;
+  if constexpr (std::is_same_v<Op, ew::Tanh>) return simd::UnaryOp::kTanh;
+  if constexpr (std::is_same_v<Op, ew::Logistic>) return simd::UnaryOp::kLogistic;
+  return std::nullopt;
+}
+
+template <typename Op>
+constexpr std::optional<simd::BinaryOp> simd_binary() {
+  if constexpr (std::is_same_v<Op, ew::Add>) return simd::BinaryOp::kAdd;
+  if constexpr (std::is_same_v<Op, ew::Sub>) return simd::BinaryOp::kSub;
+  if constexpr (std::is_same_v<Op, ew::Mul>) return simd::BinaryOp::kMul;
+  if constexpr (std::is_same_v<Op, ew::Div>) return simd::BinaryOp::kDiv;
+  if constexpr (std::is_same_v<Op, ew::Max>) return simd::BinaryOp::kMax;
+  if constexpr (std::is_same_v<Op, ew::Min>) return simd::BinaryOp::kMin;
+  return std::nullopt;
+}
+
+template <typename Op>
+void cpu_unary(const KernelCall& call) {
+  const KernelInput& x = call.inputs[0];
+  const KernelOutput& y = call.outputs[0];
+  int64_t n = y.aval->num_elements();
+  int64_t chunks = chunk_count(n, kMinChunk);
+  visit_dtype(x.aval->dtype, [&](auto tag) {
+    using S = storage_t<decltype(tag)::value>;
+    using C = compute_t<S>;
+    if constexpr (std::is_invocable_v<Op, C>) {
+      using R = std::conditional_t<std::is_same_v<std::invoke_result_t<Op, C>, bool>, bool, S>;
+      const S* in = static_cast<const S*>(x.data);
+      R* out = static_cast<R*>(y.data);
+      call.pool.parallel_for(chunks, [&](int64_t chunk) {
+        int64_t begin = n * chunk / chunks, end = n * (chunk + 1) / chunks;
+        constexpr auto vector_op = simd_unary<Op>();
+        if constexpr (vector_op.has_value() && std::is_same_v<S, float>) {
+          simd::unary_f32(*vector_op, in + begin, out + begin, static_cast<size_t>(end - begin));
+        } else if constexpr (vector_op.has_value() && std::is_same_v<S, double>) {
+          simd::unary_f64(*vector_op, in + begin, out + begin, static_cast<size_t>(end - begin));
+        } else {
+          for (int64_t i = begin; i < end; ++i) out[i] = convert_element<R>(Op{}(widen(in[i])));
+        }
+      });
+    } else {
+      KILN_CHECK(false, "unsupported dtype {}", dtype_name(x.aval->dtype));
+    }
+  });
+}
+
+template <typename Op>
+void cpu_binary(const KernelCall& call) {
+  const KernelInput& a = call.inputs[0];
+  const KernelInput& b = call.inputs[1];
+  const KernelOutput& y = call.outputs[0];
+  auto layout = plan_broadcast<2>(y.aval->shape, {&a.aval->shape, &b.aval->shape});
+  visit_dtype(a.aval->dtype, [&](auto tag) {
+    using S = storage_t<decltype(tag)::value>;
+    using C = compute_t<S>;
+    if constexpr (std::is_invocable_v<Op, C, C>) {
+      using R = std::conditional_t<std::is_same_v<std::invoke_result_t<Op, C, C>, bool>, bool, S>;
+      const S* lhs = static_cast<const S*>(a.data);
+      const S* rhs = static_cast<const S*>(b.data);
+      R* out = static_cast<R*>(y.data);
+      size_t step_a = layout.inner_contiguous[0] ? 1 : 0;
+      size_t step_b = layout.inner_contiguous[1] ? 1 : 0;
+      for_each_run(layout, call.pool, kMinChunk,
+                   [&](int64_t at, const std::array<int64_t, 2>& offset, int64_t length) {
+                     const S* pa = lhs + offset[0];
+                     const S* pb = rhs + offset[1];
+                     R* po = out + at;
+                     constexpr auto vector_op = simd_binary<Op>();
+                     auto count = static_cast<size_t>(length);
+                     if constexpr (vector_op.has_value() && std::is_same_v<S, float>) {
+                       simd::binary_f32(*vector_op, pa, step_a, pb, step_b, po, count);
+                     } else if constexpr (vector_op.has_value() && std::is_same_v<S, double>) {
+                       simd::binary_f64(*vector_op, pa, step_a, pb, step_b, po, count);
+                     } else {
+                       for (size_t i = 0; i < count; ++i) {
+                         po[i] =
+                             convert_element<R>(Op{}(widen(pa[i * step_a]), widen(pb[i * step_b])));
+                       }
+                     }
+                   });
+    } else {
+      KILN_CHECK(false, "unsupported dtype {}", dtype_name(a.aval->dtype));
+    }
+  });
+}
+
+void cpu_select(const KernelCall& call) {
+  const KernelOutput& y = call.outputs[0];
+  auto layout = plan_broadcast<3>(
+      y.aval->shape,
+      {&call.inputs[0].aval->shape, &call.inputs[1].aval->shape, &call.inputs[2].aval->shape});
+  const bool* pred = static_cast<const bool*>(call.inputs[0].data);
+  visit_dtype(y.aval->dtype, [&](auto tag) {
+    using S = storage_t<decltype(tag)::value>;
+    const S* on_true = static_cast<const S*>(call.inputs[1].data);
+    const S* on_false = static_cast<const S*>(call.inputs[2].data);
+    S* out = static_cast<S*>(y.data);
+    int64_t step[3];
+    for (size_t k = 0; k < 3; ++k) step[k] = layout.inner_contiguous[k] ? 1 : 0;
+    for_each_run(layout, call.pool, kMinChunk,
+                 [&](int64_t at, const std::array<int64_t, 3>& offset, int64_t length) {
+                   for (int64_t i = 0; i < length; ++i) {
+                     out[at + i] = pred[offset[0] + i * step[0]]
+                                       ? on_true[offset[1] + i * step[1]]
+                                       : on_false[offset[2] + i * step[2]];
+                   }
+                 });
+  });
+}
+
+void cpu_convert(const KernelCall& call) {
+  const KernelInput& x = call.inputs[0];
+  const KernelOutput& y = call.outputs[0];
+  int64_t n = y.aval->num_elements();
+  int64_t chunks = chunk_count(n, kMinChunk);
+  visit_dtype(x.aval->dtype, [&](auto in_tag) {
+    using S = storage_t<decltype(in_tag)::value>;
+    visit_dtype(y.aval->dtype, [&](auto out_tag) {
+      using D = storage_t<decltype(out_tag)::value>;
+      const S* in = static_cast<const S*>(x.data);
+      D* out = static_cast<D*>(y.data);
+      call.pool.parallel_for(chunks, [&](int64_t chunk) {
+        int64_t begin = n * chunk / chunks, end = n * (chunk + 1) / chunks;
+        for (int64_t i = begin; i < end; ++i) out[i] = convert_element<D>(in[i]);
+      });
+    });
+  });
+}
+
+}  // namespace
+
+void register_cpu_elementwise(PrimTable& table) {
+  table[PrimId::neg].cpu_kernel = cpu_unary<ew::Neg>;
+  table[PrimId::abs].cpu_kernel = cpu_unary<ew::Abs>;
+  table[PrimId::sign].cpu_kernel = cpu_unary<ew::Sign>;
+  table[PrimId::exp].cpu_kernel = cpu_unary<ew::Exp>;
+  table[PrimId::log].cpu_kernel = cpu_unary<ew::Log>;
+  table[PrimId::sqrt].cpu_kernel = cpu_unary<ew::Sqrt>;
+  table[PrimId::rsqrt].cpu_kernel = cpu_unary<ew::Rsqrt>;
+  table[PrimId::tanh].cpu_kernel = cpu_unary<ew::Tanh>;
+  table[PrimId::logistic].cpu_kernel = cpu_unary<ew::Logistic>;
+  table[PrimId::floor].cpu_kernel = cpu_unary<ew::Floor>;
+  table[PrimId::ceil].cpu_kernel = cpu_unary<ew::Ceil>;
+  table[PrimId::round].cpu_kernel = cpu_unary<ew::Round>;
+  table[PrimId::is_finite].cpu_kernel = cpu_unary<ew::IsFinite>;
+  table[PrimId::not_].cpu_kernel = cpu_unary<ew::Not>;
+  table[PrimId::add].cpu_kernel = cpu_binary<ew::Add>;
+  table[PrimId::sub].cpu_kernel = cpu_binary<ew::Sub>;
+  table[PrimId::mul].cpu_kernel = cpu_binary<ew::Mul>;
+  table[PrimId::div].cpu_kernel = cpu_binary<ew::Div>;
+  table[PrimId::rem].cpu_kernel = cpu_binary<ew::Rem>;
+  table[PrimId::pow].cpu_kernel = cpu_binary<ew::Pow>;
+  table[PrimId::max].cpu_kernel = cpu_binary<ew::Max>;
+  table[PrimId::min].cpu_kernel = cpu_binary<ew::Min>;
+  table[PrimId::and_].cpu_kernel = cpu_binary<ew::And>;
+  table[PrimId::or_].cpu_kernel = cpu_binary<ew::Or>;
+  table[PrimId::xor_].cpu_kernel = cpu_binary<ew::Xor>;
+  table[PrimId::eq].cpu_kernel = cpu_binary<ew::Eq>;
+  table[PrimId::ne].cpu_kernel = cpu_binary<ew::Ne>;
+  table[PrimId::lt].cpu_kernel = cpu_binary<ew::Lt>;
+  table[PrimId::le].cpu_kernel = cpu_binary<ew::Le>;
+  table[PrimId::gt].cpu_kernel = cpu_binary<ew::Gt>;
+  table[PrimId::ge].cpu_kernel = cpu_binary<ew::Ge>;
+  table[PrimId::select].cpu_kernel = cpu_select;
+  table[PrimId::convert_element_type].cpu_kernel = cpu_convert;
+  // expm1, log1p, sin and cos keep their reference kernels: they are not on a hot path
+  // and Highway's versions lose accuracy for large arguments (sin/cos range reduction).
+}
+
+}  // namespace kiln

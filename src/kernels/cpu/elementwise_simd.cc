@@ -1,0 +1,269 @@
+// Highway implementation of kernels/cpu/elementwise_simd.h. This file is compiled once per
+// SIMD target by hwy/foreach_target.h. Highway's math functions do not handle every IEEE
+// special value (NaN, overflow, subnormal inputs); the wrappers below patch those lanes so
+// the results agree with the reference kernels (checked by tests/prims/fast_math_test.cc).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/elementwise_simd.cc"
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+
+#include <hwy/contrib/math/math-inl.h>
+#include <hwy/highway.h>
+
+#include <cstring>
+#include <limits>
+
+#include "kernels/cpu/elementwise_simd.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kiln::simd::HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+template <class D, class V>
+V nan_like(D d) {
+  return hn::Set(d, std::numeric_limits<hn::TFromD<D>>::quiet_NaN());
+}
+
+// exp with overflow to +inf and NaN passed through (Highway returns garbage / 0 there).
+template <class D, class V>
+V safe_exp(D d, V x) {
+  using T = hn::TFromD<D>;
+  const T max_arg = sizeof(T) == 4 ? T(88.72283935546875) : T(709.782712893384);
+  V y = hn::Exp(d, x);
+  y = hn::IfThenElse(hn::Gt(x, hn::Set(d, max_arg)), hn::Set(d, std::numeric_limits<T>::infinity()),
+                     y);
+  return hn::IfThenElse(hn::IsNaN(x), x, y);
+}
+
+// log for every input: negative -> NaN, 0 -> -inf, +inf -> +inf, subnormals rescaled into
+// the normal range first (Highway assumes normal inputs).
+template <class D, class V>
+V safe_log(D d, V x) {
+  using T = hn::TFromD<D>;
+  const V smallest_normal = hn::Set(d, std::numeric_limits<T>::min());
+  const T scale_exponent = sizeof(T) == 4 ? T(32) : T(64);
+  const V scale = hn::Set(d, sizeof(T) == 4 ? T(4294967296.0) : T(18446744073709551616.0));
+  const auto subnormal = hn::And(hn::Gt(x, hn::Zero(d)), hn::Lt(x, smallest_normal));
+  V scaled = hn::IfThenElse(subnormal, hn::Mul(x, scale), x);
+  V y = hn::Log(d, scaled);
+  y = hn::IfThenElse(
+      subnormal, hn::Sub(y, hn::Set(d, scale_exponent * T(0.693147180559945309417232121458))), y);
+  const T inf = std::numeric_limits<T>::infinity();
+  y = hn::IfThenElse(hn::Eq(x, hn::Zero(d)), hn::Set(d, -inf), y);
+  y = hn::IfThenElse(hn::Eq(x, hn::Set(d, inf)), x, y);
+  y = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), nan_like<D, V>(d), y);
+  return hn::IfThenElse(hn::IsNaN(x), x, y);
+}
+
+template <class D, class V>
+V safe_tanh(D d, V x) {
+  using T = hn::TFromD<D>;
+  // Beyond |x| = 20 (f32) / 40 (f64) tanh is +-1 to the last bit.
+  const V limit = hn::Set(d, sizeof(T) == 4 ? T(20) : T(40));
+  V y = hn::Tanh(d, x);
+  y = hn::IfThenElse(hn::Gt(hn::Abs(x), limit), hn::CopySign(hn::Set(d, T(1)), x), y);
+  return hn::IfThenElse(hn::IsNaN(x), x, y);
+}
+
+// Stable logistic: with e = exp(-|x|), 1/(1+e) for x >= 0 and e/(1+e) for x < 0.
+template <class D, class V>
+V safe_logistic(D d, V x) {
+  using T = hn::TFromD<D>;
+  const V one = hn::Set(d, T(1));
+  V e = safe_exp(d, hn::Neg(hn::Abs(x)));
+  V r = hn::Div(one, hn::Add(one, e));
+  V y = hn::IfThenElse(hn::Lt(x, hn::Zero(d)), hn::Mul(e, r), r);
+  return hn::IfThenElse(hn::IsNaN(x), x, y);
+}
+
+// NaN-propagating max/min (the hardware instructions return an operand instead).
+template <class D, class V>
+V nan_max(D, V a, V b) {
+  V m = hn::Max(a, b);
+  m = hn::IfThenElse(hn::IsNaN(b), b, m);
+  return hn::IfThenElse(hn::IsNaN(a), a, m);
+}
+template <class D, class V>
+V nan_min(D, V a, V b) {
+  V m = hn::Min(a, b);
+  m = hn::IfThenElse(hn::IsNaN(b), b, m);
+  return hn::IfThenElse(hn::IsNaN(a), a, m);
+}
+
+template <UnaryOp kOp, class D, class V>
+HWY_INLINE V apply_unary(D d, V x) {
+  using T = hn::TFromD<D>;
+  if constexpr (kOp == UnaryOp::kNeg) return hn::Neg(x);
+  if constexpr (kOp == UnaryOp::kAbs) return hn::Abs(x);
+  if constexpr (kOp == UnaryOp::kSqrt) return hn::Sqrt(x);
+  if constexpr (kOp == UnaryOp::kRsqrt) return hn::Div(hn::Set(d, T(1)), hn::Sqrt(x));
+  if constexpr (kOp == UnaryOp::kFloor) return hn::Floor(x);
+  if constexpr (kOp == UnaryOp::kCeil) return hn::Ceil(x);
+  if constexpr (kOp == UnaryOp::kRound) return hn::Round(x);
+  if constexpr (kOp == UnaryOp::kExp) return safe_exp(d, x);
+  if constexpr (kOp == UnaryOp::kLog) return safe_log(d, x);
+  if constexpr (kOp == UnaryOp::kTanh) return safe_tanh(d, x);
+  if constexpr (kOp == UnaryOp::kLogistic) return safe_logistic(d, x);
+}
+
+template <BinaryOp kOp, class D, class V>
+HWY_INLINE V apply_binary(D d, V a, V b) {
+  if constexpr (kOp == BinaryOp::kAdd) return hn::Add(a, b);
+  if constexpr (kOp == BinaryOp::kSub) return hn::Sub(a, b);
+  if constexpr (kOp == BinaryOp::kMul) return hn::Mul(a, b);
+  if constexpr (kOp == BinaryOp::kDiv) return hn::Div(a, b);
+  if constexpr (kOp == BinaryOp::kMax) return nan_max(d, a, b);
+  if constexpr (kOp == BinaryOp::kMin) return nan_min(d, a, b);
+}
+
+// The tail goes through a full vector in a stack buffer so it computes exactly like the
+// body.
+template <UnaryOp kOp, typename T>
+void unary_loop(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t n) {
+  const hn::ScalableTag<T> d;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) hn::StoreU(apply_unary<kOp>(d, hn::LoadU(d, x + i)), d, y + i);
+  if (i < n) {
+    HWY_ALIGN T buffer[hn::MaxLanes(d)] = {};
+    std::memcpy(buffer, x + i, (n - i) * sizeof(T));
+    hn::Store(apply_unary<kOp>(d, hn::Load(d, buffer)), d, buffer);
+    std::memcpy(y + i, buffer, (n - i) * sizeof(T));
+  }
+}
+
+template <BinaryOp kOp, typename T>
+void binary_loop(const T* HWY_RESTRICT a, size_t a_stride, const T* HWY_RESTRICT b, size_t b_stride,
+                 T* HWY_RESTRICT y, size_t n) {
+  const hn::ScalableTag<T> d;
+  const size_t lanes = hn::Lanes(d);
+  size_t i = 0;
+  if (a_stride == 1 && b_stride == 1) {
+    for (; i + lanes <= n; i += lanes) {
+      hn::StoreU(apply_binary<kOp>(d, hn::LoadU(d, a + i), hn::LoadU(d, b + i)), d, y + i);
+    }
+  } else if (b_stride == 0 && a_stride == 1) {
+    const auto vb = hn::Set(d, b[0]);
+    for (; i + lanes <= n; i += lanes) {
+      hn::StoreU(apply_binary<kOp>(d, hn::LoadU(d, a + i), vb), d, y + i);
+    }
+  } else if (a_stride == 0 && b_stride == 1) {
+    const auto va = hn::Set(d, a[0]);
+    for (; i + lanes <= n; i += lanes) {
+      hn::StoreU(apply_binary<kOp>(d, va, hn::LoadU(d, b + i)), d, y + i);
+    }
+  } else {
+    const auto va = hn::Set(d, a[0]);
+    const auto vb = hn::Set(d, b[0]);
+    for (; i + lanes <= n; i += lanes) hn::StoreU(apply_binary<kOp>(d, va, vb), d, y + i);
+  }
+  if (i < n) {
+    HWY_ALIGN T buffer_a[hn::MaxLanes(d)] = {};
+    HWY_ALIGN T buffer_b[hn::MaxLanes(d)] = {};
+    size_t rest = n - i;
+    for (size_t j = 0; j < rest; ++j) {
+      buffer_a[j] = a[a_stride * (i + j)];
+      buffer_b[j] = b[b_stride * (i + j)];
+    }
+    hn::Store(apply_binary<kOp>(d, hn::Load(d, buffer_a), hn::Load(d, buffer_b)), d, buffer_a);
+    std::memcpy(y + i, buffer_a, rest * sizeof(T));
+  }
+}
+
+template <typename T>
+void unary_dispatch(UnaryOp op, const T* x, T* y, size_t n) {
+  switch (op) {
+    case UnaryOp::kNeg:
+      return unary_loop<UnaryOp::kNeg>(x, y, n);
+    case UnaryOp::kAbs:
+      return unary_loop<UnaryOp::kAbs>(x, y, n);
+    case UnaryOp::kSqrt:
+      return unary_loop<UnaryOp::kSqrt>(x, y, n);
+    case UnaryOp::kRsqrt:
+      return unary_loop<UnaryOp::kRsqrt>(x, y, n);
+    case UnaryOp::kFloor:
+      return unary_loop<UnaryOp::kFloor>(x, y, n);
+    case UnaryOp::kCeil:
+      return unary_loop<UnaryOp::kCeil>(x, y, n);
+    case UnaryOp::kRound:
+      return unary_loop<UnaryOp::kRound>(x, y, n);
+    case UnaryOp::kExp:
+      return unary_loop<UnaryOp::kExp>(x, y, n);
+    case UnaryOp::kLog:
+      return unary_loop<UnaryOp::kLog>(x, y, n);
+    case UnaryOp::kTanh:
+      return unary_loop<UnaryOp::kTanh>(x, y, n);
+    case UnaryOp::kLogistic:
+      return unary_loop<UnaryOp::kLogistic>(x, y, n);
+  }
+}
+
+template <typename T>
+void binary_dispatch(BinaryOp op, const T* a, size_t sa, const T* b, size_t sb, T* y, size_t n) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      return binary_loop<BinaryOp::kAdd>(a, sa, b, sb, y, n);
+    case BinaryOp::kSub:
+      return binary_loop<BinaryOp::kSub>(a, sa, b, sb, y, n);
+    case BinaryOp::kMul:
+      return binary_loop<BinaryOp::kMul>(a, sa, b, sb, y, n);
+    case BinaryOp::kDiv:
+      return binary_loop<BinaryOp::kDiv>(a, sa, b, sb, y, n);
+    case BinaryOp::kMax:
+      return binary_loop<BinaryOp::kMax>(a, sa, b, sb, y, n);
+    case BinaryOp::kMin:
+      return binary_loop<BinaryOp::kMin>(a, sa, b, sb, y, n);
+  }
+}
+
+void UnaryF32(UnaryOp op, const float* x, float* y, size_t n) {
+  unary_dispatch(op, x, y, n);
+}
+void UnaryF64(UnaryOp op, const double* x, double* y, size_t n) {
+  unary_dispatch(op, x, y, n);
+}
+void BinaryF32(BinaryOp op, const float* a, size_t sa, const float* b, size_t sb, float* y,
+               size_t n) {
+  binary_dispatch(op, a, sa, b, sb, y, n);
+}
+void BinaryF64(BinaryOp op, const double* a, size_t sa, const double* b, size_t sb, double* y,
+               size_t n) {
+  binary_dispatch(op, a, sa, b, sb, y, n);
+}
+
+const char* TargetName() {
+  return hwy::TargetName(HWY_TARGET);
+}
+
+}  // namespace kiln::simd::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::simd {
+
+HWY_EXPORT(UnaryF32);
+HWY_EXPORT(UnaryF64);
+HWY_EXPORT(BinaryF32);
+HWY_EXPORT(BinaryF64);
+HWY_EXPORT(TargetName);
+
+void unary_f32(UnaryOp op, const float* x, float* y, size_t n) {
+  HWY_DYNAMIC_DISPATCH(UnaryF32)(op, x, y, n);
+}
+void unary_f64(UnaryOp op, const double* x, double* y, size_t n) {
+  HWY_DYNAMIC_DISPATCH(UnaryF64)(op, x, y, n);
+}
+void binary_f32(BinaryOp op, const float* a, size_t a_stride, const float* b, size_t b_stride,
+                float* y, size_t n) {
+  HWY_DYNAMIC_DISPATCH(BinaryF32)(op, a, a_stride, b, b_stride, y, n);
+}
+void binary_f64(BinaryOp op, const double* a, size_t a_stride, const double* b, size_t b_stride,
+                double* y, size_t n) {
+  HWY_DYNAMIC_DISPATCH(BinaryF64)(op, a, a_stride, b, b_stride, y, n);
+}
+
+const char* target_name() {
+  return HWY_DYNAMIC_DISPATCH(TargetName)();
+}
+
+}  // namespace kiln::simd
+#endif  // HWY_ONCE

@@ -1,0 +1,38 @@
+// Vectorised (Highway) loops for the hot floating-point elementwise ops. Compiled for
+// several instruction sets; the best one for this CPU is chosen at run time. Every element,
+// including a run's tail, goes through the same vector code, so a value's result does not
+// depend on where it sits in the array.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace kiln::simd {
+
+enum class UnaryOp : uint8_t {
+  kNeg,
+  kAbs,
+  kSqrt,
+  kRsqrt,
+  kFloor,
+  kCeil,
+  kRound,
+  kExp,
+  kLog,
+  kTanh,
+  kLogistic
+};
+enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin };
+
+// Operand b (or a) may be a single repeated element: a_stride/b_stride are 1 or 0.
+void unary_f32(UnaryOp op, const float* x, float* y, size_t n);
+void unary_f64(UnaryOp op, const double* x, double* y, size_t n);
+void binary_f32(BinaryOp op, const float* a, size_t a_stride, const float* b, size_t b_stride,
+                float* y, size_t n);
+void binary_f64(BinaryOp op, const double* a, size_t a_stride, const double* b, size_t b_stride,
+                double* y, size_t n);
+
+// Which instruction set the dispatcher chose (for `kiln devices`).
+const char* target_name();
+
+}  // namespace kiln::simd

@@ -1,0 +1,160 @@
+// User-facing indexing ops: take, take_along_axis, one_hot and the functional indexed
+// update x.at(i).set(v) / .add(v). They check what the user passed (naming the op) and bind
+// gather / scatter / scatter_add. Index values are checked when the kernel runs: in mode
+// error an out-of-range index fails the next synchronization with this op's call site.
+#include <fmt/format.h>
+
+#include "ops/op_util.h"
+
+namespace kiln {
+namespace {
+
+void check_defined(std::string_view op, const Array& x, const Array& indices, CallSite site) {
+  if (!x.defined() || !indices.defined()) {
+    fail(site, fmt::format("{}: an operand is an empty Array (default-constructed)", op));
+  }
+}
+
+void check_integer_indices(std::string_view op, const Array& indices, CallSite site) {
+  if (!is_integer(indices.dtype())) {
+    fail(site,
+         fmt::format("{}: indices must have an integer dtype, got {}", op,
+                     indices.aval().to_string()),
+         "convert them first, e.g. astype(indices, DType::i32)");
+  }
+}
+
+}  // namespace
+
+Array take(const Array& x, const Array& indices, int64_t axis, std::optional<IndexMode> mode,
+           CallSite site) {
+  check_defined("take", x, indices, site);
+  check_integer_indices("take", indices, site);
+  if (x.rank() == 0) {
+    fail(site, fmt::format("take: cannot index a rank-0 array {}", x.aval().to_string()),
+         "reshape it to rank 1 first, e.g. x.reshape({1})");
+  }
+  int64_t normalised = user_axis("take", axis, x.rank(), site);
+  return bind1(PrimId::gather, {x, indices},
+               GatherParams{normalised, 0, mode.value_or(IndexMode::kError)}, site);
+}
+
+// Gather with every axis but `axis` as a batch axis: after moving `axis` last, the indices
+// (x's shape without `axis`) line up with x's leading axes.
+Array take_along_axis(const Array& x, const Array& indices, int64_t axis, CallSite site) {
+  check_defined("take_along_axis", x, indices, site);
+  check_integer_indices("take_along_axis", indices, site);
+  if (x.rank() == 0) {
+    fail(site,
+         fmt::format("take_along_axis: cannot index a rank-0 array {}", x.aval().to_string()));
+  }
+  int64_t normalised = user_axis("take_along_axis", axis, x.rank(), site);
+  Shape expected;
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (d != normalised) expected.dims().push_back(x.shape()[d]);
+  }
+  if (indices.shape() != expected) {
+    fail(site,
+         fmt::format("take_along_axis: indices {} must have the shape of x {} without axis {}, "
+                     "i.e. {}",
+                     indices.aval().to_string(), x.aval().to_string(), axis, expected.to_string()),
+         "pass one index per position of the other axes, e.g. labels of shape [batch] for "
+         "logits of shape [batch, classes] and axis -1");
+  }
+  int64_t last = x.rank() - 1;
+  Array moved = x;
+  if (normalised != last) {
+    Dims permutation;
+    for (int64_t d = 0; d < x.rank(); ++d) {
+      if (d != normalised) permutation.push_back(d);
+    }
+    permutation.push_back(normalised);
+    moved = transpose(x, permutation, site);
+  }
+  return bind1(PrimId::gather, {moved, indices}, GatherParams{last, last, IndexMode::kError}, site);
+}
+
+// Labels outside [0, num_classes) (negative ones included) give an all-zero row, as in
+// jax.nn.one_hot: one_hot([2, -1, 5], 3) is [[0,0,1], [0,0,0], [0,0,0]].
+Array one_hot(const Array& labels, int64_t num_classes, DType dtype, CallSite site) {
+  if (!labels.defined()) fail(site, "one_hot: labels is an empty Array (default-constructed)");
+  if (!is_integer(labels.dtype())) {
+    fail(site,
+         fmt::format("one_hot: labels must have an integer dtype, got {}",
+                     labels.aval().to_string()),
+         "convert them first, e.g. astype(labels, DType::i32)");
+  }
+  if (num_classes <= 0) {
+    fail(site, fmt::format("one_hot: num_classes must be positive, got {}", num_classes));
+  }
+  // Compare each label with the class numbers; i64 classes hold any label dtype's values.
+  Array class_row = iota(DType::i64, Shape{num_classes}, 0, &labels.device(site), site);
+  Shape column = labels.shape();
+  column.dims().push_back(1);
+  return astype(equal(reshape(labels, column, site), class_row, site), dtype, site);
+}
+
+Array::IndexedUpdate Array::at(const Array& indices, CallSite site) const {
+  check_defined("at", *this, indices, site);
+  check_integer_indices("at", indices, site);
+  if (rank() == 0) {
+    fail(site, fmt::format("at: cannot index a rank-0 array {}", aval().to_string()),
+         "at() indexes axis 0; reshape the array to rank 1 first");
+  }
+  return IndexedUpdate(*this, indices, site);
+}
+
+namespace {
+
+// Values converted to x's dtype and broadcast to indices.shape + x.shape[1:] (the shape
+// of x[indices]), with an error naming `op` when they do not broadcast to it.
+Array update_values(std::string_view op, const Array& x, const Array& indices, const Array& values,
+                    CallSite site) {
+  if (!values.defined()) fail(site, fmt::format("{}: values is an empty Array", op));
+  Shape target = indices.shape();
+  for (int64_t d = 1; d < x.rank(); ++d) target.dims().push_back(x.shape()[d]);
+  // Numpy broadcasting of values to exactly `target`: align from the right, each axis
+  // equal or 1, no extra leading axes.
+  bool fits = values.rank() <= target.rank();
+  for (int64_t i = 1; fits && i <= values.rank(); ++i) {
+    int64_t have = values.shape()[values.rank() - i];
+    fits = have == 1 || have == target[target.rank() - i];
+  }
+  if (!fits) {
+    fail(site,
+         fmt::format("{}: values {} do not broadcast to {}, the shape of x[indices] for x {} "
+                     "and indices {}",
+                     op, values.aval().to_string(), target.to_string(), x.aval().to_string(),
+                     indices.aval().to_string()),
+         "values must broadcast to indices.shape + x.shape[1:]");
+  }
+  Array converted = values.dtype() == x.dtype() ? values : astype(values, x.dtype(), site);
+  return converted.shape() == target ? converted : broadcast_to(converted, target, site);
+}
+
+Array indexed_update(PrimId id, std::string_view op, const Array& x, const Array& indices,
+                     const Array& values, CallSite site) {
+  if (id == PrimId::scatter_add && x.dtype() == DType::bool_) {
+    fail(site, fmt::format("{}: cannot add to a bool array {}", op, x.aval().to_string()),
+         "convert it first, e.g. x.astype(DType::i32), or use .set()");
+  }
+  Array updates = update_values(op, x, indices, values, site);
+  return bind1(id, {x, indices, updates}, ScatterParams{0, 0, IndexMode::kError}, site);
+}
+
+}  // namespace
+
+Array Array::IndexedUpdate::set(const Array& values) const {
+  return indexed_update(PrimId::scatter, "at.set", array_, indices_, values, site_);
+}
+Array Array::IndexedUpdate::add(const Array& values) const {
+  return indexed_update(PrimId::scatter_add, "at.add", array_, indices_, values, site_);
+}
+Array Array::IndexedUpdate::set(double value) const {
+  return set(scalar(value, array_.dtype(), &array_.device(site_), site_));
+}
+Array Array::IndexedUpdate::add(double value) const {
+  return add(scalar(value, array_.dtype(), &array_.device(site_), site_));
+}
+
+}  // namespace kiln

@@ -1,0 +1,15 @@
+// A STREAM-style "add" (c = a + b) run on kiln's compute pool: the memory-bandwidth
+// yardstick that elementwise kernels are compared against in the same process and run.
+#pragma once
+
+#include <cstdint>
+
+#include "base/compute_pool.h"
+
+namespace kiln::profile {
+
+// One pass of c[i] = a[i] + b[i] over n floats, split into the same size-derived chunks
+// kiln's kernels use. Bytes counted as STREAM does: 3 * 4 * n (no write-allocate).
+void stream_add(const float* a, const float* b, float* c, int64_t n, ComputePool& pool);
+
+}  // namespace kiln::profile
