@@ -5,6 +5,7 @@
 #include <exception>
 #include <string>
 
+#include "base/spin_wait.h"
 #include "kiln/error.h"
 
 namespace kiln {
@@ -13,8 +14,10 @@ struct ComputePool::Job {
   const std::function<void(int64_t)>* fn;
   int64_t num_chunks;
   std::atomic<int64_t> next{0};
-  int64_t finished = 0;      // guarded by the pool's mutex_
-  int active_workers = 0;    // guarded by the pool's mutex_
+  // Written under the pool's mutex_ (so condition-variable waits see them), read without
+  // it by a caller that spins before sleeping.
+  std::atomic<int64_t> finished{0};
+  std::atomic<int> active_workers{0};
   std::exception_ptr error;  // guarded by the pool's mutex_
 };
 
@@ -52,6 +55,11 @@ void ComputePool::run_chunks(Job& job) {
 void ComputePool::worker_loop() {
   std::unique_lock lock(mutex_);
   for (;;) {
+    if (jobs_.empty() && !stopping_) {
+      lock.unlock();
+      spin_until([this] { return queued_jobs_.load(std::memory_order_acquire) > 0; });
+      lock.lock();
+    }
     wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
     if (stopping_) return;
     Job* job = jobs_.front();
@@ -60,6 +68,7 @@ void ComputePool::worker_loop() {
     // keeps the job alive until this worker lets go of it.
     if (job->next.load(std::memory_order_relaxed) >= job->num_chunks) {
       jobs_.pop_front();
+      queued_jobs_.fetch_sub(1, std::memory_order_release);
       continue;
     }
     ++job->active_workers;
@@ -82,14 +91,18 @@ void ComputePool::parallel_for(int64_t num_chunks, const std::function<void(int6
   {
     std::lock_guard lock(mutex_);
     jobs_.push_back(&job);
+    queued_jobs_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   run_chunks(job);
+  auto done = [&] { return job.finished == num_chunks && job.active_workers == 0; };
+  spin_until(done);
   std::unique_lock lock(mutex_);
-  job_done_.wait(lock, [&] { return job.finished == num_chunks && job.active_workers == 0; });
+  job_done_.wait(lock, done);
   for (auto it = jobs_.begin(); it != jobs_.end(); ++it) {
     if (*it == &job) {
       jobs_.erase(it);
+      queued_jobs_.fetch_sub(1, std::memory_order_release);
       break;
     }
   }

@@ -41,6 +41,7 @@ class ComputePool {
   std::condition_variable wake_;
   std::condition_variable job_done_;
   std::deque<Job*> jobs_;
+  std::atomic<int> queued_jobs_{0};  // jobs_.size(), readable by spinning workers
   bool stopping_ = false;
   std::vector<std::thread> workers_;
 };

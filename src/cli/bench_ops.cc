@@ -41,9 +41,10 @@ struct PairedTimes {
 
 PairedTimes alternate(int pairs, const std::function<void()>& a, const std::function<void()>& b) {
   auto timed = [](const std::function<void()>& fn) {
-    // Let threads that spin after their last job (OpenMP's, our pool's) go idle first, so
-    // neither side pays for the other's spinning.
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    // Let threads that spin after their last job go idle first (libgomp's spin for up to
+    // ~300k pauses after an OpenMP call, kiln's for 100 us), so neither side pays for
+    // the other's spinning.
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
     double start = profile::now_seconds();
     fn();
     return profile::now_seconds() - start;
@@ -81,9 +82,10 @@ void bench_dot(const BenchOpsOptions& options, int pairs) {
     std::vector<float> host_a = a.to_vector<float>(), host_b = b.to_vector<float>();
     std::vector<float> host_c(static_cast<size_t>(c.m * c.n));
     GemmDims dims{.m = c.m, .n = c.n, .k = c.k, .lda = c.k, .ldb = c.n, .ldc = c.n};
-    // Small products are timed in batches so that one sample is well above timer noise.
+    // Products are timed in back-to-back batches of about 2 GFLOP, as a training loop runs
+    // them, so that one sample is tens of milliseconds and start-up latency is amortised.
     int batch =
-        static_cast<int>(std::max<int64_t>(1, int64_t{200'000'000} / (2 * c.m * c.n * c.k)));
+        static_cast<int>(std::max<int64_t>(1, int64_t{2'000'000'000} / (2 * c.m * c.n * c.k)));
     auto kiln_dot = [&] {
       Array out;
       for (int i = 0; i < batch; ++i) out = matmul(a, b);

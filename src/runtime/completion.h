@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 
+#include "base/spin_wait.h"
 #include "kiln/error.h"
 
 namespace kiln {
@@ -14,6 +15,7 @@ class Completion {
  public:
   bool ready() const { return state_.load(std::memory_order_acquire) != kPending; }
   void wait() const {
+    spin_until([this] { return ready(); });
     while (state_.load(std::memory_order_acquire) == kPending) {
       state_.wait(kPending, std::memory_order_acquire);
     }

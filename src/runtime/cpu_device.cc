@@ -1,6 +1,7 @@
 // CPU device queue (see cpu_device.h).
 #include "runtime/cpu_device.h"
 
+#include "base/spin_wait.h"
 #include "runtime/completion.h"
 
 namespace kiln {
@@ -25,6 +26,7 @@ void CpuDevice::enqueue(std::function<void()> task) {
     std::lock_guard lock(mutex_);
     was_empty = queue_.empty();
     queue_.push_back(std::move(task));
+    queued_.fetch_add(1, std::memory_order_release);
   }
   // The queue thread only sleeps when it found the queue empty.
   if (was_empty) wake_.notify_one();
@@ -33,10 +35,17 @@ void CpuDevice::enqueue(std::function<void()> task) {
 void CpuDevice::run_queue() {
   std::unique_lock lock(mutex_);
   for (;;) {
+    if (queue_.empty() && !stopping_) {
+      // Poll briefly before sleeping: the next op usually follows within microseconds.
+      lock.unlock();
+      spin_until([this] { return queued_.load(std::memory_order_acquire) > 0; });
+      lock.lock();
+    }
     wake_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
     if (queue_.empty()) return;  // stopping, and everything queued has run
     std::function<void()> task = std::move(queue_.front());
     queue_.pop_front();
+    queued_.fetch_sub(1, std::memory_order_release);
     lock.unlock();
     task();          // tasks report their own failures through their Completion
     task = nullptr;  // release buffers before taking the lock again

@@ -2,6 +2,7 @@
 // With KILN_CPU_DEVICES=N there are N of them; all share the process-wide compute pool.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -38,6 +39,7 @@ class CpuDevice final : public Device {
   std::mutex mutex_;
   std::condition_variable wake_;
   std::deque<std::function<void()>> queue_;
+  std::atomic<int64_t> queued_{0};  // queue_.size(), readable while spinning
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -22,9 +22,10 @@ namespace {
 constexpr double kMinBlockFlops = 6e6;
 constexpr int64_t kMaxBlocks = 16;
 constexpr int64_t kMinExtent = 64;
-constexpr int64_t kMaxMinExtent = 512;
-// Other-operand elements per row of minimum block extent (4M elements -> 512 rows).
-constexpr int64_t kOtherPerExtent = 8192;
+constexpr int64_t kMaxMinExtent = 1024;
+// Other-operand elements per row of minimum block extent (4M elements -> 1024 rows). The
+// first split in two needs only kMinExtent, so mid-sized products still use two threads.
+constexpr int64_t kOtherPerExtent = 2048;
 // Rows split on register-tile multiples; columns on whole cache lines of C.
 constexpr int64_t kRowAlign = 8;
 constexpr int64_t kColAlign = 16;
@@ -69,16 +70,17 @@ void gemm_on_pool(ComputePool& pool, const GemmDims& dims, const T* a, const T* 
 }  // namespace
 
 GemmBlocks gemm_blocks(int64_t m, int64_t n, int64_t k) {
-  // Rows split best (each block is a plain smaller GEMM over whole rows of B); columns only
-  // when there are too few rows.
-  bool split_m = m >= 2 * kMinExtent || n < 2 * kMinExtent;
+  // Every block re-packs the operand it does not split, so split the dimension whose
+  // other operand is smaller: rows (each block re-reads all of B, k x n) when n <= m,
+  // columns (each block re-reads all of A, m x k) otherwise, as long as it is long enough.
+  bool split_m = n < 2 * kMinExtent || (m >= 2 * kMinExtent && n <= m);
   int64_t extent = split_m ? m : n;
   int64_t other = k * (split_m ? n : m);
-  int64_t min_extent = std::clamp(other / kOtherPerExtent, kMinExtent, kMaxMinExtent);
+  int64_t min_extent = std::clamp(other / kOtherPerExtent, 2 * kMinExtent, kMaxMinExtent);
   double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
   int64_t count = 1;
   while (count * 2 <= kMaxBlocks && flops / static_cast<double>(count * 2) >= kMinBlockFlops &&
-         extent / (count * 2) >= min_extent) {
+         extent / (count * 2) >= (count == 1 ? kMinExtent : min_extent)) {
     count *= 2;
   }
   int64_t align = split_m ? kRowAlign : kColAlign;
