@@ -69,9 +69,10 @@ TestArray make_values(Rng& rng, DType dtype, const Shape& shape) {
 }
 
 std::vector<DType> all_test_dtypes() {
-  std::vector<DType> dtypes = numeric_test_dtypes();
-  dtypes.push_back(DType::bool_);
-  return dtypes;
+  // Listed rather than appended: GCC 12 at -O1 (the sanitizer builds) warns falsely about
+  // the reallocation of a push_back here.
+  return {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32,
+          DType::i64, DType::u8,  DType::u32, DType::bool_};
 }
 
 enum class Which { kGather, kScatter, kScatterAdd };

@@ -23,9 +23,10 @@ constexpr double kMinBlockFlops = 6e6;
 constexpr int64_t kMaxBlocks = 16;
 constexpr int64_t kMinExtent = 64;
 constexpr int64_t kMaxMinExtent = 1024;
-// Other-operand elements per row of minimum block extent (4M elements -> 1024 rows). The
+// Other-operand elements per row of minimum block extent (1M elements -> 1024 rows): each
+// block re-packs the other operand, so the larger it is the fewer blocks pay off. The
 // first split in two needs only kMinExtent, so mid-sized products still use two threads.
-constexpr int64_t kOtherPerExtent = 2048;
+constexpr int64_t kOtherPerExtent = 1024;
 // Rows split on register-tile multiples; columns on whole cache lines of C.
 constexpr int64_t kRowAlign = 8;
 constexpr int64_t kColAlign = 16;
