@@ -9,26 +9,13 @@
 
 #include "kiln/device.h"
 #include "kiln/ops.h"
+#include "support/errors.h"
 
 namespace kiln {
 namespace {
 
-::testing::AssertionResult fails_with(const std::function<void()>& fn,
-                                      std::initializer_list<std::string_view> parts) {
-  std::string message;
-  try {
-    fn();
-  } catch (const Error& error) {
-    message = error.what();
-  }
-  if (message.empty()) return ::testing::AssertionFailure() << "no kiln::Error was thrown";
-  for (std::string_view part : parts) {
-    if (message.find(part) == std::string::npos) {
-      return ::testing::AssertionFailure() << "'" << part << "' is not in the error:\n" << message;
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
+using testing::error_of;
+using testing::fails_with;
 
 TEST(Full, FillsAnyShapeAndDtype) {
   Array x = full({2, 3}, 2.5);

@@ -4,20 +4,15 @@
 #include <gtest/gtest.h>
 
 #include "kiln/ops.h"
+#include "support/errors.h"
 
 namespace kiln {
 namespace {
 
-using ::testing::HasSubstr;
+using testing::error_of;
+using testing::fails_with;
 
-std::string error_text(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "<no error>";
-}
+using ::testing::HasSubstr;
 
 TEST(ElementwiseOps, OperatorsComputeAndBroadcast) {
   Array x = from_host<float>({1, 2, 3, 4, 5, 6}, {2, 3});
@@ -84,30 +79,30 @@ TEST(ElementwiseOps, AstypeFollowsDocumentedConversions) {
 TEST(ElementwiseOps, BadDtypesAreClearErrors) {
   Array f = from_host<float>({1.5f}, {1});
   Array i = from_host<int32_t>({3}, {1});
-  std::string text = error_text([&] { (void)(f & f); });
+  std::string text = error_of([&] { (void)(f & f); });
   EXPECT_THAT(text,
               HasSubstr("and: is a bitwise op and needs bool or integer operands, got f32[1]"));
   EXPECT_THAT(text, HasSubstr("elementwise_test.cc"));
   EXPECT_THAT(text, HasSubstr("HINT:"));
-  text = error_text([&] { exp(i); });
+  text = error_of([&] { exp(i); });
   EXPECT_THAT(text, HasSubstr("exp: expects a floating-point operand, got i32[1]"));
   EXPECT_THAT(text, HasSubstr("HINT: convert first"));
   Array b = from_host<bool>({true}, {1});
-  EXPECT_THAT(error_text([&] { (void)(b + b); }), HasSubstr("add: does not accept bool"));
-  EXPECT_THAT(error_text([&] { where(f, f, f); }), HasSubstr("where: the condition must be bool"));
-  EXPECT_THAT(error_text([&] { clip(f, 2, 1); }),
+  EXPECT_THAT(error_of([&] { (void)(b + b); }), HasSubstr("add: does not accept bool"));
+  EXPECT_THAT(error_of([&] { where(f, f, f); }), HasSubstr("where: the condition must be bool"));
+  EXPECT_THAT(error_of([&] { clip(f, 2, 1); }),
               HasSubstr("clip: low (2) is greater than high (1)"));
 }
 
 TEST(ElementwiseOps, IncompatibleShapesNameBothTypesAndTheAxis) {
   Array a = zeros({2, 3});
   Array b = zeros({4});
-  std::string text = error_text([&] { (void)(a + b); });
+  std::string text = error_of([&] { (void)(a + b); });
   EXPECT_THAT(
       text,
       HasSubstr("add: shapes f32[2,3] and f32[4] cannot be broadcast together (axis -1: 3 vs 4)"));
   EXPECT_THAT(text, HasSubstr("HINT:"));
-  EXPECT_THAT(error_text([&] { where(zeros({2}) > 0.0, zeros({3}), zeros({3})); }),
+  EXPECT_THAT(error_of([&] { where(zeros({2}) > 0.0, zeros({3}), zeros({3})); }),
               HasSubstr("where: shapes bool[2] and f32[3] cannot be broadcast"));
 }
 

@@ -10,30 +10,13 @@
 
 #include "kiln/ops.h"
 #include "prims/bind.h"
+#include "support/errors.h"
 
 namespace kiln {
 namespace {
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "";
-}
-
-::testing::AssertionResult fails_with(const std::function<void()>& fn,
-                                      std::initializer_list<std::string_view> parts) {
-  std::string message = error_of(fn);
-  if (message.empty()) return ::testing::AssertionFailure() << "no kiln::Error was thrown";
-  for (std::string_view part : parts) {
-    if (message.find(part) == std::string::npos) {
-      return ::testing::AssertionFailure() << "'" << part << "' is not in the error:\n" << message;
-    }
-  }
-  return ::testing::AssertionSuccess();
-}
+using testing::error_of;
+using testing::fails_with;
 
 // 0, 1, 2, ... as f32 in `shape`.
 Array counting(Shape shape) {

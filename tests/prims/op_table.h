@@ -106,6 +106,10 @@ std::string compare(const TestArray& actual, const TestArray& expected, Toleranc
 // True when the two arrays hold identical bits (for thread-count determinism).
 bool same_bits(const TestArray& a, const TestArray& b);
 
+// An exact integer result wrapped to `dtype`'s width, as kiln's modular integer arithmetic
+// does (bool: nonzero is 1). Oracles compute integers exactly in __int128, then wrap.
+double wrap_to(DType dtype, __int128 value);
+
 // Encode / decode between doubles and a dtype's storage.
 std::vector<std::byte> encode(const TestArray& array);
 TestArray decode(const AbstractValue& aval, const void* data);

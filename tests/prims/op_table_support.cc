@@ -131,6 +131,23 @@ std::vector<std::pair<Shape, Shape>> broadcast_shape_pairs(DType dtype) {
   return pairs;
 }
 
+double wrap_to(DType dtype, __int128 value) {
+  switch (dtype) {
+    case DType::u8:
+      return static_cast<double>(static_cast<uint8_t>(value));
+    case DType::u32:
+      return static_cast<double>(static_cast<uint32_t>(value));
+    case DType::i32:
+      return static_cast<double>(static_cast<int32_t>(value));
+    case DType::i64:
+      return static_cast<double>(static_cast<int64_t>(value));
+    case DType::bool_:
+      return value != 0 ? 1.0 : 0.0;
+    default:
+      return static_cast<double>(value);
+  }
+}
+
 std::vector<std::byte> encode(const TestArray& array) {
   std::vector<std::byte> bytes(static_cast<size_t>(array.aval.size_bytes()));
   visit_dtype(array.aval.dtype, [&](auto tag) {

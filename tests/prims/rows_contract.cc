@@ -14,21 +14,6 @@
 namespace kiln::testing {
 namespace {
 
-double wrap_int(DType dtype, __int128 value) {
-  switch (dtype) {
-    case DType::u8:
-      return static_cast<double>(static_cast<uint8_t>(value));
-    case DType::u32:
-      return static_cast<double>(static_cast<uint32_t>(value));
-    case DType::i32:
-      return static_cast<double>(static_cast<int32_t>(value));
-    case DType::i64:
-      return static_cast<double>(static_cast<int64_t>(value));
-    default:
-      return static_cast<double>(value);
-  }
-}
-
 std::vector<int64_t> row_major_strides(const Shape& shape) {
   std::vector<int64_t> strides(static_cast<size_t>(shape.rank()), 1);
   for (int64_t axis = shape.rank() - 2; axis >= 0; --axis) {
@@ -224,7 +209,7 @@ std::vector<TestArray> dot_oracle(const OpCase& c) {
       }
     }
     out.values.push_back(exact_ints ? (is_floating(out_dtype) ? static_cast<double>(exact)
-                                                              : wrap_int(out_dtype, exact))
+                                                              : wrap_to(out_dtype, exact))
                                     : sum);
   }
   return {out};

@@ -13,24 +13,6 @@ namespace {
 using ValueGen = std::function<double(Rng&, DType, int operand)>;
 using ScalarOracle = std::function<double(std::span<const double> args, DType dtype)>;
 
-// Wraps an exact integer result to `dtype`'s width, as the kernels' modular arithmetic does.
-double wrap_to(DType dtype, __int128 value) {
-  switch (dtype) {
-    case DType::u8:
-      return static_cast<double>(static_cast<uint8_t>(value));
-    case DType::u32:
-      return static_cast<double>(static_cast<uint32_t>(value));
-    case DType::i32:
-      return static_cast<double>(static_cast<int32_t>(value));
-    case DType::i64:
-      return static_cast<double>(static_cast<int64_t>(value));
-    case DType::bool_:
-      return value != 0 ? 1.0 : 0.0;
-    default:
-      return static_cast<double>(value);
-  }
-}
-
 // Element of `in` (rank-equal, broadcast) feeding output element `index` of `out`.
 int64_t source_index(const Shape& out, const Shape& in, int64_t index) {
   int64_t source = 0, stride = 1;

@@ -180,7 +180,7 @@ Oracle scatter_oracle(bool add) {
     TestArray out{operand.aval, set};
     if (add) {
       for (size_t t = 0; t < out.values.size(); ++t) {
-        out.values[t] = floating ? static_cast<double>(float_acc[t]) : wrap_int(dtype, int_acc[t]);
+        out.values[t] = floating ? static_cast<double>(float_acc[t]) : wrap_to(dtype, int_acc[t]);
       }
     }
     return std::vector<TestArray>{out};

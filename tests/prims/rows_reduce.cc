@@ -192,10 +192,10 @@ Oracle reduce_oracle(Kind kind) {
       for (size_t k = 0; k < n; ++k) {
         switch (kind) {
           case Kind::kSum:
-            out.values[k] = wrap_int(dtype, sums[k]);
+            out.values[k] = wrap_to(dtype, sums[k]);
             break;
           case Kind::kProd:
-            out.values[k] = wrap_int(dtype, static_cast<__int128>(products[k]));
+            out.values[k] = wrap_to(dtype, static_cast<__int128>(products[k]));
             break;
           default:
             // An empty integer max/min is the dtype's lowest/highest value.

@@ -30,24 +30,6 @@ inline int64_t ravel(const Shape& shape, const Dims& coords) {
   return index;
 }
 
-// An exact integer result reduced to `dtype`'s width (two's complement wrap).
-inline double wrap_int(DType dtype, __int128 value) {
-  switch (dtype) {
-    case DType::u8:
-      return static_cast<double>(static_cast<uint8_t>(value));
-    case DType::u32:
-      return static_cast<double>(static_cast<uint32_t>(value));
-    case DType::i32:
-      return static_cast<double>(static_cast<int32_t>(value));
-    case DType::i64:
-      return static_cast<double>(static_cast<int64_t>(value));
-    case DType::bool_:
-      return value != 0 ? 1.0 : 0.0;
-    default:
-      return static_cast<double>(value);
-  }
-}
-
 inline std::vector<DType> numeric_test_dtypes() {
   return {DType::f32, DType::f64, DType::f16, DType::bf16,
           DType::i32, DType::i64, DType::u8,  DType::u32};

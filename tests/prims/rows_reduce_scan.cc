@@ -171,7 +171,7 @@ std::vector<TestArray> cumsum_oracle(const OpCase& c) {
           out.values[at] = static_cast<double>(float_sum);
         } else {
           int_sum += static_cast<__int128>(x.values[at]);
-          out.values[at] = wrap_int(dtype, int_sum);
+          out.values[at] = wrap_to(dtype, int_sum);
         }
       }
     }

@@ -82,17 +82,6 @@ std::vector<OpCase> window_cases() {
   return cases;
 }
 
-double wrap_int(DType dtype, __int128 value) {
-  switch (dtype) {
-    case DType::u8:
-      return static_cast<double>(static_cast<uint8_t>(value));
-    case DType::i32:
-      return static_cast<double>(static_cast<int32_t>(value));
-    default:
-      return static_cast<double>(value);
-  }
-}
-
 double lowest_of(DType dtype) {
   switch (dtype) {
     case DType::u8:
@@ -154,7 +143,7 @@ Oracle window_oracle(bool is_max) {
       if (is_max) {
         out.values.push_back(saw_nan ? NAN : best);
       } else {
-        out.values.push_back(ints ? wrap_int(x.aval.dtype, exact) : sum);
+        out.values.push_back(ints ? wrap_to(x.aval.dtype, exact) : sum);
       }
     }
     return std::vector<TestArray>{out};

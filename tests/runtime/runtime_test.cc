@@ -12,20 +12,15 @@
 #include "kiln/ops.h"
 #include "runtime/device_array.h"
 #include "runtime/runtime.h"
+#include "support/errors.h"
 
 namespace kiln {
 namespace {
 
-using ::testing::HasSubstr;
+using testing::error_of;
+using testing::fails_with;
 
-std::string error_text(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  }
-  return "<no error>";
-}
+using ::testing::HasSubstr;
 
 void require_four_devices() {
   ASSERT_EQ(devices().size(), 4u) << "run this test with KILN_CPU_DEVICES=4 (ctest does)";
@@ -45,7 +40,7 @@ TEST(Runtime, CpuDeviceCountParsing) {
   EXPECT_EQ(parse_cpu_device_count("4"), 4);
   EXPECT_EQ(parse_cpu_device_count("256"), 256);
   for (const char* bad : {"0", "-1", "257", "four", "", "4x", " 4"}) {
-    std::string text = error_text([&] { parse_cpu_device_count(bad); });
+    std::string text = error_of([&] { parse_cpu_device_count(bad); });
     EXPECT_THAT(text, HasSubstr("KILN_CPU_DEVICES")) << bad;
     EXPECT_THAT(text, HasSubstr("between 1 and 256")) << bad;
     EXPECT_THAT(text, HasSubstr("HINT:")) << bad;
@@ -53,7 +48,7 @@ TEST(Runtime, CpuDeviceCountParsing) {
 }
 
 TEST(Runtime, UnknownDeviceIdIsAnError) {
-  std::string text = error_text([] { device(99); });
+  std::string text = error_of([] { device(99); });
   EXPECT_THAT(text, HasSubstr("there is no device 99"));
   EXPECT_THAT(text, HasSubstr("KILN_CPU_DEVICES"));
 }
@@ -80,12 +75,12 @@ TEST(Runtime, KernelErrorSurfacesAtSynchronizationWithCallSite) {
   Array quotient = div(a, b);  // line of the failing op, reported below
   int failing_line = __LINE__ - 1;
   Array downstream = quotient + 1;  // depends on the failed value
-  std::string text = error_text([&] { quotient.block_until_ready(); });
+  std::string text = error_of([&] { quotient.block_until_ready(); });
   EXPECT_THAT(text, HasSubstr("div failed while running: integer division by zero"));
   EXPECT_THAT(text, HasSubstr(fmt::format("runtime_test.cc:{}", failing_line)));
   EXPECT_THAT(text, HasSubstr("HINT:"));
   // The same error, still naming the original op, reaches everything computed from it.
-  std::string later = error_text([&] { downstream.to_host(); });
+  std::string later = error_of([&] { downstream.to_host(); });
   EXPECT_THAT(later, HasSubstr("div failed while running"));
   EXPECT_THAT(later, HasSubstr(fmt::format("runtime_test.cc:{}", failing_line)));
   // The device keeps working afterwards.
@@ -127,16 +122,16 @@ TEST(Runtime, AllocatorStatisticsTrackLiveAndPeakBytes) {
 
 TEST(Runtime, ItemNeedsOneElementAndToVectorTheRightType) {
   Array x = from_host<float>({1, 2}, {2});
-  EXPECT_THAT(error_text([&] { x.item<float>(); }), HasSubstr("has 2 elements"));
-  std::string text = error_text([&] { x.to_vector<int32_t>(); });
+  EXPECT_THAT(error_of([&] { x.item<float>(); }), HasSubstr("has 2 elements"));
+  std::string text = error_of([&] { x.to_vector<int32_t>(); });
   EXPECT_THAT(text, HasSubstr("f32[2]"));
   EXPECT_THAT(text, HasSubstr("requested as i32"));
   EXPECT_THAT(text, HasSubstr("HINT:"));
-  EXPECT_THAT(error_text([] {
+  EXPECT_THAT(error_of([] {
                 from_host<float>({1, 2, 3}, {2, 2});
               }),
               HasSubstr("3 values given for shape [2,2]"));
-  EXPECT_THAT(error_text([] { exp(Array()); }), HasSubstr("empty Array"));
+  EXPECT_THAT(error_of([] { exp(Array()); }), HasSubstr("empty Array"));
 }
 
 TEST(Runtime, ConcurrentHostThreadsShareDevices) {
@@ -183,7 +178,7 @@ TEST(RuntimeFourDevices, MixingDevicesIsAnErrorWithHint) {
   require_four_devices();
   Array a = from_host<float>({1, 2}, {2});
   Array b = device_put(a, device(1));
-  std::string text = error_text([&] { (void)(a + b); });
+  std::string text = error_of([&] { (void)(a + b); });
   EXPECT_THAT(text, HasSubstr("add: operands are on different devices"));
   EXPECT_THAT(text, HasSubstr("f32[2] on cpu:0"));
   EXPECT_THAT(text, HasSubstr("f32[2] on cpu:1"));
@@ -206,8 +201,7 @@ TEST(RuntimeFourDevices, DevicePutWaitsForItsSourceAndCarriesErrors) {
   Array a = from_host<int32_t>({1, 2}, {2});
   Array bad = a / from_host<int32_t>({0, 1}, {2});
   Array moved = device_put(bad, device(3));
-  EXPECT_THAT(error_text([&] { moved.block_until_ready(); }),
-              HasSubstr("integer division by zero"));
+  EXPECT_THAT(error_of([&] { moved.block_until_ready(); }), HasSubstr("integer division by zero"));
   // Many chained moves across all devices arrive intact.
   Array x = from_host<float>({1, 2, 3}, {3});
   for (int hop = 0; hop < 40; ++hop) x = device_put(x + 1.0, device(hop % 4));
