@@ -63,8 +63,15 @@ class DefaultDeviceScope {
   Device* previous_;
 };
 
-// A copy of `x` on `device` (the same array if it is already there). Asynchronous.
+// A copy of `x` on `device` (the same buffer if it is already there), committed to that
+// device. Asynchronous. As in JAX, arrays you did not place explicitly (literals,
+// from_host without a device) are *uncommitted*: an op moves them to the device of its
+// committed operands. Two committed operands on different devices are an error.
 Array device_put(const Array& x, Device& device, CallSite site = {});
+
+// The device `x` is committed to, or null when it is uncommitted or not concrete (then new
+// arrays made "like" it go to the default device and stay movable).
+Device* device_of(const Array& x);
 
 // Waits for all devices.
 void synchronize_all();
@@ -79,6 +86,7 @@ struct PlacementPiece {
 struct Placement {
   AbstractValue aval;
   std::vector<PlacementPiece> pieces;
+  bool committed = false;
   std::string to_string() const;
 };
 Placement placement(const Array& x, CallSite site = {});

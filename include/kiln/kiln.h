@@ -10,4 +10,6 @@
 #include "kiln/ops.h"
 #include "kiln/profile.h"
 #include "kiln/promotion.h"
+#include "kiln/random.h"
 #include "kiln/shape.h"
+#include "kiln/tree.h"

@@ -12,6 +12,7 @@
 #include <initializer_list>
 #include <optional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "kiln/array.h"
@@ -220,5 +221,34 @@ Array max_pool(const Array& x, Dims window, Dims strides, Padding padding = Padd
 // count_include_pad=False.
 Array avg_pool(const Array& x, Dims window, Dims strides, Padding padding = Padding::kValid,
                CallSite site = {});
+
+// ----- bits, special functions, sorting --------------------------------------------------
+// Integer shifts (operands promote and broadcast like add). As in XLA, an amount outside
+// [0, bits) shifts everything out: shift_left and shift_right_logical give 0,
+// shift_right_arithmetic gives the sign fill (0 or -1).
+Array shift_left(const Array& x, const Array& amount, CallSite site = {});
+Array shift_right_logical(const Array& x, const Array& amount, CallSite site = {});
+Array shift_right_arithmetic(const Array& x, const Array& amount, CallSite site = {});
+// Reinterprets each element's bits as `dtype`, which must have the same width
+// (u32/i32/f32, i64/f64, f16/bf16), like lax.bitcast_convert_type.
+//   bitcast_convert_type(scalar(1.0f), DType::u32)   // 0x3f800000
+Array bitcast_convert_type(const Array& x, DType dtype, CallSite site = {});
+// The error function and its inverse (floats; erf_inv(+-1) = +-inf, NaN outside [-1, 1]).
+Array erf(const Array& x, CallSite site = {});
+Array erf_inv(const Array& x, CallSite site = {});
+
+// Stable sort along `axis` (default the last). Floats order -inf < ... < -0 == 0 < ... <
+// inf < NaN, like numpy.sort.
+Array sort(const Array& x, int64_t axis = -1, CallSite site = {});
+// lax.sort: sorts `operands` (one shape, any dtypes) together along `axis`, ordered
+// lexicographically by the first `num_keys` of them; returns them reordered.
+std::vector<Array> sort(std::span<const Array> operands, int64_t axis, int64_t num_keys = 1,
+                        CallSite site = {});
+// lax.sort_key_val: sorts `keys` and applies the same permutation to `values`.
+std::pair<Array, Array> sort_key_val(const Array& keys, const Array& values, int64_t axis = -1,
+                                     CallSite site = {});
+// Indices that sort x stably along `axis`, like numpy.argsort(kind="stable").
+Array argsort(const Array& x, int64_t axis = -1, DType index_dtype = DType::i32,
+              CallSite site = {});
 
 }  // namespace kiln

@@ -11,6 +11,7 @@ namespace kiln {
 
 // Row-major element strides of `operand` seen through broadcasting to `out`.
 inline Dims broadcast_strides(const Shape& operand, const Shape& out) {
+  if (operand.rank() == 0) return Dims(static_cast<size_t>(out.rank()), 0);  // a scalar
   Dims strides = operand.strides();
   for (int64_t axis = 0; axis < out.rank(); ++axis) {
     if (operand[axis] == 1 && out[axis] != 1) strides[static_cast<size_t>(axis)] = 0;

@@ -9,6 +9,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "kernels/special_math.h"
 #include "kiln/error.h"
 
 namespace kiln::elementwise {
@@ -24,6 +25,8 @@ template <typename T>
 concept Numeric = std::is_arithmetic_v<T> && !std::same_as<T, bool>;
 template <typename T>
 concept BoolOrInt = std::integral<T>;
+template <typename T>
+concept Integer = std::integral<T> && !std::same_as<T, bool>;
 template <typename T>
 concept Any = std::is_arithmetic_v<T>;
 
@@ -172,6 +175,18 @@ struct Not {
       return static_cast<T>(~x);
   }
 };
+struct Erf {
+  template <Float T>
+  T operator()(T x) const {
+    return special::erf(x);
+  }
+};
+struct ErfInv {
+  template <Float T>
+  T operator()(T x) const {
+    return special::erf_inv(x);
+  }
+};
 
 struct Add {
   template <Numeric T>
@@ -314,6 +329,43 @@ struct Ge {
   template <Any T>
   bool operator()(T a, T b) const {
     return a >= b;
+  }
+};
+
+// Shifts follow XLA: the amount is read as unsigned, and an amount of at least the bit
+// width (a negative one included) shifts everything out: 0 for left and logical shifts,
+// the sign fill for arithmetic ones. Computed in unsigned arithmetic (no UB).
+template <Integer T>
+bool shift_out_of_range(T amount) {
+  return static_cast<unsigned_of<T>>(amount) >= sizeof(T) * 8;
+}
+struct ShiftLeft {
+  template <Integer T>
+  T operator()(T x, T amount) const {
+    if (shift_out_of_range(amount)) return T{0};
+    using Wide = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, unsigned_of<T>>;
+    return static_cast<T>(static_cast<Wide>(static_cast<unsigned_of<T>>(x)) << amount);
+  }
+};
+struct ShiftRightLogical {
+  template <Integer T>
+  T operator()(T x, T amount) const {
+    if (shift_out_of_range(amount)) return T{0};
+    return static_cast<T>(static_cast<unsigned_of<T>>(x) >> amount);
+  }
+};
+struct ShiftRightArithmetic {
+  template <Integer T>
+  T operator()(T x, T amount) const {
+    if constexpr (std::is_unsigned_v<T>) {
+      // The sign bit of an unsigned type is its top bit, as in XLA.
+      using S = std::make_signed_t<T>;
+      return static_cast<T>(ShiftRightArithmetic{}(static_cast<S>(x), static_cast<S>(amount)));
+    } else {
+      T fill = x < 0 ? T{-1} : T{0};
+      if (shift_out_of_range(amount)) return fill;
+      return static_cast<T>(x >> amount);  // arithmetic for signed types since C++20
+    }
   }
 };
 

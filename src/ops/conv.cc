@@ -176,7 +176,7 @@ Array avg_pool(const Array& x, Dims window, Dims strides, Padding padding, CallS
       }
     }
   });
-  Array counts = from_host_bytes(bytes.data(), count_aval, &x.device(site), site);
+  Array counts = from_host_bytes(bytes.data(), count_aval, device_of(x), site);
   return div(sums, counts, site);
 }
 

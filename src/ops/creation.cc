@@ -87,11 +87,11 @@ Array ones(Shape shape, DType dtype, Device* device, CallSite site) {
 // Like JAX's zeros_like, the result keeps x's weak type.
 Array zeros_like(const Array& x, CallSite site) {
   if (!x.defined()) fail(site, "zeros_like: the Array is empty (default-constructed)");
-  return fill("zeros_like", x.shape(), 0, x.dtype(), x.weak_type(), &x.device(site), site);
+  return fill("zeros_like", x.shape(), 0, x.dtype(), x.weak_type(), device_of(x), site);
 }
 Array ones_like(const Array& x, CallSite site) {
   if (!x.defined()) fail(site, "ones_like: the Array is empty (default-constructed)");
-  return fill("ones_like", x.shape(), 1, x.dtype(), x.weak_type(), &x.device(site), site);
+  return fill("ones_like", x.shape(), 1, x.dtype(), x.weak_type(), device_of(x), site);
 }
 
 Array iota(DType dtype, Shape shape, int64_t dimension, Device* device, CallSite site) {

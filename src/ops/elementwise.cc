@@ -40,7 +40,7 @@ Array weak_scalar_like(double value, bool is_float, const Array& like, CallSite 
   if (!is_float && std::trunc(value) != value) common = {DType::f32, true};
   std::vector<std::byte> bytes = encode_scalar(value, common.dtype);
   return from_host_bytes(bytes.data(), AbstractValue{Shape{}, common.dtype, common.weak},
-                         &like.device(site), site);
+                         device_of(like), site);
 }
 
 Array neg(const Array& x, CallSite site) {

@@ -88,7 +88,7 @@ Array one_hot(const Array& labels, int64_t num_classes, DType dtype, CallSite si
     fail(site, fmt::format("one_hot: num_classes must be positive, got {}", num_classes));
   }
   // Compare each label with the class numbers; i64 classes hold any label dtype's values.
-  Array class_row = iota(DType::i64, Shape{num_classes}, 0, &labels.device(site), site);
+  Array class_row = iota(DType::i64, Shape{num_classes}, 0, device_of(labels), site);
   Shape column = labels.shape();
   column.dims().push_back(1);
   return astype(equal(reshape(labels, column, site), class_row, site), dtype, site);
@@ -151,10 +151,10 @@ Array Array::IndexedUpdate::add(const Array& values) const {
   return indexed_update(PrimId::scatter_add, "at.add", array_, indices_, values, site_);
 }
 Array Array::IndexedUpdate::set(double value) const {
-  return set(scalar(value, array_.dtype(), &array_.device(site_), site_));
+  return set(scalar(value, array_.dtype(), device_of(array_), site_));
 }
 Array Array::IndexedUpdate::add(double value) const {
-  return add(scalar(value, array_.dtype(), &array_.device(site_), site_));
+  return add(scalar(value, array_.dtype(), device_of(array_), site_));
 }
 
 }  // namespace kiln

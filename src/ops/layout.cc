@@ -284,7 +284,7 @@ Array pad(const Array& x, Dims low, Dims high, Dims interior, double value, Call
     identity = low[axis] == 0 && high[axis] == 0 && interior[axis] == 0;
   }
   if (identity) return x;
-  Array padding = scalar(value, x.dtype(), &x.device(site), site);
+  Array padding = scalar(value, x.dtype(), device_of(x), site);
   return bind1(PrimId::pad, {x, padding},
                PadParams{std::move(low), std::move(high), std::move(interior)}, site);
 }

@@ -37,7 +37,7 @@ Shape broadcast_shapes(std::string_view op, const AbstractValue& a, const Abstra
 }
 
 Array lift_rank(const Array& x, int64_t rank, CallSite site) {
-  if (x.rank() == rank) return x;
+  if (x.rank() == rank || x.rank() == 0) return x;  // primitives broadcast rank-0 operands
   Shape lifted;
   for (int64_t i = x.rank(); i < rank; ++i) lifted.dims().push_back(1);
   for (int64_t dim : x.shape().dims()) lifted.dims().push_back(dim);

@@ -17,7 +17,8 @@ std::pair<Array, Array> promote_operands(const Array& a, const Array& b, CallSit
 Shape broadcast_shapes(std::string_view op, const AbstractValue& a, const AbstractValue& b,
                        CallSite site);
 
-// Reshapes `x` to `rank` by prepending size-1 axes (free: shares the buffer).
+// Reshapes `x` to `rank` by prepending size-1 axes (free: shares the buffer). Rank-0
+// arrays stay as they are: elementwise primitives broadcast them.
 Array lift_rank(const Array& x, int64_t rank, CallSite site);
 
 // Promote, broadcast-check, lift to equal rank, bind the binary primitive.

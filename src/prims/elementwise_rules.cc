@@ -1,6 +1,7 @@
 // Abstract evaluation of the elementwise families: unary, binary, select, and
 // convert_element_type. Binary operands must have one dtype (ops promote before binding)
-// and equal rank; each axis matches the result or is 1 (broadcast without materialising).
+// and equal rank (or rank 0); each axis matches the result or is 1 (broadcast without
+// materialising).
 #include <ranges>
 
 #include <fmt/format.h>
@@ -11,7 +12,7 @@
 namespace kiln {
 namespace {
 
-enum class Accepts { kFloat, kNumeric, kBoolOrInteger, kAny };
+enum class Accepts { kFloat, kNumeric, kBoolOrInteger, kInteger, kAny };
 
 struct ElementwiseSpec {
   PrimId id;
@@ -29,6 +30,7 @@ constexpr ElementwiseSpec kUnarySpecs[] = {
     {PrimId::cos, Accepts::kFloat, false},      {PrimId::floor, Accepts::kFloat, false},
     {PrimId::ceil, Accepts::kFloat, false},     {PrimId::round, Accepts::kFloat, false},
     {PrimId::is_finite, Accepts::kFloat, true}, {PrimId::not_, Accepts::kBoolOrInteger, false},
+    {PrimId::erf, Accepts::kFloat, false},      {PrimId::erf_inv, Accepts::kFloat, false},
 };
 
 constexpr ElementwiseSpec kBinarySpecs[] = {
@@ -49,6 +51,9 @@ constexpr ElementwiseSpec kBinarySpecs[] = {
     {PrimId::le, Accepts::kAny, true},
     {PrimId::gt, Accepts::kAny, true},
     {PrimId::ge, Accepts::kAny, true},
+    {PrimId::shift_left, Accepts::kInteger, false},
+    {PrimId::shift_right_logical, Accepts::kInteger, false},
+    {PrimId::shift_right_arithmetic, Accepts::kInteger, false},
 };
 
 const ElementwiseSpec& spec_of(PrimId id) {
@@ -70,6 +75,8 @@ bool accepts(Accepts accepts, DType dtype) {
       return dtype != DType::bool_;
     case Accepts::kBoolOrInteger:
       return dtype == DType::bool_ || is_integer(dtype);
+    case Accepts::kInteger:
+      return is_integer(dtype);
     case Accepts::kAny:
       return true;
   }
@@ -91,15 +98,24 @@ void check_accepts(const ElementwiseSpec& spec, const AbstractValue& operand,
       context.fail(fmt::format("is a bitwise op and needs bool or integer operands, got {}",
                                operand.to_string()),
                    "for floats compare first (x > 0), or convert with astype");
+    case Accepts::kInteger:
+      context.fail(fmt::format("needs integer operands, got {}", operand.to_string()),
+                   "to shift the bits of a float, reinterpret it first with "
+                   "bitcast_convert_type(x, DType::u32)");
     case Accepts::kAny:
       break;
   }
 }
 
-// Equal rank; each axis equal or 1. Returns the broadcast shape.
+// Equal rank (rank-0 operands broadcast to any rank, so a literal needs no reshape); each
+// axis equal or 1. Returns the broadcast shape.
 Shape broadcast_operands(std::span<const AbstractValue> operands, const RuleContext& context) {
-  Shape out = operands[0].shape;
-  for (const AbstractValue& operand : operands.subspan(1)) {
+  Shape out;
+  for (const AbstractValue& operand : operands) {
+    if (operand.shape.rank() > out.rank()) out = operand.shape;
+  }
+  for (const AbstractValue& operand : operands) {
+    if (operand.shape.rank() == 0) continue;
     if (operand.shape.rank() != out.rank()) {
       context.fail(fmt::format("operands must have equal rank at the primitive level, got {}",
                                fmt::join(operands | std::views::transform([](const auto& a) {
@@ -193,8 +209,10 @@ void register_elementwise_rules(PrimTable& table) {
   }
   // Boolean results and bitwise ops have no derivative; (sign, floor, round... have a zero
   // one and stay differentiable).
-  for (PrimId id : {PrimId::is_finite, PrimId::not_, PrimId::and_, PrimId::or_, PrimId::xor_,
-                    PrimId::eq, PrimId::ne, PrimId::lt, PrimId::le, PrimId::gt, PrimId::ge}) {
+  for (PrimId id :
+       {PrimId::is_finite, PrimId::not_, PrimId::and_, PrimId::or_, PrimId::xor_, PrimId::eq,
+        PrimId::ne, PrimId::lt, PrimId::le, PrimId::gt, PrimId::ge, PrimId::shift_left,
+        PrimId::shift_right_logical, PrimId::shift_right_arithmetic}) {
     table[id].flags |= kNotDifferentiable;
   }
   table[PrimId::select].abstract_eval = select_rule;

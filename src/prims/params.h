@@ -6,6 +6,7 @@
 #include <compare>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <variant>
@@ -230,11 +231,35 @@ struct ReduceWindowParams {
   friend auto operator<=>(const ReduceWindowParams&, const ReduceWindowParams&) = default;
 };
 
+// sort: operands share one shape; each 1-D line along `dimension` is reordered by the
+// lexicographic order of the first `num_keys` operands, stably (equal keys keep their
+// order). Floats order -inf < ... < -0 == 0 < ... < inf < NaN, as numpy and XLA do.
+struct SortParams {
+  int64_t dimension = -1;
+  int64_t num_keys = 1;
+  static constexpr auto fields() {
+    return std::tuple{Field{"dimension", &SortParams::dimension},
+                      Field{"num_keys", &SortParams::num_keys}};
+  }
+  friend auto operator<=>(const SortParams&, const SortParams&) = default;
+};
+
+// custom_vjp_call: a user function with its own VJP (kiln::custom_vjp), registered under
+// `id` in the process's table of custom functions; `name` is for people reading programs.
+struct CustomVjpParams {
+  std::string name;
+  int64_t id = 0;
+  static constexpr auto fields() {
+    return std::tuple{Field{"name", &CustomVjpParams::name}, Field{"id", &CustomVjpParams::id}};
+  }
+  friend auto operator<=>(const CustomVjpParams&, const CustomVjpParams&) = default;
+};
+
 using Params =
     std::variant<NoParams, ConvertParams, BroadcastInDimParams, ReshapeParams, TransposeParams,
                  SliceParams, DynamicSliceParams, ConcatenateParams, PadParams, IotaParams,
                  GatherParams, ScatterParams, ReduceParams, ArgReduceParams, CumsumParams,
-                 DotGeneralParams, ConvParams, ReduceWindowParams>;
+                 DotGeneralParams, ConvParams, ReduceWindowParams, CustomVjpParams, SortParams>;
 
 std::string_view index_mode_name(IndexMode mode);
 

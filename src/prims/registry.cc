@@ -45,8 +45,12 @@ const PrimTable& register_all() {
     register_reduce_rules(table);
     register_contract_rules(table);
     register_window_rules(table);
+    register_random_rules(table);
+    register_sort_rules(table);
     register_ref_kernels(table);
     register_cpu_kernels(table);
+    register_vjp_rules(table);
+    register_custom_vjp(table);
   });
   return table;
 }

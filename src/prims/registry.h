@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "base/compute_pool.h"
+#include "kiln/array.h"
 #include "kiln/error.h"
 #include "kiln/shape.h"
 #include "prims/params.h"
@@ -36,7 +37,10 @@ enum class Family : uint8_t {
   kIndex,
   kReduce,
   kContract,
-  kWindow
+  kWindow,
+  kRandom,
+  kSort,
+  kCustom
 };
 
 enum PrimFlags : uint32_t {
@@ -73,6 +77,26 @@ struct RuleContext {
   [[noreturn]] void fail(const std::string& message, const std::string& hint = {}) const;
 };
 
+// What a VJP rule sees: the primal operands and results, one cotangent per result (an
+// empty Array means zero), and which operands need a cotangent. Rules are written with
+// ordinary ops, so they trace, and gradients of gradients work.
+struct VjpArgs {
+  std::span<const Array> inputs;
+  std::span<const Array> outputs;
+  std::span<const Array> cotangents;
+  const Params& params;
+  CallSite site;
+  std::span<const bool> wanted;
+};
+// One cotangent per operand (an empty Array means zero or not wanted).
+using VjpFn = std::vector<Array> (*)(const VjpArgs& args);
+
+// Eager meaning in terms of ops, for primitives that are functions of arrays rather than
+// kernels (custom_vjp_call; later control flow). The eager interpreter calls it instead of
+// queueing a kernel.
+using ImplFn = std::vector<Array> (*)(std::span<const Array> inputs, const Params& params,
+                                      CallSite site);
+
 using AbstractEvalFn = std::vector<AbstractValue> (*)(std::span<const AbstractValue> inputs,
                                                       const Params& params,
                                                       const RuleContext& context);
@@ -85,8 +109,10 @@ struct PrimDef {
   size_t params_index = 0;  // which alternative of Params this primitive takes
   uint32_t flags = 0;
   AbstractEvalFn abstract_eval = nullptr;
-  KernelFn ref_kernel = nullptr;  // required: the plain, obviously-correct kernel
+  KernelFn ref_kernel = nullptr;  // required (or impl): the plain, obviously-correct kernel
   KernelFn cpu_kernel = nullptr;  // optional fast CPU kernel; falls back to ref_kernel
+  VjpFn vjp = nullptr;            // required unless kNotDifferentiable
+  ImplFn impl = nullptr;          // instead of kernels, for primitives defined by ops
 
   bool has_flag(PrimFlags flag) const { return (flags & flag) != 0; }
 };
@@ -118,7 +144,11 @@ void register_index_rules(PrimTable& table);
 void register_reduce_rules(PrimTable& table);
 void register_contract_rules(PrimTable& table);
 void register_window_rules(PrimTable& table);
+void register_random_rules(PrimTable& table);
+void register_sort_rules(PrimTable& table);
 void register_ref_kernels(PrimTable& table);
+void register_vjp_rules(PrimTable& table);
+void register_custom_vjp(PrimTable& table);
 void register_cpu_kernels(PrimTable& table);
 
 // Shared checks for the rules.

@@ -230,6 +230,14 @@ void register_shape_rules(PrimTable& table) {
   table[PrimId::concatenate].abstract_eval = concatenate_rule;
   table[PrimId::pad].abstract_eval = pad_rule;
   table[PrimId::iota].abstract_eval = iota_rule;
+  // stop_gradient is the identity on values; its VJP rule gives no cotangent.
+  table[PrimId::stop_gradient].abstract_eval = [](std::span<const AbstractValue> inputs,
+                                                  const Params&, const RuleContext&) {
+    return std::vector<AbstractValue>{inputs[0]};
+  };
+  // Its zero derivative is a definition, not the identity's: finite differences cannot
+  // check it, so it is flagged (and the Gradient column skips it) while its VJP rule stays.
+  table[PrimId::stop_gradient].flags |= kAliasesOperand | kNotDifferentiable;
   table[PrimId::iota].flags |= kNotDifferentiable;
   register_slice_rules(table);
 }

@@ -94,7 +94,7 @@ Array from_host_bytes(const void* data, AbstractValue aval, Device* target, Call
   }
   count_host_to_device(aval.size_bytes());
   return Array(std::make_shared<DeviceArray>(std::move(aval), &device, std::move(buffer),
-                                             Completion::done()));
+                                             Completion::done(), /*committed=*/target != nullptr));
 }
 
 void check_host_size(size_t count, const Shape& shape, CallSite site) {
@@ -104,35 +104,51 @@ void check_host_size(size_t count, const Shape& shape, CallSite site) {
   }
 }
 
-Array device_put(const Array& x, Device& target, CallSite site) {
-  const DeviceArray& source = concrete(x, site, "device_put");
-  if (source.device() == &target) return x;
-  CpuDevice& device = cpu_device(target);
-  auto buffer = device.allocator().allocate(static_cast<size_t>(x.size_bytes()));
+Array copy_to_device(const DeviceArray& source, const Array& handle, CpuDevice& device,
+                     bool committed) {
+  if (source.device() == &device) {
+    if (source.committed() == committed) return handle;
+    return Array(std::make_shared<DeviceArray>(source.aval(), &device, source.buffer(),
+                                               source.ready(), committed));
+  }
+  auto bytes = static_cast<size_t>(source.aval().size_bytes());
+  auto buffer = device.allocator().allocate(bytes);
   auto completion = std::make_shared<Completion>();
-  device.enqueue([from = source.buffer(), from_ready = source.ready(), to = buffer, completion,
-                  bytes = static_cast<size_t>(x.size_bytes())] {
-    from_ready->wait();
-    if (from_ready->error()) {
-      completion->set_failed(from_ready->error());
-      return;
-    }
-    if (bytes > 0) std::memcpy(to->data(), from->data(), bytes);
-    completion->set_done();
-  });
-  return Array(std::make_shared<DeviceArray>(x.aval(), &device, std::move(buffer), completion));
+  device.enqueue(
+      [from = source.buffer(), from_ready = source.ready(), to = buffer, completion, bytes] {
+        from_ready->wait();
+        if (from_ready->error()) {
+          completion->set_failed(from_ready->error());
+          return;
+        }
+        if (bytes > 0) std::memcpy(to->data(), from->data(), bytes);
+        completion->set_done();
+      });
+  return Array(std::make_shared<DeviceArray>(source.aval(), &device, std::move(buffer), completion,
+                                             committed));
+}
+
+Array device_put(const Array& x, Device& target, CallSite site) {
+  return copy_to_device(concrete(x, site, "device_put"), x, cpu_device(target), true);
+}
+
+Device* device_of(const Array& x) {
+  const auto* array = dynamic_cast<const DeviceArray*>(x.impl());
+  return array != nullptr && array->committed() ? array->device() : nullptr;
 }
 
 Placement placement(const Array& x, CallSite site) {
   const DeviceArray& array = concrete(x, site, "placement");
   Dims start(static_cast<size_t>(x.rank()), 0);
   return Placement{x.aval(),
-                   {PlacementPiece{array.device(), start, x.shape().dims(), x.size_bytes()}}};
+                   {PlacementPiece{array.device(), start, x.shape().dims(), x.size_bytes()}},
+                   array.committed()};
 }
 
 std::string Placement::to_string() const {
-  std::string text = fmt::format("{} ({} bytes) on {} device(s)", aval.to_string(),
-                                 aval.size_bytes(), pieces.size());
+  std::string text =
+      fmt::format("{} ({} bytes) on {} device(s), {}", aval.to_string(), aval.size_bytes(),
+                  pieces.size(), committed ? "committed" : "uncommitted");
   for (const PlacementPiece& piece : pieces) {
     std::vector<std::string> ranges;
     for (size_t axis = 0; axis < piece.start.size(); ++axis) {

@@ -1,4 +1,8 @@
 // The concrete array: a buffer on a device plus the completion of the kernel that fills it.
+// As in JAX, an array is *committed* to its device when the user placed it there
+// (device_put, from_host with a device) or computed it from committed arrays; an
+// uncommitted array (a literal, a from_host on the default device) may be moved to
+// wherever the other operands of an op are.
 #pragma once
 
 #include <memory>
@@ -14,21 +18,29 @@ namespace kiln {
 class DeviceArray final : public ArrayImpl {
  public:
   DeviceArray(AbstractValue aval, CpuDevice* device, std::shared_ptr<Buffer> buffer,
-              std::shared_ptr<Completion> ready)
+              std::shared_ptr<Completion> ready, bool committed)
       : ArrayImpl(std::move(aval)),
         device_(device),
         buffer_(std::move(buffer)),
-        ready_(std::move(ready)) {}
+        ready_(std::move(ready)),
+        committed_(committed) {}
 
   CpuDevice* device() const { return device_; }
   const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
   const std::shared_ptr<Completion>& ready() const { return ready_; }
+  bool committed() const { return committed_; }
 
  private:
   CpuDevice* device_;
   std::shared_ptr<Buffer> buffer_;
   std::shared_ptr<Completion> ready_;
+  bool committed_;
 };
+
+// A copy of `array` on `device`, queued there after `array`'s kernel (the same array if
+// it is already there).
+Array copy_to_device(const DeviceArray& array, const Array& handle, CpuDevice& device,
+                     bool committed);
 
 // The DeviceArray behind `array`, or a clear error if it is not concrete (a tracer used
 // outside its transformation).

@@ -21,34 +21,47 @@ bool reference_kernels_forced() {
   return forced;
 }
 
-CpuDevice& common_device(const PrimDef& prim, std::span<const Array> inputs, CallSite site) {
+// The device an op runs on: that of its committed operands (which must agree), else that
+// of its first operand, else the default device.
+CpuDevice& target_device(const PrimDef& prim, std::span<const Array> inputs, CallSite site,
+                         bool& committed) {
   const DeviceArray* first = nullptr;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    const DeviceArray& input = concrete(inputs[i], site, prim.name);
-    if (first == nullptr) {
-      first = &input;
-    } else if (input.device() != first->device()) {
+  const DeviceArray* first_committed = nullptr;
+  for (const Array& input : inputs) {
+    const DeviceArray& array = concrete(input, site, prim.name);
+    if (first == nullptr) first = &array;
+    if (!array.committed()) continue;
+    if (first_committed == nullptr) {
+      first_committed = &array;
+    } else if (array.device() != first_committed->device()) {
       fail(site,
-           fmt::format("{}: operands are on different devices: {} on {}, {} on {}", prim.name,
-                       first->aval().to_string(), first->device()->to_string(),
-                       input.aval().to_string(), input.device()->to_string()),
+           fmt::format("{}: operands are committed to different devices: {} on {}, {} on {}",
+                       prim.name, first_committed->aval().to_string(),
+                       first_committed->device()->to_string(), array.aval().to_string(),
+                       array.device()->to_string()),
            fmt::format("move one operand first, e.g. kiln::device_put(x, kiln::device({}))",
-                       first->device()->id()));
+                       first_committed->device()->id()));
     }
   }
-  return first ? *first->device() : cpu_device(default_device());
+  committed = first_committed != nullptr;
+  if (first_committed != nullptr) return *first_committed->device();
+  return first != nullptr ? *first->device() : cpu_device(default_device());
 }
 
 class EagerInterpreter final : public Interpreter {
  public:
   std::vector<Array> apply(const PrimDef& prim, std::span<const Array> inputs, const Params& params,
                            std::vector<AbstractValue> out_avals, CallSite site) override {
-    CpuDevice& device = common_device(prim, inputs, site);
+    if (prim.impl != nullptr) return prim.impl(inputs, params, site);
+    bool committed = false;
+    CpuDevice& device = target_device(prim, inputs, site, committed);
 
     if (prim.has_flag(kAliasesOperand)) {
       const DeviceArray& source = concrete(inputs[0], site, prim.name);
-      return {Array(std::make_shared<DeviceArray>(std::move(out_avals[0]), &device, source.buffer(),
-                                                  source.ready()))};
+      if (source.device() == &device) {
+        return {Array(std::make_shared<DeviceArray>(std::move(out_avals[0]), &device,
+                                                    source.buffer(), source.ready(), committed))};
+      }
     }
 
     struct Operand {
@@ -59,8 +72,13 @@ class EagerInterpreter final : public Interpreter {
     std::vector<Operand> operands;
     operands.reserve(inputs.size());
     for (const Array& input : inputs) {
-      const DeviceArray& array = concrete(input, site, prim.name);
-      operands.push_back({array.buffer(), array.ready(), array.aval()});
+      const DeviceArray* array = &concrete(input, site, prim.name);
+      Array moved;
+      if (array->device() != &device) {  // an uncommitted operand follows the others
+        moved = copy_to_device(*array, input, device, false);
+        array = &static_cast<const DeviceArray&>(*moved.impl());
+      }
+      operands.push_back({array->buffer(), array->ready(), array->aval()});
     }
 
     auto completion = std::make_shared<Completion>();
@@ -69,7 +87,7 @@ class EagerInterpreter final : public Interpreter {
     for (const AbstractValue& aval : out_avals) {
       results.push_back(device.allocator().allocate(static_cast<size_t>(aval.size_bytes())));
       outputs.emplace_back(
-          std::make_shared<DeviceArray>(aval, &device, results.back(), completion));
+          std::make_shared<DeviceArray>(aval, &device, results.back(), completion, committed));
     }
 
     KernelFn kernel =

@@ -3,6 +3,11 @@
 
 #include <fmt/format.h>
 
+#include "ir/parser.h"
+#include "ir/printer.h"
+#include "ir/verifier.h"
+#include "kiln/ops.h"
+#include "kiln/transforms.h"
 #include "prims/bind.h"
 #include "prims/op_table.h"
 
@@ -22,6 +27,14 @@ Tolerance fast_tolerance(const OpRow& row, const OpCase& c, DType dtype) {
 
 class OpTable : public ::testing::TestWithParam<OpRow> {};
 
+// The plain meaning of a case: the reference kernel run serially or, for primitives
+// defined by ops (an impl rule, no kernel), the eager interpreter.
+std::vector<TestArray> run_reference(const OpRow& row, const OpCase& c, ComputePool& serial) {
+  const PrimDef& prim = prim_def(row.prim);
+  if (prim.ref_kernel == nullptr) return run_eager(row, c);
+  return run_kernel(prim.ref_kernel, c, out_avals_of(row, c), serial);
+}
+
 TEST(OpTableCompleteness, EveryPrimitiveHasOneRowAndItsRequiredRules) {
   std::vector<int> rows_per_prim(kNumPrims, 0);
   for (const OpRow& row : all_rows()) ++rows_per_prim[static_cast<size_t>(row.prim)];
@@ -29,21 +42,22 @@ TEST(OpTableCompleteness, EveryPrimitiveHasOneRowAndItsRequiredRules) {
     EXPECT_EQ(rows_per_prim[static_cast<size_t>(prim.id)], 1)
         << prim.name << " needs exactly one row in tests/prims/op_table";
     EXPECT_NE(prim.abstract_eval, nullptr) << prim.name << " has no abstract_eval rule";
-    EXPECT_NE(prim.ref_kernel, nullptr) << prim.name << " has no reference kernel";
+    EXPECT_TRUE(prim.ref_kernel != nullptr || prim.impl != nullptr)
+        << prim.name << " has neither a reference kernel nor an impl rule";
+    if (!prim.has_flag(kNotDifferentiable)) {
+      EXPECT_NE(prim.vjp, nullptr) << prim.name << " is differentiable but has no VJP rule";
+    }
   }
 }
 
 TEST_P(OpTable, ReferenceKernelMatchesDoublePrecisionOracle) {
   const OpRow& row = GetParam();
-  const PrimDef& prim = prim_def(row.prim);
-  ASSERT_NE(prim.ref_kernel, nullptr);
   ComputePool serial(1);
   std::vector<OpCase> cases = row.cases();
   ASSERT_FALSE(cases.empty());
   for (const OpCase& c : cases) {
-    std::vector<AbstractValue> out_avals = out_avals_of(row, c);
     std::vector<TestArray> expected = row.oracle(c);
-    std::vector<TestArray> actual = run_kernel(prim.ref_kernel, c, out_avals, serial);
+    std::vector<TestArray> actual = run_reference(row, c, serial);
     ASSERT_EQ(actual.size(), expected.size()) << case_name(row, c);
     for (size_t i = 0; i < actual.size(); ++i) {
       std::string diff =
@@ -88,11 +102,9 @@ TEST_P(FastKernel, MatchesReferenceAndIgnoresThreadCount) {
 
 TEST_P(OpTable, EagerDispatchMatchesReference) {
   const OpRow& row = GetParam();
-  const PrimDef& prim = prim_def(row.prim);
   ComputePool serial(1);
   for (const OpCase& c : row.cases()) {
-    std::vector<AbstractValue> out_avals = out_avals_of(row, c);
-    std::vector<TestArray> reference = run_kernel(prim.ref_kernel, c, out_avals, serial);
+    std::vector<TestArray> reference = run_reference(row, c, serial);
     std::vector<TestArray> eager = run_eager(row, c);
     ASSERT_EQ(eager.size(), reference.size());
     for (size_t i = 0; i < reference.size(); ++i) {
@@ -103,6 +115,107 @@ TEST_P(OpTable, EagerDispatchMatchesReference) {
   }
 }
 
+// ----- gradients ------------------------------------------------------------------------
+
+std::vector<OpCase> default_grad_cases(const OpRow& row) {
+  std::vector<OpCase> result;
+  Rng rng(31);
+  for (OpCase c : row.cases()) {
+    bool has_f32 = false, other_float = false;
+    int64_t elements = 0;
+    for (const TestArray& input : c.inputs) {
+      has_f32 = has_f32 || input.aval.dtype == DType::f32;
+      other_float =
+          other_float || (is_floating(input.aval.dtype) && input.aval.dtype != DType::f32);
+      elements += input.aval.num_elements();
+    }
+    if (!has_f32 || other_float || elements > 4096) continue;
+    for (TestArray& input : c.inputs) {
+      if (input.aval.dtype != DType::f32) continue;
+      input.aval.dtype = DType::f64;
+      for (double& value : input.values) value = uniform(rng, 0.5, 1.5);
+    }
+    bool f64_outputs = true;
+    for (const AbstractValue& out : out_avals_of(row, c)) {
+      f64_outputs = f64_outputs && (!is_floating(out.dtype) || out.dtype == DType::f64);
+    }
+    if (f64_outputs) result.push_back(std::move(c));
+  }
+  return result;
+}
+
+class Gradient : public ::testing::TestWithParam<OpRow> {};
+
+std::vector<OpRow> differentiable_rows() {
+  std::vector<OpRow> rows;
+  for (OpRow& row : all_rows()) {
+    if (!prim_def(row.prim).has_flag(kNotDifferentiable)) rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+TEST_P(Gradient, VjpMatchesCentralFiniteDifferencesInF64) {
+  const OpRow& row = GetParam();
+  const PrimDef& prim = prim_def(row.prim);
+  ASSERT_NE(prim.vjp, nullptr) << prim.name << " is differentiable but has no VJP rule";
+  std::vector<OpCase> cases = row.grad_cases ? row.grad_cases() : default_grad_cases(row);
+  ASSERT_FALSE(cases.empty()) << prim.name << " needs gradient cases (OpRow::grad_cases)";
+  for (const OpCase& c : cases) {
+    std::vector<Array> operands;
+    std::vector<size_t> float_positions;
+    std::vector<Array> float_operands;
+    for (size_t i = 0; i < c.inputs.size(); ++i) {
+      std::vector<std::byte> bytes = encode(c.inputs[i]);
+      operands.push_back(from_host_bytes(bytes.data(), c.inputs[i].aval, nullptr, CallSite()));
+      if (is_floating(c.inputs[i].aval.dtype)) {
+        float_positions.push_back(i);
+        float_operands.push_back(operands.back());
+      }
+    }
+    detail::FlatFunction fn = [&](std::span<const Array> floats) {
+      std::vector<Array> all = operands;
+      for (size_t k = 0; k < floats.size(); ++k) all[float_positions[k]] = floats[k];
+      return bind(row.prim, all, c.params, CallSite());
+    };
+    GradCheckOptions options;
+    options.order = row.second_order ? 2 : 1;
+    try {
+      detail::check_grads_flat(fn, float_operands, options, CallSite());
+    } catch (const Error& error) {
+      ADD_FAILURE() << case_name(row, c) << ": " << error.what();
+    }
+  }
+}
+
+// ----- program text ---------------------------------------------------------------------
+
+// The row's first case as a one-equation program (rank-0 operands as literals, so literal
+// text of each dtype and special value is covered) prints, parses and prints identically.
+class PrintParseRoundTrip : public ::testing::TestWithParam<OpRow> {};
+
+TEST_P(PrintParseRoundTrip, OneEquationProgram) {
+  const OpRow& row = GetParam();
+  std::vector<OpCase> cases = row.cases();
+  ASSERT_FALSE(cases.empty());
+  const OpCase& c = cases.front();
+  ProgramBuilder builder;
+  std::vector<VarId> operands;
+  for (const TestArray& input : c.inputs) {
+    if (input.aval.shape.rank() == 0) {
+      std::vector<std::byte> bytes = encode(input);
+      operands.push_back(
+          builder.add_constant(from_host_bytes(bytes.data(), input.aval, nullptr, CallSite())));
+    } else {
+      operands.push_back(builder.add_input(input.aval));
+    }
+  }
+  builder.set_outputs(builder.add_equation(row.prim, operands, c.params));
+  std::string text = print_program(builder.program());
+  Program parsed = parse_program(text);
+  verify(parsed);
+  EXPECT_EQ(print_program(parsed), text) << case_name(row, c);
+}
+
 std::string row_name(const ::testing::TestParamInfo<OpRow>& info) {
   return std::string(prim_name(info.param.prim));
 }
@@ -111,6 +224,10 @@ INSTANTIATE_TEST_SUITE_P(AllPrimitives, OpTable, ::testing::ValuesIn(all_rows())
 INSTANTIATE_TEST_SUITE_P(AllFastKernels, FastKernel, ::testing::ValuesIn(rows_with_fast_kernels()),
                          row_name);
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(FastKernel);
+INSTANTIATE_TEST_SUITE_P(AllDifferentiable, Gradient, ::testing::ValuesIn(differentiable_rows()),
+                         row_name);
+INSTANTIATE_TEST_SUITE_P(AllPrimitives, PrintParseRoundTrip, ::testing::ValuesIn(all_rows()),
+                         row_name);
 
 }  // namespace
 }  // namespace kiln::testing

@@ -52,6 +52,11 @@ struct OpRow {
   Oracle oracle;
   ToleranceRule ref_tolerance;   // reference kernel vs oracle; default ulp_tolerance(dtype)
   ToleranceRule fast_tolerance;  // fast kernel vs reference; default ulp_tolerance(dtype)
+  // Gradient column (differentiable primitives only): cases for the VJP check in f64. By
+  // default the row's f32 cases with every float operand turned f64 and moved into
+  // [0.5, 1.5] (away from kinks and domain edges).
+  CaseGenerator grad_cases;
+  bool second_order = false;  // also check the gradient of the gradient
 };
 
 // Rows, one function per family (rows_<family>.cc).
@@ -61,6 +66,8 @@ std::vector<OpRow> index_rows();
 std::vector<OpRow> reduce_rows();
 std::vector<OpRow> contract_rows();
 std::vector<OpRow> window_rows();
+std::vector<OpRow> random_rows();
+std::vector<OpRow> custom_rows();
 std::vector<OpRow> all_rows();
 
 // ----- building cases -------------------------------------------------------------------
@@ -89,7 +96,8 @@ bool wants_large_cases(DType dtype);
 // Shapes every elementwise-like op is tried on: scalar, empty, size 1, small odd sizes,
 // multi-dimensional shapes, and (wants_large_cases) a large non-divisible size.
 std::vector<Shape> standard_shapes(DType dtype);
-// Pairs of operand shapes that broadcast (size-1 axes on either side, equal rank).
+// Pairs of operand shapes that broadcast (size-1 axes on either side with equal rank, or a
+// rank-0 operand).
 std::vector<std::pair<Shape, Shape>> broadcast_shape_pairs(DType dtype);
 
 // ----- running kernels ------------------------------------------------------------------

@@ -37,8 +37,8 @@ Tolerance ulp_tolerance(DType dtype, double ulps, double atol) {
 
 std::vector<OpRow> all_rows() {
   std::vector<OpRow> rows;
-  for (auto family :
-       {elementwise_rows, shape_rows, index_rows, reduce_rows, contract_rows, window_rows}) {
+  for (auto family : {elementwise_rows, shape_rows, index_rows, reduce_rows, contract_rows,
+                      window_rows, random_rows, custom_rows}) {
     for (OpRow& row : family()) rows.push_back(std::move(row));
   }
   return rows;
@@ -122,9 +122,17 @@ std::vector<Shape> standard_shapes(DType dtype) {
 
 std::vector<std::pair<Shape, Shape>> broadcast_shape_pairs(DType dtype) {
   std::vector<std::pair<Shape, Shape>> pairs{
-      {Shape{3, 1}, Shape{1, 4}}, {Shape{1}, Shape{5}},       {Shape{2, 3, 4}, Shape{1, 3, 1}},
-      {Shape{1, 1}, Shape{2, 3}}, {Shape{4, 0}, Shape{1, 0}}, {Shape{1, 37}, Shape{19, 37}}};
+      {Shape{3, 1}, Shape{1, 4}},
+      {Shape{1}, Shape{5}},
+      {Shape{2, 3, 4}, Shape{1, 3, 1}},
+      {Shape{1, 1}, Shape{2, 3}},
+      {Shape{4, 0}, Shape{1, 0}},
+      {Shape{1, 37}, Shape{19, 37}},
+      // Rank-0 operands broadcast to any rank (literals in programs need no reshape).
+      {Shape{}, Shape{3, 4}},
+      {Shape{2, 0}, Shape{}}};
   if (wants_large_cases(dtype)) {
+    pairs.push_back({Shape{1000, 301}, Shape{}});
     pairs.push_back({Shape{1000, 301}, Shape{1000, 1}});
     pairs.push_back({Shape{1, 301}, Shape{1000, 301}});
   }

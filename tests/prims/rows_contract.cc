@@ -397,13 +397,84 @@ Tolerance conv_fast_tolerance(const OpCase& c, DType out_dtype) {
                             max_finite_abs(c.inputs[1]));
 }
 
+// ----- gradient cases ---------------------------------------------------------------------
+// Both primitives are bilinear (no kinks), so f64 values in [-1, 1] suit finite differences.
+
+std::vector<OpCase> dot_grad_cases() {
+  std::vector<DotSpec> specs;
+  for (const DotSpec& spec : dot_specs()) {
+    if (!spec.large) specs.push_back(spec);
+  }
+  // Dimension numbers whose operand cotangents need a non-trivial transpose back.
+  specs.push_back({"contracting axes out of order", Shape{2, 3, 4, 5}, Shape{5, 2, 4, 6},
+                   dims({3, 2}, {0, 2}, {0}, {1})});
+  specs.push_back(
+      {"batch last, free first", Shape{4, 5, 3}, Shape{3, 2, 5}, dims({1}, {2}, {2}, {0})});
+  specs.push_back({"free axes on both sides of contracting", Shape{2, 3, 4, 2}, Shape{3, 4},
+                   dims({2, 1}, {1, 0})});
+  std::vector<OpCase> cases;
+  Rng rng(404);
+  for (const DotSpec& spec : specs) {
+    OpCase c{
+        fmt::format("f64 {} {}x{}", spec.label, spec.lhs.to_string(), spec.rhs.to_string()),
+        {contract_operand(DType::f64, spec.lhs, rng), contract_operand(DType::f64, spec.rhs, rng)},
+        spec.params};
+    cases.push_back(c);
+    if (spec.label == "batched" || spec.label == "two contracting axes") {
+      c.label += " preferred f64";
+      std::get<DotGeneralParams>(c.params).preferred_element_type = DType::f64;
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
+std::vector<OpCase> conv_grad_cases() {
+  std::vector<ConvSpec> specs;
+  for (const ConvSpec& spec : conv_specs()) {
+    if (!spec.large) specs.push_back(spec);
+  }
+  // Strides that do not divide the input (the transposed convolutions crop), asymmetric and
+  // negative padding with strides, and groups combined with both dilations.
+  specs.push_back({"stride 2 odd input, asymmetric padding", Shape{2, 8, 7, 3}, Shape{3, 2, 3, 4},
+                   conv({2, 2}, {0, 1}, {2, 0})});
+  specs.push_back({"negative padding, stride 2", Shape{1, 9, 8, 2}, Shape{2, 3, 2, 3},
+                   conv({2, 2}, {-1, 1}, {-2, 0})});
+  specs.push_back({"stride 3 larger than kernel", Shape{1, 10, 8, 2}, Shape{2, 2, 2, 2},
+                   conv({3, 3}, {0, 0}, {0, 0})});
+  specs.push_back({"groups 2, both dilations, stride", Shape{2, 5, 6, 4}, Shape{2, 3, 2, 4},
+                   conv({2, 1}, {1, 2}, {0, 1}, {2, 1}, {1, 2}, 2)});
+  specs.push_back({"depthwise, rhs dilation 2, stride 2", Shape{1, 9, 9, 3}, Shape{3, 3, 1, 3},
+                   conv({2, 2}, {2, 2}, {2, 2}, {1, 1}, {2, 2}, 3)});
+  std::vector<OpCase> cases;
+  Rng rng(505);
+  for (const ConvSpec& spec : specs) {
+    cases.push_back(
+        {fmt::format("f64 {} {}x{}", spec.label, spec.x.to_string(), spec.w.to_string()),
+         {contract_operand(DType::f64, spec.x, rng), contract_operand(DType::f64, spec.w, rng)},
+         spec.params});
+  }
+  return cases;
+}
+
 }  // namespace
 
 std::vector<OpRow> contract_rows() {
   std::vector<OpRow> rows;
-  rows.push_back(OpRow{PrimId::dot_general, dot_cases, dot_oracle, {}, dot_fast_tolerance});
-  rows.push_back(
-      OpRow{PrimId::conv_general_dilated, conv_cases, conv_oracle, {}, conv_fast_tolerance});
+  rows.push_back(OpRow{PrimId::dot_general,
+                       dot_cases,
+                       dot_oracle,
+                       {},
+                       dot_fast_tolerance,
+                       dot_grad_cases,
+                       /*second_order=*/true});
+  rows.push_back(OpRow{PrimId::conv_general_dilated,
+                       conv_cases,
+                       conv_oracle,
+                       {},
+                       conv_fast_tolerance,
+                       conv_grad_cases,
+                       /*second_order=*/true});
   return rows;
 }
 

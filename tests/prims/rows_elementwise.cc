@@ -15,6 +15,7 @@ using ScalarOracle = std::function<double(std::span<const double> args, DType dt
 
 // Element of `in` (rank-equal, broadcast) feeding output element `index` of `out`.
 int64_t source_index(const Shape& out, const Shape& in, int64_t index) {
+  if (in.rank() == 0) return 0;  // a scalar operand
   int64_t source = 0, stride = 1;
   for (int64_t axis = out.rank() - 1; axis >= 0; --axis) {
     int64_t coordinate = index % out[axis];
@@ -101,8 +102,12 @@ std::vector<OpCase> elementwise_cases(int arity, std::span<const DType> dtypes, 
 }
 
 Shape broadcast_of(const std::vector<TestArray>& inputs) {
-  Shape out = inputs[0].aval.shape;
+  Shape out;
   for (const TestArray& input : inputs) {
+    if (input.aval.shape.rank() > out.rank()) out = input.aval.shape;
+  }
+  for (const TestArray& input : inputs) {
+    if (input.aval.shape.rank() == 0) continue;
     for (int64_t axis = 0; axis < out.rank(); ++axis) {
       if (input.aval.shape[axis] != 1) out[axis] = input.aval.shape[axis];
     }
@@ -154,6 +159,12 @@ OpRow row(PrimId prim, int arity, std::vector<DType> dtypes, ScalarOracle f,
                elementwise_oracle(f, returns_bool),
                {},
                {}};
+}
+
+// Rows whose gradient column also checks the gradient of the gradient.
+OpRow second_order(OpRow row) {
+  row.second_order = true;
+  return row;
 }
 
 __int128 as_int(double value) {
@@ -225,15 +236,19 @@ std::vector<OpRow> elementwise_rows() {
                            [](__int128 x) -> __int128 { return x > 0   ? 1
                                                                : x < 0 ? -1
                                                                        : 0; })));
-  rows.push_back(row(PrimId::exp, 1, floats, unary([](double x) { return std::exp(x); })));
-  rows.push_back(row(PrimId::expm1, 1, floats, unary([](double x) { return std::expm1(x); })));
-  rows.push_back(row(PrimId::log, 1, floats, unary([](double x) { return std::log(x); })));
-  rows.push_back(row(PrimId::log1p, 1, floats, unary([](double x) { return std::log1p(x); })));
-  rows.push_back(row(PrimId::sqrt, 1, floats, unary([](double x) { return std::sqrt(x); })));
-  rows.push_back(row(PrimId::rsqrt, 1, floats, unary([](double x) { return 1 / std::sqrt(x); })));
-  rows.push_back(row(PrimId::tanh, 1, floats, unary([](double x) { return std::tanh(x); })));
   rows.push_back(
-      row(PrimId::logistic, 1, floats, unary([](double x) { return 1 / (1 + std::exp(-x)); })));
+      second_order(row(PrimId::exp, 1, floats, unary([](double x) { return std::exp(x); }))));
+  rows.push_back(row(PrimId::expm1, 1, floats, unary([](double x) { return std::expm1(x); })));
+  rows.push_back(
+      second_order(row(PrimId::log, 1, floats, unary([](double x) { return std::log(x); }))));
+  rows.push_back(row(PrimId::log1p, 1, floats, unary([](double x) { return std::log1p(x); })));
+  rows.push_back(
+      second_order(row(PrimId::sqrt, 1, floats, unary([](double x) { return std::sqrt(x); }))));
+  rows.push_back(row(PrimId::rsqrt, 1, floats, unary([](double x) { return 1 / std::sqrt(x); })));
+  rows.push_back(
+      second_order(row(PrimId::tanh, 1, floats, unary([](double x) { return std::tanh(x); }))));
+  rows.push_back(second_order(
+      row(PrimId::logistic, 1, floats, unary([](double x) { return 1 / (1 + std::exp(-x)); }))));
   rows.push_back(row(PrimId::sin, 1, floats, unary([](double x) { return std::sin(x); })));
   rows.push_back(row(PrimId::cos, 1, floats, unary([](double x) { return std::cos(x); })));
   rows.push_back(row(PrimId::floor, 1, floats, unary([](double x) { return std::floor(x); })));
@@ -255,20 +270,20 @@ std::vector<OpRow> elementwise_rows() {
   rows.push_back(row(PrimId::sub, 2, numeric,
                      binary([](double a, double b) { return a - b; },
                             [](__int128 a, __int128 b, DType) { return a - b; })));
-  rows.push_back(row(PrimId::mul, 2, numeric,
-                     binary([](double a, double b) { return a * b; },
-                            [](__int128 a, __int128 b, DType) { return a * b; })));
-  rows.push_back(row(PrimId::div, 2, numeric,
-                     binary([](double a, double b) { return a / b; },
-                            [](__int128 a, __int128 b, DType) { return a / b; }),
-                     false, nonzero_divisor));
+  rows.push_back(second_order(row(PrimId::mul, 2, numeric,
+                                  binary([](double a, double b) { return a * b; },
+                                         [](__int128 a, __int128 b, DType) { return a * b; }))));
+  rows.push_back(second_order(row(PrimId::div, 2, numeric,
+                                  binary([](double a, double b) { return a / b; },
+                                         [](__int128 a, __int128 b, DType) { return a / b; }),
+                                  false, nonzero_divisor)));
   rows.push_back(row(PrimId::rem, 2, numeric,
                      binary([](double a, double b) { return std::fmod(a, b); },
                             [](__int128 a, __int128 b, DType) { return a % b; }),
                      false, nonzero_divisor));
-  rows.push_back(row(PrimId::pow, 2, floats,
-                     binary([](double a, double b) { return std::pow(a, b); }), false,
-                     positive_base));
+  rows.push_back(second_order(row(PrimId::pow, 2, floats,
+                                  binary([](double a, double b) { return std::pow(a, b); }), false,
+                                  positive_base)));
   rows.push_back(row(PrimId::max, 2, numeric,
                      binary(nan_max, [](__int128 a, __int128 b, DType) { return a > b ? a : b; })));
   rows.push_back(row(PrimId::min, 2, numeric,
@@ -299,7 +314,7 @@ std::vector<OpRow> elementwise_rows() {
   rows.push_back(compare_row(PrimId::ge, [](double a, double b) { return a >= b; }));
 
   // select(pred, on_true, on_false): the predicate is bool, the branches share a dtype.
-  rows.push_back(OpRow{
+  rows.push_back(second_order(OpRow{
       PrimId::select,
       [] {
         std::vector<OpCase> cases;
@@ -328,7 +343,7 @@ std::vector<OpRow> elementwise_rows() {
       elementwise_oracle([](std::span<const double> x, DType) { return x[0] != 0 ? x[1] : x[2]; },
                          false),
       {},
-      {}});
+      {}}));
 
   // convert_element_type between every pair of dtypes, including specials and extremes.
   rows.push_back(OpRow{

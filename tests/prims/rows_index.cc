@@ -205,9 +205,11 @@ Tolerance scatter_add_tolerance(const OpCase& c, DType dtype) {
 
 std::vector<OpRow> index_rows() {
   auto exact = [](const OpCase&, DType) { return Tolerance{0, 0}; };
+  OpRow gather_row{PrimId::gather, [] { return index_cases(Which::kGather); }, gather_oracle, exact,
+                   exact};
+  gather_row.second_order = true;
   return {
-      OpRow{PrimId::gather, [] { return index_cases(Which::kGather); }, gather_oracle, exact,
-            exact},
+      gather_row,
       OpRow{PrimId::scatter, [] { return index_cases(Which::kScatter); }, scatter_oracle(false),
             exact, exact},
       OpRow{PrimId::scatter_add, [] { return index_cases(Which::kScatterAdd); },

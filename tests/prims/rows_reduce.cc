@@ -252,12 +252,73 @@ OpRow reduce_row(PrimId prim, Kind kind) {
                reduce_tolerance(kind), reduce_tolerance(kind)};
 }
 
+// Gradient cases for reduce_max/min: distinct f64 values (a tie has no derivative for
+// finite differences to check; tests/transforms/vjp_rules_test.cc checks how ties share
+// the cotangent), and no empty reductions (their constant -inf/inf results difference to
+// NaN).
+std::vector<OpCase> extremum_grad_cases() {
+  std::vector<OpCase> cases;
+  Rng rng(98);
+  for (const Geometry& g : geometries(DType::f64, Kind::kMax)) {
+    if (g.shape.num_elements() > 4096) continue;
+    OpCase c{fmt::format("f64{} axes{}", g.shape.to_string(), dims_to_string(g.axes)),
+             {random_array(DType::f64, g.shape, rng, [](Rng& r) { return uniform(r, 0.5, 1.5); })},
+             ReduceParams{g.axes}};
+    if (g.shape.num_elements() == 0 && group(c).out.num_elements() > 0) continue;
+    cases.push_back(std::move(c));
+  }
+  return cases;
+}
+
+// Gradient cases for reduce_prod: f64 factors of either sign away from zero, then the same
+// with one zero (mid-group, so both the products before and after it matter) and with two
+// zeros in the first element's group, where dividing the product by x would fail.
+std::vector<OpCase> prod_grad_cases() {
+  std::vector<OpCase> cases;
+  Rng rng(97);
+  auto factor = [](Rng& r) {
+    double magnitude = uniform(r, 0.5, 1.5);
+    return uniform(r, 0, 1) < 0.5 ? -magnitude : magnitude;
+  };
+  for (const Geometry& g : geometries(DType::f64, Kind::kProd)) {
+    if (g.shape.num_elements() > 4096) continue;
+    std::string label = fmt::format("f64{} axes{}", g.shape.to_string(), dims_to_string(g.axes));
+    OpCase plain{label, {random_array(DType::f64, g.shape, rng, factor)}, ReduceParams{g.axes}};
+    cases.push_back(plain);
+    if (plain.inputs[0].values.empty()) continue;
+    Grouping grouping = group(plain);
+    std::vector<size_t> first_group;
+    for (size_t i = 0; i < grouping.target.size(); ++i) {
+      if (grouping.target[i] == grouping.target[0]) first_group.push_back(i);
+    }
+    OpCase one_zero = plain;
+    one_zero.label += " one zero";
+    one_zero.inputs[0].values[first_group[first_group.size() / 2]] = 0;
+    cases.push_back(one_zero);
+    if (first_group.size() >= 2) {
+      OpCase two_zeros = plain;
+      two_zeros.label += " two zeros";
+      two_zeros.inputs[0].values[first_group.front()] = 0;
+      two_zeros.inputs[0].values[first_group.back()] = 0;
+      cases.push_back(two_zeros);
+    }
+  }
+  return cases;
+}
+
 }  // namespace
 
 std::vector<OpRow> reduce_rows() {
   std::vector<OpRow> rows{
       reduce_row(PrimId::reduce_sum, Kind::kSum), reduce_row(PrimId::reduce_max, Kind::kMax),
       reduce_row(PrimId::reduce_min, Kind::kMin), reduce_row(PrimId::reduce_prod, Kind::kProd)};
+  // reduce_sum's gradient cases are the f32 cases moved into [0.5, 1.5] (the default).
+  rows[0].second_order = true;
+  rows[1].second_order = true;
+  rows[1].grad_cases = extremum_grad_cases;
+  rows[2].grad_cases = extremum_grad_cases;
+  rows[3].second_order = true;
+  rows[3].grad_cases = prod_grad_cases;
   for (OpRow& row : arg_reduce_and_scan_rows()) rows.push_back(std::move(row));
   return rows;
 }

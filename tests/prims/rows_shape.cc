@@ -82,6 +82,11 @@ OpRow copy_row(PrimId prim, CaseGenerator cases, Oracle oracle) {
   return OpRow{prim, std::move(cases), std::move(oracle), exact, exact};
 }
 
+OpRow second_order(OpRow row) {
+  row.second_order = true;
+  return row;
+}
+
 namespace {
 
 // ----- broadcast_in_dim -----------------------------------------------------------------
@@ -155,6 +160,21 @@ std::vector<OpCase> reshape_cases() {
                      ReshapeParams{Shape{900, 700}}});
   }
   return cases;
+}
+
+std::vector<OpCase> stop_gradient_cases() {
+  std::vector<OpCase> cases;
+  Rng rng(13);
+  for (DType dtype : every_dtype()) {
+    for (const Shape& shape : {Shape{}, Shape{0}, Shape{7}, Shape{33, 17}}) {
+      cases.push_back({label(dtype, {shape}, ""), {values_for(dtype, shape, rng)}, NoParams{}});
+    }
+  }
+  return cases;
+}
+
+std::vector<TestArray> identity_oracle(const OpCase& c) {
+  return {c.inputs[0]};
 }
 
 std::vector<TestArray> reshape_oracle(const OpCase& c) {
@@ -300,11 +320,14 @@ std::vector<TestArray> iota_oracle(const OpCase& c) {
 std::vector<OpRow> shape_rows() {
   namespace u = shape_rows_util;
   std::vector<OpRow> rows{
-      u::copy_row(PrimId::broadcast_in_dim, u::broadcast_cases, u::broadcast_oracle),
+      u::second_order(
+          u::copy_row(PrimId::broadcast_in_dim, u::broadcast_cases, u::broadcast_oracle)),
       u::copy_row(PrimId::reshape, u::reshape_cases, u::reshape_oracle),
-      u::copy_row(PrimId::transpose, u::transpose_cases, u::transpose_oracle),
-      u::copy_row(PrimId::concatenate, u::concatenate_cases, u::concatenate_oracle),
+      u::second_order(u::copy_row(PrimId::transpose, u::transpose_cases, u::transpose_oracle)),
+      u::second_order(
+          u::copy_row(PrimId::concatenate, u::concatenate_cases, u::concatenate_oracle)),
       u::copy_row(PrimId::iota, u::iota_cases, u::iota_oracle),
+      u::copy_row(PrimId::stop_gradient, u::stop_gradient_cases, u::identity_oracle),
   };
   for (OpRow& row : shape_slice_rows()) rows.push_back(std::move(row));
   return rows;

@@ -42,6 +42,8 @@ std::string label(DType dtype, const std::vector<Shape>& shapes, const std::stri
 
 // A row with exact tolerances: the layout primitives copy elements.
 OpRow copy_row(PrimId prim, CaseGenerator cases, Oracle oracle);
+// `row` with its gradient of the gradient checked as well.
+OpRow second_order(OpRow row);
 
 }  // namespace kiln::testing::shape_rows_util
 

@@ -1,8 +1,10 @@
 // op_table rows for the window family: reduce_window_max and reduce_window_sum. The
 // oracle walks each output cell's window over the conceptually padded operand (padding is
 // -inf for max, 0 for sum) in double, integers exactly and wrapped.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -150,13 +152,70 @@ Oracle window_oracle(bool is_max) {
   };
 }
 
+// ----- gradient cases ---------------------------------------------------------------------
+
+// f64 values that are all distinct and at least 4 / size apart, so that no window's maximum
+// is tied or changes under the finite-difference step.
+TestArray distinct_values(const Shape& shape, Rng& rng) {
+  auto size = static_cast<size_t>(shape.num_elements());
+  std::vector<double> values(size);
+  for (size_t i = 0; i < size; ++i)
+    values[i] = -2.0 + 4.0 * static_cast<double>(i) / static_cast<double>(size);
+  std::shuffle(values.begin(), values.end(), rng);
+  return make_array(DType::f64, shape, values);
+}
+
+// Every spec that has no window made only of padding (whose maximum is -inf), plus
+// overlapping windows that share their maximum.
+std::vector<OpCase> window_grad_cases(bool is_max) {
+  std::vector<WindowSpec> specs;
+  for (const WindowSpec& spec : window_specs()) {
+    if (!spec.large && (!is_max || spec.label != "windows of padding only")) specs.push_back(spec);
+  }
+  specs.push_back({"3x3 stride 1 overlapping", Shape{2, 5, 6, 2}, hw({3, 3}, {1, 1})});
+  specs.push_back({"2x3 stride 1x2 padded, overlapping", Shape{1, 6, 7, 3},
+                   hw({2, 3}, {1, 2}, {1, 1}, {0, 1})});
+  std::vector<OpCase> cases;
+  Rng rng(606);
+  for (const WindowSpec& spec : specs) {
+    TestArray x = is_max ? distinct_values(spec.shape, rng)
+                         : random_array(DType::f64, spec.shape, rng,
+                                        [](Rng& r) { return uniform(r, -1, 1); });
+    cases.push_back(
+        {fmt::format("f64 {} {}", spec.label, spec.shape.to_string()), {x}, spec.params});
+  }
+  if (is_max) {
+    // Ties below every window's maximum: each window holds at least one cell at even (h, w),
+    // which hold distinct values above 3; every other cell is -1.
+    for (const auto& [label, params] :
+         {std::pair{"ties below the maximum, 2x2 stride 2", hw({2, 2}, {2, 2})},
+          std::pair{"ties below the maximum, 3x3 padded", hw({3, 3}, {1, 1}, {1, 1}, {1, 1})}}) {
+      Shape shape{1, 6, 6, 2};
+      TestArray x = distinct_values(shape, rng);
+      for (size_t i = 0; i < x.values.size(); ++i) {
+        int64_t h = static_cast<int64_t>(i) / 12, w = static_cast<int64_t>(i) / 2 % 6;
+        x.values[i] = h % 2 == 0 && w % 2 == 0 ? 5.0 + x.values[i] : -1.0;
+      }
+      cases.push_back({fmt::format("f64 {} {}", label, shape.to_string()), {x}, params});
+    }
+  }
+  return cases;
+}
+
 }  // namespace
 
 std::vector<OpRow> window_rows() {
   auto exact = [](const OpCase&, DType) { return Tolerance{0, 0}; };
   return {
-      OpRow{PrimId::reduce_window_max, window_cases, window_oracle(true), exact, exact},
-      OpRow{PrimId::reduce_window_sum, window_cases, window_oracle(false), {}, {}},
+      OpRow{PrimId::reduce_window_max, window_cases, window_oracle(true), exact, exact,
+            [] { return window_grad_cases(true); }},
+      OpRow{PrimId::reduce_window_sum,
+            window_cases,
+            window_oracle(false),
+            {},
+            {},
+            [] { return window_grad_cases(false); },
+            /*second_order=*/true},
   };
 }
 

@@ -171,19 +171,31 @@ TEST(RuntimeFourDevices, PlacementViewNamesDeviceAndBytes) {
   EXPECT_EQ(where.pieces[0].device->id(), 3);
   EXPECT_EQ(where.pieces[0].bytes, 24);
   EXPECT_EQ(where.to_string(),
-            "f32[2,3] (24 bytes) on 1 device(s)\n  cpu:3    [0:2, 0:3]  24 bytes");
+            "f32[2,3] (24 bytes) on 1 device(s), committed\n  cpu:3    [0:2, 0:3]  24 bytes");
 }
 
-TEST(RuntimeFourDevices, MixingDevicesIsAnErrorWithHint) {
+TEST(RuntimeFourDevices, MixingCommittedDevicesIsAnErrorWithHint) {
   require_four_devices();
-  Array a = from_host<float>({1, 2}, {2});
+  Array a = device_put(from_host<float>({1, 2}, {2}), device(0));
   Array b = device_put(a, device(1));
   std::string text = error_of([&] { (void)(a + b); });
-  EXPECT_THAT(text, HasSubstr("add: operands are on different devices"));
+  EXPECT_THAT(text, HasSubstr("add: operands are committed to different devices"));
   EXPECT_THAT(text, HasSubstr("f32[2] on cpu:0"));
   EXPECT_THAT(text, HasSubstr("f32[2] on cpu:1"));
   EXPECT_THAT(text, HasSubstr("runtime_test.cc"));
   EXPECT_THAT(text, HasSubstr("HINT: move one operand first"));
+}
+
+TEST(RuntimeFourDevices, UncommittedOperandsFollowCommittedOnes) {
+  require_four_devices();
+  Array placed = device_put(from_host<float>({1, 2}, {2}), device(3));
+  Array loose = from_host<float>({10, 20}, {2});  // uncommitted, on cpu:0
+  Array sum = placed + loose;
+  EXPECT_EQ(sum.device().id(), 3);
+  EXPECT_TRUE(placement(sum).committed);
+  EXPECT_EQ(sum.to_vector<float>(), (std::vector<float>{11, 22}));
+  EXPECT_EQ(device_of(sum), &device(3));
+  EXPECT_EQ(device_of(loose), nullptr);
 }
 
 TEST(RuntimeFourDevices, DefaultDeviceScopePlacesNewArrays) {

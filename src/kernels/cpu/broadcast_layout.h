@@ -37,7 +37,9 @@ BroadcastLayout<K> plan_broadcast(const Shape& out, const std::array<const Shape
   for (int64_t axis = 0; axis < out.rank(); ++axis) {
     if (out[axis] == 1) continue;
     Axis a{out[axis], {}};
-    for (size_t k = 0; k < K; ++k) a.varies[k] = (*operands[k])[axis] != 1;
+    for (size_t k = 0; k < K; ++k) {
+      a.varies[k] = operands[k]->rank() != 0 && (*operands[k])[axis] != 1;  // rank 0: a scalar
+    }
     // Merge with the previous axis when every operand varies the same way on both.
     if (!axes.empty() && axes.back().varies == a.varies) {
       axes.back().size *= a.size;

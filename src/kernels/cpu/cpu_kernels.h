@@ -9,5 +9,7 @@ void register_cpu_elementwise(PrimTable& table);
 void register_cpu_shape(PrimTable& table);
 void register_cpu_reduce(PrimTable& table);
 void register_cpu_contract(PrimTable& table);
+void register_cpu_random(PrimTable& table);
+void register_cpu_sort(PrimTable& table);
 
 }  // namespace kiln

@@ -176,6 +176,8 @@ void register_cpu_elementwise(PrimTable& table) {
   table[PrimId::round].cpu_kernel = cpu_unary<ew::Round>;
   table[PrimId::is_finite].cpu_kernel = cpu_unary<ew::IsFinite>;
   table[PrimId::not_].cpu_kernel = cpu_unary<ew::Not>;
+  table[PrimId::erf].cpu_kernel = cpu_unary<ew::Erf>;
+  table[PrimId::erf_inv].cpu_kernel = cpu_unary<ew::ErfInv>;
   table[PrimId::add].cpu_kernel = cpu_binary<ew::Add>;
   table[PrimId::sub].cpu_kernel = cpu_binary<ew::Sub>;
   table[PrimId::mul].cpu_kernel = cpu_binary<ew::Mul>;
@@ -193,6 +195,9 @@ void register_cpu_elementwise(PrimTable& table) {
   table[PrimId::le].cpu_kernel = cpu_binary<ew::Le>;
   table[PrimId::gt].cpu_kernel = cpu_binary<ew::Gt>;
   table[PrimId::ge].cpu_kernel = cpu_binary<ew::Ge>;
+  table[PrimId::shift_left].cpu_kernel = cpu_binary<ew::ShiftLeft>;
+  table[PrimId::shift_right_logical].cpu_kernel = cpu_binary<ew::ShiftRightLogical>;
+  table[PrimId::shift_right_arithmetic].cpu_kernel = cpu_binary<ew::ShiftRightArithmetic>;
   table[PrimId::select].cpu_kernel = cpu_select;
   table[PrimId::convert_element_type].cpu_kernel = cpu_convert;
   // expm1, log1p, sin and cos keep their reference kernels: they are not on a hot path

@@ -121,6 +121,8 @@ void register_ref_elementwise(PrimTable& table) {
   table[PrimId::round].ref_kernel = ref_unary<ew::Round>;
   table[PrimId::is_finite].ref_kernel = ref_unary<ew::IsFinite>;
   table[PrimId::not_].ref_kernel = ref_unary<ew::Not>;
+  table[PrimId::erf].ref_kernel = ref_unary<ew::Erf>;
+  table[PrimId::erf_inv].ref_kernel = ref_unary<ew::ErfInv>;
   table[PrimId::add].ref_kernel = ref_binary<ew::Add>;
   table[PrimId::sub].ref_kernel = ref_binary<ew::Sub>;
   table[PrimId::mul].ref_kernel = ref_binary<ew::Mul>;
@@ -138,6 +140,9 @@ void register_ref_elementwise(PrimTable& table) {
   table[PrimId::le].ref_kernel = ref_binary<ew::Le>;
   table[PrimId::gt].ref_kernel = ref_binary<ew::Gt>;
   table[PrimId::ge].ref_kernel = ref_binary<ew::Ge>;
+  table[PrimId::shift_left].ref_kernel = ref_binary<ew::ShiftLeft>;
+  table[PrimId::shift_right_logical].ref_kernel = ref_binary<ew::ShiftRightLogical>;
+  table[PrimId::shift_right_arithmetic].ref_kernel = ref_binary<ew::ShiftRightArithmetic>;
   table[PrimId::select].ref_kernel = ref_select;
   table[PrimId::convert_element_type].ref_kernel = ref_convert;
 }

@@ -13,5 +13,7 @@ void register_ref_index(PrimTable& table);
 void register_ref_reduce(PrimTable& table);
 void register_ref_contract(PrimTable& table);
 void register_ref_window(PrimTable& table);
+void register_ref_random(PrimTable& table);
+void register_ref_sort(PrimTable& table);
 
 }  // namespace kiln

@@ -10,6 +10,8 @@ void register_ref_kernels(PrimTable& table) {
   register_ref_reduce(table);
   register_ref_contract(table);
   register_ref_window(table);
+  register_ref_random(table);
+  register_ref_sort(table);
 }
 
 }  // namespace kiln

@@ -206,6 +206,7 @@ void ref_iota(const KernelCall& call) {
 void register_ref_shape(PrimTable& table) {
   table[PrimId::broadcast_in_dim].ref_kernel = ref_broadcast_in_dim;
   table[PrimId::reshape].ref_kernel = ref_reshape;
+  table[PrimId::stop_gradient].ref_kernel = ref_reshape;  // a plain copy as well
   table[PrimId::transpose].ref_kernel = ref_transpose;
   table[PrimId::slice].ref_kernel = ref_slice;
   table[PrimId::dynamic_slice].ref_kernel = ref_dynamic_slice;

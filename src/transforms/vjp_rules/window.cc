@@ -1,0 +1,112 @@
+// VJP rules of the window family. reduce_window_sum's cotangent is its transpose: the
+// cotangent spread out by the strides and padded, then summed over the same window (as
+// JAX's _reduce_window_sum_transpose_rule). reduce_window_max routes each window's
+// cotangent to the window's first maximum, like XLA's select_and_scatter_add; kiln has no
+// such primitive, so the rule builds it from slices, comparisons, selects and pads, which
+// trace and differentiate like any other ops.
+#include <limits>
+
+#include "prims/bind.h"
+#include "transforms/vjp_rules/vjp_rules.h"
+#include "transforms/vjp_rules/vjp_util.h"
+
+namespace kiln {
+namespace {
+
+// Size of `size` cells with `dilation - 1` holes between neighbours.
+int64_t dilated(int64_t size, int64_t dilation) {
+  return size == 0 ? 0 : (size - 1) * dilation + 1;
+}
+
+// Output cell o's window starts at padded position o * stride, so input cell i receives
+// the cotangent of every o with o * stride <= i + padding_low < o * stride + window. In
+// the cotangent dilated by the stride (holes of stride - 1) and padded by window - 1 -
+// padding_low in front, those cells are exactly the window-long run ending at i: a
+// stride-1 windowed sum gives each input cell its total.
+std::vector<Array> reduce_window_sum_vjp(const VjpArgs& args) {
+  const auto& p = std::get<ReduceWindowParams>(args.params);
+  const Array& x = args.inputs[0];
+  Array g = vjp_util::cotangent_or_zeros(args, 0);
+  if (x.size() == 0 || g.size() == 0) return {zeros_like(x, args.site)};
+  auto rank = static_cast<size_t>(x.rank());
+  Dims low, high, interior, ones(rank, 1), none(rank, 0);
+  for (size_t a = 0; a < rank; ++a) {
+    auto axis = static_cast<int64_t>(a);
+    int64_t window = p.window_dimensions[a];
+    int64_t out = dilated(g.dim(axis), p.window_strides[a]);
+    low.push_back(window - p.padding_low[a] - 1);
+    high.push_back(x.dim(axis) + window - 1 - out - low.back());
+    interior.push_back(p.window_strides[a] - 1);
+  }
+  Array spread = pad(g, low, high, interior, 0, args.site);
+  return {bind1(PrimId::reduce_window_sum, {spread},
+                ReduceWindowParams{p.window_dimensions, ones, none, none}, args.site)};
+}
+
+// For each window offset k (in row-major order, as XLA's select_and_scatter visits the
+// window), the strided slice of the padded input holding every window's k-th cell is
+// compared with the result; a window's cotangent goes to the first k that matches (a
+// running "taken" mask) and is padded back into place (interior padding undoes the
+// stride). A NaN result matches the window's first NaN. Padding cells never match unless
+// the whole window is padding, and their share is cropped away.
+std::vector<Array> reduce_window_max_vjp(const VjpArgs& args) {
+  const auto& p = std::get<ReduceWindowParams>(args.params);
+  const Array& x = args.inputs[0];
+  const Array& y = args.outputs[0];
+  CallSite site = args.site;
+  if (!is_floating(x.dtype())) return vjp_util::none(args);
+  Array g = vjp_util::cotangent_or_zeros(args, 0);
+  if (x.size() == 0 || g.size() == 0) return {zeros_like(x, site)};
+  auto rank = static_cast<size_t>(x.rank());
+  bool padded = false;
+  int64_t window_cells = 1;
+  for (size_t a = 0; a < rank; ++a) {
+    padded = padded || p.padding_low[a] > 0 || p.padding_high[a] > 0;
+    window_cells *= p.window_dimensions[a];
+  }
+  Array x_padded =
+      pad(x, p.padding_low, p.padding_high, {}, -std::numeric_limits<double>::infinity(), site);
+  // 1 on the input's cells, 0 on padding: only needed when some window reaches padding.
+  Array inside =
+      padded ? pad(ones_like(x, site), p.padding_low, p.padding_high, {}, 0, site) : Array();
+  Array zero = zeros_like(g, site);
+  Dims offset(rank, 0), strides = p.window_strides;
+  Array taken, total;
+  for (int64_t cell = 0; cell < window_cells; ++cell) {
+    Dims start, limit, low, high, interior;
+    for (size_t a = 0; a < rank; ++a) {
+      auto axis = static_cast<int64_t>(a);
+      int64_t span = dilated(g.dim(axis), strides[a]);
+      start.push_back(offset[a]);
+      limit.push_back(offset[a] + span);
+      low.push_back(offset[a] - p.padding_low[a]);
+      high.push_back(x.dim(axis) - low.back() - span);
+      interior.push_back(strides[a] - 1);
+    }
+    Array candidate = slice(x_padded, start, limit, strides, site);
+    Array hit = bitwise_or(equal(candidate, y, site), not_equal(candidate, candidate, site), site);
+    if (inside.defined()) {
+      Array real = not_equal(slice(inside, start, limit, strides, site), zero, site);
+      hit = bitwise_and(hit, real, site);
+    }
+    if (taken.defined()) hit = bitwise_and(hit, logical_not(taken, site), site);
+    if (cell + 1 < window_cells) taken = taken.defined() ? bitwise_or(taken, hit, site) : hit;
+    Array placed = pad(where(hit, g, zero, site), low, high, interior, 0, site);
+    total = total.defined() ? add(total, placed, site) : placed;
+    // Next offset in row-major order.
+    for (size_t a = rank; a-- > 0;) {
+      if (++offset[a] < p.window_dimensions[a]) break;
+      offset[a] = 0;
+    }
+  }
+  return {total};
+}
+
+}  // namespace
+
+void register_vjp_window(PrimTable& table) {
+  table[PrimId::reduce_window_max].vjp = reduce_window_max_vjp;
+  table[PrimId::reduce_window_sum].vjp = reduce_window_sum_vjp;
+}
+
+}  // namespace kiln

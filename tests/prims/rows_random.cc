@@ -1,0 +1,517 @@
+// op_table rows for the primitives behind kiln::random: threefry2x32, the integer shifts,
+// bitcast_convert_type, erf, erf_inv and sort. Oracles are written independently of the
+// kernels: the hash from the Threefry specification, shifts in exact __int128 arithmetic,
+// erf/erf_inv in long double (erf_inv by bisection and Newton on erfl), sort by ordering
+// (key..., index) tuples with an unstable sort.
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include <fmt/format.h>
+
+#include "kernels/element_convert.h"
+#include "prims/op_table.h"
+
+namespace kiln::testing {
+namespace {
+
+Tolerance exact(const OpCase&, DType) {
+  return {0, 0};
+}
+
+// Index into an operand (rank-equal with size-1 axes, or rank 0) that broadcasts to `out`.
+int64_t source_index(const Shape& out, const Shape& in, int64_t index) {
+  if (in.rank() == 0) return 0;
+  int64_t source = 0, stride = 1;
+  for (int64_t axis = out.rank() - 1; axis >= 0; --axis) {
+    int64_t coordinate = index % out[axis];
+    index /= out[axis];
+    if (in[axis] != 1) source += coordinate * stride;
+    stride *= in[axis];
+  }
+  return source;
+}
+
+Shape broadcast_of(const std::vector<TestArray>& inputs) {
+  Shape out;
+  for (const TestArray& input : inputs) {
+    if (input.aval.shape.rank() > out.rank()) out = input.aval.shape;
+  }
+  for (const TestArray& input : inputs) {
+    if (input.aval.shape.rank() == 0) continue;
+    for (int64_t axis = 0; axis < out.rank(); ++axis) {
+      if (input.aval.shape[axis] != 1) out[axis] = input.aval.shape[axis];
+    }
+  }
+  return out;
+}
+
+// ----- threefry2x32 ----------------------------------------------------------------------
+
+// Threefry-2x32-20 as the specification states it: 20 rounds of (add, rotate, xor) with
+// the rotation schedule R[r mod 8], and a key injection after every fourth round.
+std::pair<uint32_t, uint32_t> threefry_spec(uint32_t k0, uint32_t k1, uint32_t x0, uint32_t x1) {
+  static constexpr unsigned kR[8] = {13, 15, 26, 6, 17, 29, 16, 24};
+  uint32_t key[3] = {k0, k1, 0x1BD11BDAu ^ k0 ^ k1};
+  uint32_t v[2] = {x0 + key[0], x1 + key[1]};
+  for (unsigned r = 0; r < 20; ++r) {
+    v[0] += v[1];
+    v[1] = std::rotl(v[1], static_cast<int>(kR[r % 8]));
+    v[1] ^= v[0];
+    if (r % 4 == 3) {
+      unsigned s = r / 4 + 1;
+      v[0] += key[s % 3];
+      v[1] += key[(s + 1) % 3] + s;
+    }
+  }
+  return {v[0], v[1]};
+}
+
+std::vector<OpCase> threefry_cases() {
+  std::vector<OpCase> cases;
+  Rng rng(2718);
+  auto words = [&](Shape shape) {
+    return random_array(DType::u32, std::move(shape), rng,
+                        [](Rng& r) { return std::floor(uniform(r, 0, 4294967296.0)); });
+  };
+  // Random123's known answers, as one case.
+  cases.push_back({"kat",
+                   {make_array(DType::u32, {3}, {0, 4294967295.0, 0x13198a2e}),
+                    make_array(DType::u32, {3}, {0, 4294967295.0, 0x03707344}),
+                    make_array(DType::u32, {3}, {0, 4294967295.0, 0x243f6a88}),
+                    make_array(DType::u32, {3}, {0, 4294967295.0, 0x85a308d3})},
+                   NoParams{}});
+  for (const Shape& shape : {Shape{}, Shape{0}, Shape{1}, Shape{7}, Shape{3, 5}, Shape{2, 0, 3}}) {
+    cases.push_back({fmt::format("u32{}", shape.to_string()),
+                     {words(shape), words(shape), words(shape), words(shape)},
+                     NoParams{}});
+  }
+  // Broadcast keys with contiguous counters (random bits), large enough to be chunked.
+  for (int64_t n : {int64_t{33}, int64_t{300007}}) {
+    cases.push_back({fmt::format("keys x counters[{}]", n),
+                     {words({1}), words({1}), words({n}), words({n})},
+                     NoParams{}});
+  }
+  cases.push_back({"mixed broadcast",
+                   {words({3, 1}), words({1, 1}), words({1, 4}), words({3, 4})},
+                   NoParams{}});
+  cases.push_back(
+      {"rank-0 keys x counters", {words({}), words({}), words({}), words({2, 9})}, NoParams{}});
+  cases.push_back({"zero-size broadcast",
+                   {words({4, 1}), words({1, 0}), words({4, 0}), words({1, 1})},
+                   NoParams{}});
+  return cases;
+}
+
+std::vector<TestArray> threefry_oracle(const OpCase& c) {
+  Shape out = broadcast_of(c.inputs);
+  TestArray y0{AbstractValue(out, DType::u32), {}}, y1{AbstractValue(out, DType::u32), {}};
+  for (int64_t i = 0; i < out.num_elements(); ++i) {
+    uint32_t w[4];
+    for (size_t k = 0; k < 4; ++k) {
+      w[k] = static_cast<uint32_t>(
+          c.inputs[k].values[static_cast<size_t>(source_index(out, c.inputs[k].aval.shape, i))]);
+    }
+    auto [a, b] = threefry_spec(w[0], w[1], w[2], w[3]);
+    y0.values.push_back(a);
+    y1.values.push_back(b);
+  }
+  return {y0, y1};
+}
+
+// ----- shifts ----------------------------------------------------------------------------
+
+enum class Shift { kLeft, kRightLogical, kRightArithmetic };
+
+int bit_width(DType dtype) {
+  return 8 * dtype_size(dtype);
+}
+
+// The XLA meaning in exact arithmetic: the amount is read as an unsigned number of the
+// dtype's width; amounts of at least the width shift everything out.
+double shift_oracle(Shift kind, DType dtype, double x_value, double amount_value) {
+  int width = bit_width(dtype);
+  __int128 modulus = static_cast<__int128>(1) << width;
+  auto x = static_cast<__int128>(x_value);
+  auto amount = static_cast<__int128>(amount_value);
+  __int128 unsigned_x = ((x % modulus) + modulus) % modulus;
+  __int128 unsigned_amount = ((amount % modulus) + modulus) % modulus;
+  __int128 signed_x = unsigned_x >= modulus / 2 ? unsigned_x - modulus : unsigned_x;
+  bool out_of_range = unsigned_amount >= width;
+  __int128 result = 0;
+  switch (kind) {
+    case Shift::kLeft:
+      result = out_of_range ? 0 : unsigned_x * (static_cast<__int128>(1) << unsigned_amount);
+      break;
+    case Shift::kRightLogical:
+      result = out_of_range ? 0 : unsigned_x / (static_cast<__int128>(1) << unsigned_amount);
+      break;
+    case Shift::kRightArithmetic: {
+      int shift = out_of_range ? width - 1 : static_cast<int>(unsigned_amount);
+      __int128 divisor = static_cast<__int128>(1) << shift;
+      // Floor division (arithmetic shifts round toward -inf).
+      result = signed_x >= 0 ? signed_x / divisor : -((-signed_x + divisor - 1) / divisor);
+      break;
+    }
+  }
+  return wrap_to(dtype, result);
+}
+
+double int_value(Rng& rng, DType dtype) {
+  switch (dtype) {
+    case DType::u8:
+      return std::floor(uniform(rng, 0, 256));
+    case DType::u32:
+      return std::floor(uniform(rng, 0, 4294967296.0));
+    case DType::i32:
+      return std::floor(uniform(rng, -2147483648.0, 2147483648.0));
+    default:  // i64 values a double holds exactly
+      return std::floor(uniform(rng, -9007199254740992.0, 9007199254740992.0));
+  }
+}
+
+std::vector<OpCase> shift_cases() {
+  std::vector<OpCase> cases;
+  Rng rng(31);
+  for (DType dtype : kIntDTypes) {
+    int width = bit_width(dtype);
+    auto values = [&](Shape shape) {
+      TestArray array =
+          random_array(dtype, std::move(shape), rng, [&](Rng& r) { return int_value(r, dtype); });
+      double extremes[] = {0, 1,
+                           dtype == DType::i32   ? -2147483648.0
+                           : dtype == DType::i64 ? -9223372036854775808.0
+                                                 : 255};
+      for (size_t i = 0; i < std::size(extremes) && i < array.values.size(); ++i) {
+        array.values[i * 5 % array.values.size()] = extremes[i];
+      }
+      return array;
+    };
+    // Amounts from -2 to width + 2 (negative ones wrap for unsigned dtypes).
+    auto amounts = [&](Shape shape) {
+      return random_array(dtype, std::move(shape), rng, [&](Rng& r) {
+        double amount = std::floor(uniform(r, -2, width + 3));
+        return is_unsigned(dtype) && amount < 0 ? amount + std::ldexp(1.0, width) : amount;
+      });
+    };
+    for (const Shape& shape : standard_shapes(dtype)) {
+      cases.push_back({fmt::format("{}{}", dtype_name(dtype), shape.to_string()),
+                       {values(shape), amounts(shape)},
+                       NoParams{}});
+    }
+    for (const auto& [a, b] : broadcast_shape_pairs(dtype)) {
+      cases.push_back({fmt::format("{}{}x{}", dtype_name(dtype), a.to_string(), b.to_string()),
+                       {values(a), amounts(b)},
+                       NoParams{}});
+    }
+  }
+  return cases;
+}
+
+OpRow shift_row(PrimId prim, Shift kind) {
+  return OpRow{
+      prim, shift_cases,
+      [kind](const OpCase& c) {
+        Shape out = broadcast_of(c.inputs);
+        DType dtype = c.inputs[0].aval.dtype;
+        TestArray y{AbstractValue(out, dtype), {}};
+        for (int64_t i = 0; i < out.num_elements(); ++i) {
+          double x =
+              c.inputs[0].values[static_cast<size_t>(source_index(out, c.inputs[0].aval.shape, i))];
+          double amount =
+              c.inputs[1].values[static_cast<size_t>(source_index(out, c.inputs[1].aval.shape, i))];
+          y.values.push_back(shift_oracle(kind, dtype, x, amount));
+        }
+        return std::vector<TestArray>{y};
+      },
+      exact, exact};
+}
+
+// ----- bitcast_convert_type --------------------------------------------------------------
+
+// The element's bytes in its dtype's storage (how the harness encodes it), as an integer.
+uint64_t storage_bits(DType dtype, double value) {
+  uint64_t bits = 0;
+  visit_dtype(dtype, [&](auto tag) {
+    using S = storage_t<decltype(tag)::value>;
+    S stored = convert_element<S>(value);
+    std::memcpy(&bits, &stored, sizeof(S));
+  });
+  return bits;
+}
+
+// The value whose storage in `dtype` is `bits`.
+double value_of_bits(DType dtype, uint64_t bits) {
+  switch (dtype) {
+    case DType::f32:
+      return std::bit_cast<float>(static_cast<uint32_t>(bits));
+    case DType::f64:
+      return std::bit_cast<double>(bits);
+    case DType::f16:
+      return f16::from_bits(static_cast<uint16_t>(bits)).to_float();
+    case DType::bf16:
+      return bf16::from_bits(static_cast<uint16_t>(bits)).to_float();
+    case DType::i32:
+      return static_cast<int32_t>(static_cast<uint32_t>(bits));
+    case DType::i64:
+      return static_cast<double>(static_cast<int64_t>(bits));
+    case DType::u32:
+      return static_cast<uint32_t>(bits);
+    default:
+      return static_cast<double>(bits & 0xFF);
+  }
+}
+
+std::vector<OpCase> bitcast_cases() {
+  std::vector<OpCase> cases;
+  Rng rng(77);
+  const std::pair<DType, DType> pairs[] = {
+      {DType::f32, DType::u32},  {DType::f32, DType::i32}, {DType::u32, DType::f32},
+      {DType::i32, DType::f32},  {DType::u32, DType::i32}, {DType::i32, DType::u32},
+      {DType::f64, DType::i64},  {DType::i64, DType::f64}, {DType::f16, DType::bf16},
+      {DType::bf16, DType::f16}, {DType::u8, DType::u8},   {DType::f32, DType::f32}};
+  for (const auto& [from, to] : pairs) {
+    std::vector<Shape> shapes{Shape{}, Shape{0}, Shape{2, 3}, Shape{257}};
+    if (from == DType::f32 && to == DType::u32) shapes.push_back(Shape{300007});
+    for (const Shape& shape : shapes) {
+      TestArray input = random_array(from, shape, rng, [&](Rng& r) {
+        if (from == DType::i64) {
+          // Patterns of doubles with the low 11 bits clear: exact as doubles, and every
+          // kind of double (normal, NaN, inf) among them.
+          auto bits = std::bit_cast<int64_t>(uniform(r, -1e300, 1e300)) & ~int64_t{0x7FF};
+          if (uniform(r, 0, 1) < 0.1) bits = int64_t{0x7FF8} << 48;
+          return static_cast<double>(bits);
+        }
+        if (is_floating(from)) return uniform(r, -1e4, 1e4);
+        return int_value(r, from);
+      });
+      insert_specials(input);
+      cases.push_back({fmt::format("{}->{}{}", dtype_name(from), dtype_name(to), shape.to_string()),
+                       {input},
+                       ConvertParams{to}});
+    }
+  }
+  return cases;
+}
+
+std::vector<TestArray> bitcast_oracle(const OpCase& c) {
+  DType from = c.inputs[0].aval.dtype;
+  DType to = std::get<ConvertParams>(c.params).new_dtype;
+  TestArray y{AbstractValue(c.inputs[0].aval.shape, to), {}};
+  for (double x : c.inputs[0].values) y.values.push_back(value_of_bits(to, storage_bits(from, x)));
+  return {y};
+}
+
+// ----- erf and erf_inv -------------------------------------------------------------------
+
+long double erf_inv_oracle(long double x) {
+  if (std::isnan(x) || x < -1 || x > 1) return NAN;
+  if (x == 0) return x;
+  long double a = std::fabs(x);
+  if (a == 1) return x > 0 ? INFINITY : -INFINITY;
+  constexpr long double kPi = 3.141592653589793238462643383279502884L;
+  long double t;
+  if (a < 1e-4L) {
+    t = std::sqrt(kPi) / 2 * a * (1 + a * a * (kPi / 12 + a * a * 7 * kPi * kPi / 480));
+  } else {
+    // Bisection on erf (or erfc in the upper half, where 1 - a is exact) to ~1e-2, then
+    // Newton steps: erf is concave (erfc convex) on t > 0, so they converge monotonically,
+    // quadratically, below long double precision.
+    long double lo = 0, hi = 30;
+    for (int i = 0; i < 12; ++i) {
+      long double mid = (lo + hi) / 2;
+      bool below = a > 0.5L ? std::erfc(mid) > 1 - a : std::erf(mid) < a;
+      (below ? lo : hi) = mid;
+    }
+    t = (lo + hi) / 2;
+  }
+  for (int i = 0; i < 7; ++i) {
+    long double slope = 2 / std::sqrt(kPi) * std::exp(-t * t);
+    t -= (a > 0.5L ? (1 - a) - std::erfc(t) : std::erf(t) - a) / slope;
+  }
+  return x < 0 ? -t : t;
+}
+
+std::vector<OpCase> special_cases(bool inverse) {
+  std::vector<OpCase> cases;
+  Rng rng(inverse ? 91 : 90);
+  for (DType dtype : kFloatDTypes) {
+    // The standard shapes, with one large size (several chunks in the fast kernel) small
+    // enough that the long double oracle stays quick.
+    std::vector<Shape> shapes{Shape{},     Shape{0},       Shape{1},       Shape{7},
+                              Shape{3, 5}, Shape{2, 3, 4}, Shape{2, 0, 3}, Shape{33, 17}};
+    if (wants_large_cases(dtype)) shapes.push_back(Shape{70001});
+    for (const Shape& shape : shapes) {
+      TestArray x = random_array(dtype, shape, rng, [&](Rng& r) {
+        if (!inverse) return uniform(r, -4.5, 4.5);
+        double u = uniform(r, 0, 1);
+        // Half the values crowd toward +-1, where erf_inv is steep.
+        double v = u < 0.5
+                       ? uniform(r, -1, 1)
+                       : 1 - std::ldexp(uniform(r, 0.5, 1), -static_cast<int>(uniform(r, 1, 50)));
+        return uniform(r, 0, 1) < 0.5 ? v : -v;
+      });
+      insert_specials(x);
+      if (inverse && x.values.size() > 20) {
+        x.values[11] = 1;
+        x.values[12] = -1;
+        x.values[13] = 1e-30;
+        x = make_array(dtype, x.aval.shape, x.values);
+      }
+      cases.push_back({fmt::format("{}{}", dtype_name(dtype), shape.to_string()), {x}, NoParams{}});
+    }
+  }
+  return cases;
+}
+
+// f64 cases for the gradient column, inside the domain (erf_inv: away from +-1).
+std::vector<OpCase> special_grad_cases(bool inverse) {
+  std::vector<OpCase> cases;
+  Rng rng(inverse ? 93 : 92);
+  double bound = inverse ? 0.9 : 2.0;
+  for (const Shape& shape : {Shape{}, Shape{7}, Shape{3, 5}}) {
+    cases.push_back(
+        {fmt::format("f64{}", shape.to_string()),
+         {random_array(DType::f64, shape, rng, [&](Rng& r) { return uniform(r, -bound, bound); })},
+         NoParams{}});
+  }
+  return cases;
+}
+
+OpRow special_row(PrimId prim, bool inverse) {
+  OpRow row{prim, [inverse] { return special_cases(inverse); },
+            [inverse](const OpCase& c) {
+              TestArray y{c.inputs[0].aval, {}};
+              for (double x : c.inputs[0].values) {
+                long double v = inverse ? erf_inv_oracle(x) : std::erf(static_cast<long double>(x));
+                y.values.push_back(static_cast<double>(v));
+              }
+              return std::vector<TestArray>{y};
+            }};
+  row.grad_cases = [inverse] { return special_grad_cases(inverse); };
+  row.second_order = true;
+  return row;
+}
+
+// ----- sort ------------------------------------------------------------------------------
+
+// NaN after everything, all NaNs equal; -0 == 0 (doubles already compare so).
+int order(double a, double b) {
+  bool a_nan = std::isnan(a), b_nan = std::isnan(b);
+  if (a_nan || b_nan) return static_cast<int>(a_nan) - static_cast<int>(b_nan);
+  return a < b ? -1 : (b < a ? 1 : 0);
+}
+
+std::vector<OpCase> sort_cases() {
+  std::vector<OpCase> cases;
+  Rng rng(5);
+  // Keys with many ties (small ranges), so stability shows.
+  auto keys = [&](DType dtype, const Shape& shape) {
+    TestArray array = random_array(dtype, shape, rng, [&](Rng& r) {
+      if (dtype == DType::bool_) return std::floor(uniform(r, 0, 2));
+      if (dtype == DType::u32) return std::floor(uniform(r, 0, 4294967296.0));
+      if (is_floating(dtype)) return std::floor(uniform(r, -8, 8)) / 2;
+      return std::floor(uniform(r, is_unsigned(dtype) ? 0 : -20, 20));
+    });
+    insert_specials(array);
+    return array;
+  };
+  auto positions = [](const Shape& shape) {
+    std::vector<double> index(static_cast<size_t>(shape.num_elements()));
+    std::iota(index.begin(), index.end(), 0.0);
+    return make_array(DType::i32, shape, index);
+  };
+  const DType key_dtypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32,
+                              DType::i64, DType::u8,  DType::u32, DType::bool_};
+  for (DType dtype : key_dtypes) {
+    for (const auto& [shape, dimension] :
+         std::vector<std::pair<Shape, int64_t>>{{Shape{0}, 0},
+                                                {Shape{1}, 0},
+                                                {Shape{7}, 0},
+                                                {Shape{600}, -1},
+                                                {Shape{5, 4}, 0},
+                                                {Shape{5, 4}, 1},
+                                                {Shape{2, 0, 3}, 2},
+                                                {Shape{3, 4, 5}, 1}}) {
+      std::string label =
+          fmt::format("{}{} dim {}", dtype_name(dtype), shape.to_string(), dimension);
+      cases.push_back({label + " alone", {keys(dtype, shape)}, SortParams{dimension, 1}});
+      cases.push_back({label + " + positions",
+                       {keys(dtype, shape), positions(shape)},
+                       SortParams{dimension, 1}});
+    }
+  }
+  // Two keys, then a payload of another dtype.
+  Shape shape{4, 50};
+  cases.push_back({"i32, f32 keys + f64 values",
+                   {keys(DType::i32, shape), keys(DType::f32, shape), keys(DType::f64, shape)},
+                   SortParams{1, 2}});
+  // Long lines for the radix path (single 32-bit keys), with ties from a small range.
+  for (DType dtype : {DType::u32, DType::i32, DType::f32}) {
+    for (const Shape& large : {Shape{100003}, Shape{3, 2000}}) {
+      TestArray k = random_array(dtype, large, rng, [&](Rng& r) {
+        return dtype == DType::u32 ? std::floor(uniform(r, 0, 4294967296.0))
+                                   : std::floor(uniform(r, -3000, 3000)) / 4;
+      });
+      insert_specials(k);
+      cases.push_back({fmt::format("{}{} radix", dtype_name(dtype), large.to_string()),
+                       {k, positions(large)},
+                       SortParams{-1, 1}});
+    }
+  }
+  return cases;
+}
+
+std::vector<TestArray> sort_oracle(const OpCase& c) {
+  const auto& params = std::get<SortParams>(c.params);
+  const Shape& shape = c.inputs[0].aval.shape;
+  int64_t dimension = params.dimension < 0 ? params.dimension + shape.rank() : params.dimension;
+  int64_t length = shape[dimension], inner = 1, outer = 1;
+  for (int64_t axis = 0; axis < shape.rank(); ++axis) {
+    if (axis < dimension) outer *= shape[axis];
+    if (axis > dimension) inner *= shape[axis];
+  }
+  std::vector<TestArray> out;
+  for (const TestArray& input : c.inputs) out.push_back({input.aval, input.values});
+  std::vector<int64_t> index(static_cast<size_t>(length));
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      auto at = [&](int64_t k) { return static_cast<size_t>((o * length + k) * inner + i); };
+      std::iota(index.begin(), index.end(), int64_t{0});
+      // A total order on (keys..., position): stable by construction, any sort will do.
+      std::sort(index.begin(), index.end(), [&](int64_t a, int64_t b) {
+        for (int64_t key = 0; key < params.num_keys; ++key) {
+          const auto& values = c.inputs[static_cast<size_t>(key)].values;
+          int cmp = order(values[at(a)], values[at(b)]);
+          if (cmp != 0) return cmp < 0;
+        }
+        return a < b;
+      });
+      for (size_t operand = 0; operand < c.inputs.size(); ++operand) {
+        for (int64_t k = 0; k < length; ++k) {
+          out[operand].values[at(k)] = c.inputs[operand].values[at(index[static_cast<size_t>(k)])];
+        }
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<OpRow> random_rows() {
+  std::vector<OpRow> rows;
+  rows.push_back(OpRow{PrimId::threefry2x32, threefry_cases, threefry_oracle, exact, exact});
+  rows.push_back(shift_row(PrimId::shift_left, Shift::kLeft));
+  rows.push_back(shift_row(PrimId::shift_right_logical, Shift::kRightLogical));
+  rows.push_back(shift_row(PrimId::shift_right_arithmetic, Shift::kRightArithmetic));
+  rows.push_back(OpRow{PrimId::bitcast_convert_type, bitcast_cases, bitcast_oracle, exact, exact});
+  rows.push_back(special_row(PrimId::erf, false));
+  rows.push_back(special_row(PrimId::erf_inv, true));
+  rows.push_back(OpRow{PrimId::sort, sort_cases, sort_oracle, exact, exact});
+  return rows;
+}
+
+}  // namespace kiln::testing

@@ -1,0 +1,184 @@
+// grad, value_and_grad, vjp and stop_gradient through the public API, including gradients
+// of gradients and the errors for what cannot be differentiated.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kiln/ops.h"
+#include "kiln/transforms.h"
+#include "support/errors.h"
+
+namespace kiln {
+namespace {
+
+using testing::error_of;
+using ::testing::HasSubstr;
+
+Array f64(std::vector<double> values, Shape shape) {
+  return from_host(values, std::move(shape));
+}
+
+TEST(Grad, OfASumOfSquaresIsTwiceTheInput) {
+  auto f = [](const Array& x) { return sum(x * x); };
+  Array x = f64({1, -2, 3}, {3});
+  EXPECT_EQ(grad(f)(x).to_vector<double>(), (std::vector<double>{2, -4, 6}));
+}
+
+TEST(Grad, ValueAndGradWithRespectToEachArgument) {
+  auto f = [](const Array& w, const Array& x) { return sum(w * x + w); };
+  Array w = f64({1, 2}, {2}), x = f64({3, 4}, {2});
+  auto [value, dw] = value_and_grad(f)(w, x);
+  EXPECT_DOUBLE_EQ(value.item<double>(), 1 * 3 + 1 + 2 * 4 + 2);
+  EXPECT_EQ(dw.to_vector<double>(), (std::vector<double>{4, 5}));
+  EXPECT_EQ(grad<1>(f)(w, x).to_vector<double>(), (std::vector<double>{1, 2}));
+}
+
+TEST(Grad, BroadcastingOperandsGetSummedCotangents) {
+  auto f = [](const Array& bias, const Array& x) { return sum((x + bias) * (x + bias)); };
+  Array bias = f64({0.5, -1}, {2}), x = f64({1, 2, 3, 4, 5, 6}, {3, 2});
+  // d/db sum((x+b)^2) = 2 * sum over rows of (x + b)
+  EXPECT_EQ(grad(f)(bias, x).to_vector<double>(),
+            (std::vector<double>{2 * (1.5 + 3.5 + 5.5), 2 * (1 + 3 + 5)}));
+}
+
+TEST(Grad, SecondDerivativeOfSinIsMinusSin) {
+  auto f = [](const Array& x) { return sum(sin(x)); };
+  auto df = [&](const Array& x) { return sum(grad(f)(x)); };
+  Array x = f64({0.3, 1.1}, {2});
+  std::vector<double> second = grad(df)(x).to_vector<double>();
+  EXPECT_NEAR(second[0], -std::sin(0.3), 1e-15);
+  EXPECT_NEAR(second[1], -std::sin(1.1), 1e-15);
+}
+
+TEST(Grad, HessianVectorProduct) {
+  // f(x) = sum(x^3): H = diag(6x), so H v = 6 x v.
+  auto f = [](const Array& x) { return sum(x * x * x); };
+  Array x = f64({1, 2, 3}, {3}), v = f64({1, 0.5, -1}, {3});
+  auto directional = [&](const Array& y) { return sum(grad(f)(y) * v); };
+  EXPECT_EQ(grad(directional)(x).to_vector<double>(), (std::vector<double>{6, 6, -18}));
+}
+
+TEST(Grad, StopGradientBlocksTheFlow) {
+  auto f = [](const Array& x) { return sum(x * stop_gradient(x)); };
+  Array x = f64({2, 3}, {2});
+  EXPECT_EQ(grad(f)(x).to_vector<double>(), (std::vector<double>{2, 3}));
+  EXPECT_EQ(stop_gradient(x).to_vector<double>(), (std::vector<double>{2, 3}));
+}
+
+TEST(Grad, HasAuxReturnsTheAuxiliaryValueUndifferentiated) {
+  auto f = [](const Array& x) { return std::make_pair(sum(x * x), x * 10.0); };
+  Array x = f64({1, 2}, {2});
+  auto [value_aux, dx] = value_and_grad(f, HasAux{})(x);
+  EXPECT_DOUBLE_EQ(value_aux.first.item<double>(), 5);
+  EXPECT_EQ(value_aux.second.to_vector<double>(), (std::vector<double>{10, 20}));
+  EXPECT_EQ(dx.to_vector<double>(), (std::vector<double>{2, 4}));
+}
+
+TEST(Vjp, PullsBackAnArbitraryCotangent) {
+  auto f = [](const Array& x, const Array& y) { return x * y; };
+  Array x = f64({1, 2}, {2}), y = f64({3, 4}, {2});
+  auto [out, pullback] = vjp(f, x, y);
+  EXPECT_EQ(out.to_vector<double>(), (std::vector<double>{3, 8}));
+  auto [gx, gy] = pullback(f64({1, -1}, {2}));
+  EXPECT_EQ(gx.to_vector<double>(), (std::vector<double>{3, -4}));
+  EXPECT_EQ(gy.to_vector<double>(), (std::vector<double>{1, -2}));
+}
+
+TEST(Vjp, StaticArgumentsPassThrough) {
+  auto f = [](const Array& x, double scale) { return x * scale; };
+  auto [out, pullback] = vjp(f, f64({1, 2}, {2}), 3.0);
+  auto [gx, scale] = pullback(f64({1, 1}, {2}));
+  EXPECT_EQ(gx.to_vector<double>(), (std::vector<double>{3, 3}));
+  EXPECT_EQ(scale, 3.0);
+}
+
+TEST(GradErrors, NonScalarOutput) {
+  auto f = [](const Array& x) { return x * 2.0; };
+  std::string text = error_of([&] { grad(f)(f64({1, 2}, {2})); });
+  EXPECT_THAT(
+      text, HasSubstr("grad: the function must return a scalar floating-point Array, got f64[2]"));
+  EXPECT_THAT(text, HasSubstr("HINT:"));
+}
+
+TEST(GradErrors, IntegerInputNamesTheType) {
+  auto f = [](const Array& x) { return sum(astype(x, DType::f32)); };
+  std::string text = error_of([&] { grad(f)(from_host<int32_t>({1, 2}, {2})); });
+  EXPECT_THAT(text, HasSubstr("cannot differentiate with respect to i32[2]"));
+  EXPECT_THAT(text, HasSubstr("HINT:"));
+}
+
+TEST(GradErrors, NonDifferentiablePrimitiveNamesItAndTheCallSite) {
+  auto f = [](const Array& x) { return sum(astype(x > 0.0, DType::f64) * x); };
+  // Comparisons have no derivative, but no gradient has to flow through one here: fine.
+  EXPECT_EQ(grad(f)(f64({-1, 2}, {2})).to_vector<double>(), (std::vector<double>{0, 1}));
+  auto g = [](const Array& x) {
+    return sum(astype(bitwise_and(astype(x, DType::i32), astype(x, DType::i32)), DType::f64));
+  };
+  // Integer casts cut the flow as well, so this is zero rather than an error.
+  EXPECT_EQ(grad(g)(f64({1, 2}, {2})).to_vector<double>(), (std::vector<double>{0, 0}));
+}
+
+TEST(GradErrors, TracedValueUsedAfterItsTransformation) {
+  Array leaked;
+  auto f = [&](const Array& x) {
+    leaked = x * 2.0;
+    return sum(x);
+  };
+  grad(f)(f64({1}, {1}));
+  std::string text = error_of([&] { (void)(leaked + 1.0); });
+  EXPECT_THAT(text, HasSubstr("traced value"));
+}
+
+TEST(CheckGrads, PassesForCorrectRulesAndSecondOrder) {
+  auto f = [](const Array& x, const Array& y) { return sum(tanh(x * y) + exp(x) / y); };
+  Array x = f64({0.3, -0.7, 1.2}, {3}), y = f64({1.5, 0.8, 2.0}, {3});
+  EXPECT_NO_THROW(check_grads(f, std::tuple{x, y}, {.order = 2}));
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(CustomVjp, UsesTheGivenBackwardRule) {
+  int backward_calls = 0;
+  auto softplus = custom_vjp(
+      "softplus",
+      [](const Array& x) {
+        return std::pair{log1p(exp(x)), std::vector<Array>{x}};
+      },
+      [&backward_calls](const std::vector<Array>& saved, const Array& g) {
+        ++backward_calls;
+        return g * logistic(saved[0]);
+      });
+  Array x = from_host<double>({-1, 0, 2}, {3});
+  EXPECT_NEAR(softplus(x).to_vector<double>()[2], std::log1p(std::exp(2.0)), 1e-15);
+  Array dx = grad([&](const Array& v) { return sum(softplus(v)); })(x);
+  EXPECT_EQ(backward_calls, 1);
+  std::vector<double> values = dx.to_vector<double>();
+  for (int i = 0; i < 3; ++i) {
+    double v = std::vector<double>{-1, 0, 2}[static_cast<size_t>(i)];
+    EXPECT_NEAR(values[static_cast<size_t>(i)], 1 / (1 + std::exp(-v)), 1e-15);
+  }
+  TracedProgram traced = make_program([&](const Array& v) { return softplus(v); }, x);
+  EXPECT_THAT(traced.to_string(), HasSubstr("custom_vjp_call[name=\"softplus\""));
+  EXPECT_NO_THROW(check_grads([&](const Array& v) { return sum(softplus(v) * v); }, std::tuple{x}));
+}
+
+TEST(CustomVjp, WrongCotangentShapeIsAClearError) {
+  auto bad = custom_vjp(
+      "bad",
+      [](const Array& x) {
+        return std::pair{x * 2.0, std::vector<Array>{}};
+      },
+      [](const std::vector<Array>&, const Array& g) { return sum(g); });
+  Array x = from_host<double>({1, 2}, {2});
+  std::string text = error_of([&] { grad([&](const Array& v) { return sum(bad(v)); })(x); });
+  EXPECT_THAT(text,
+              HasSubstr("custom_vjp 'bad': the backward function returned a f64[] cotangent"));
+}
+
+}  // namespace
+}  // namespace kiln
