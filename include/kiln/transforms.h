@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "kiln/array.h"
+#include "kiln/tree.h"
 
 namespace kiln {
 
@@ -62,7 +63,7 @@ struct PytreeAdapter<Array> {
   static constexpr bool kIsPytree = true;
   static void flatten(const Array& value, std::vector<Array>& leaves) { leaves.push_back(value); }
   static Array unflatten(const Array&, const Array*& next) { return *next++; }
-  static std::string describe(const Array& value) { return value.aval().to_string(); }
+  static std::string structure(const Array&) { return "*"; }
 };
 
 template <>
@@ -76,9 +77,27 @@ struct PytreeAdapter<std::vector<Array>> {
     next += like.size();
     return out;
   }
-  static std::string describe(const std::vector<Array>& value) {
-    return "a list of " + std::to_string(value.size()) + " arrays";
+  static std::string structure(const std::vector<Array>& value) {
+    std::string text = "[";
+    for (size_t i = 0; i < value.size(); ++i) text += i == 0 ? "*" : ", *";
+    return text + "]";
   }
+};
+
+template <>
+struct PytreeAdapter<Tree> {
+  static constexpr bool kIsPytree = true;
+  static void flatten(const Tree& value, std::vector<Array>& leaves) {
+    std::vector<Array> own = value.leaves();
+    leaves.insert(leaves.end(), own.begin(), own.end());
+  }
+  static Tree unflatten(const Tree& like, const Array*& next) {
+    auto count = static_cast<size_t>(like.num_leaves());
+    Tree out = kiln::unflatten(like.structure(), std::span<const Array>(next, count));
+    next += count;
+    return out;
+  }
+  static std::string structure(const Tree& value) { return value.structure().to_string(); }
 };
 
 template <typename... T>
@@ -96,7 +115,16 @@ struct PytreeAdapter<std::tuple<T...>> {
         },
         like);
   }
-  static std::string describe(const std::tuple<T...>&) { return "a tuple"; }
+  static std::string structure(const std::tuple<T...>& value) {
+    std::string text;
+    std::apply(
+        [&](const auto&... item) {
+          ((text += (text.empty() ? "" : ", ") + PytreeAdapter<std::decay_t<T>>::structure(item)),
+           ...);
+        },
+        value);
+    return "(" + text + ")";
+  }
 };
 
 template <typename A, typename B>
@@ -112,11 +140,26 @@ struct PytreeAdapter<std::pair<A, B>> {
     B second = PytreeAdapter<std::decay_t<B>>::unflatten(like.second, next);
     return {std::move(first), std::move(second)};
   }
-  static std::string describe(const std::pair<A, B>&) { return "a pair"; }
+  static std::string structure(const std::pair<A, B>& value) {
+    return "(" + PytreeAdapter<std::decay_t<A>>::structure(value.first) + ", " +
+           PytreeAdapter<std::decay_t<B>>::structure(value.second) + ")";
+  }
 };
 
 template <typename T>
 inline constexpr bool kIsPytree = PytreeAdapter<std::decay_t<T>>::kIsPytree;
+
+// "*" for an Array, "[*, *]" for a vector, "{b: *, w: *}" for a Tree, "(*, [*])" for a
+// pair or tuple: what must agree between a value and its cotangent.
+template <typename T>
+std::string structure_of(const T& value) {
+  return PytreeAdapter<std::decay_t<T>>::structure(value);
+}
+
+// Raises "<what>: the <role> has structure S, but the <expected_role> has structure E".
+void fail_structure_mismatch(std::string_view what, std::string_view role, const std::string& found,
+                             std::string_view expected_role, const std::string& expected,
+                             CallSite site);
 
 template <typename T>
 void flatten_into(const T& value, std::vector<Array>& leaves) {
@@ -263,26 +306,32 @@ void check_differentiable_leaves(std::span<const Array> leaves, std::string_view
                                  CallSite site);
 Array unit_cotangent(const Array& output, CallSite site);
 
-template <int kArgnum, bool kWithValue, bool kHasAux, typename F>
+// The gradient of f with respect to the arguments kArgnums (a single gradient for one
+// argnum, a std::tuple of them for several), optionally with f's value.
+template <bool kWithValue, bool kHasAux, typename F, int... kArgnums>
 class Grad {
  public:
+  static_assert(sizeof...(kArgnums) > 0, "grad: name at least one argument to differentiate");
+
   Grad(F f, CallSite site) : f_(std::move(f)), site_(site) {}
 
   template <typename... Args>
   auto operator()(const Args&... args) const {
-    static_assert(kArgnum >= 0 && kArgnum < static_cast<int>(sizeof...(Args)),
-                  "grad: argnum is out of range for the arguments the function was called with");
-    using Arg = std::decay_t<std::tuple_element_t<kArgnum, std::tuple<Args...>>>;
-    static_assert(kIsPytree<Arg>,
-                  "grad: argnum names a static argument; differentiate with respect to an "
-                  "Array or a Tree");
+    static_assert(((kArgnums >= 0 && kArgnums < static_cast<int>(sizeof...(Args))) && ...),
+                  "grad: an argnum is out of range for the arguments the function was called "
+                  "with (argnums count from 0)");
+    static_assert((kIsPytree<std::tuple_element_t<kArgnums, std::tuple<Args...>>> && ...),
+                  "grad: an argnum names a static argument; differentiate with respect to an "
+                  "Array, a Tree, or a vector/pair/tuple of them");
     FlatCall<F, Args...> call(f_, args...);
     std::vector<Array> leaves = call.leaves();
-    auto [begin, end] = call.leaf_range(kArgnum);
     std::vector<bool> differentiable(leaves.size(), false);
-    for (size_t i = begin; i < end; ++i) differentiable[i] = true;
-    check_differentiable_leaves(std::span<const Array>(leaves).subspan(begin, end - begin), "grad",
-                                site_);
+    for (size_t argnum : {static_cast<size_t>(kArgnums)...}) {
+      auto [begin, end] = call.leaf_range(argnum);
+      for (size_t i = begin; i < end; ++i) differentiable[i] = true;
+      check_differentiable_leaves(std::span<const Array>(leaves).subspan(begin, end - begin),
+                                  "grad", site_);
+    }
     FlatVjp vjp = vjp_flat(call.function(), leaves, differentiable, site_);
     check_scalar_output(vjp.outputs.empty() ? Array() : vjp.outputs[0],
                         kHasAux ? "grad (the first element of the (loss, aux) result)" : "grad",
@@ -293,12 +342,21 @@ class Grad {
     std::vector<Array> cotangents(vjp.outputs.size());
     cotangents[0] = unit_cotangent(vjp.outputs[0], site_);
     std::vector<Array> input_cotangents = vjp.pullback(cotangents);
-    const Array* next = input_cotangents.data() + begin;
-    Arg gradient = unflatten_like(std::get<kArgnum>(call.args()), next);
+    auto gradient_of = [&]<int kArgnum>() {
+      const Array* next = input_cotangents.data() + call.leaf_range(kArgnum).first;
+      return unflatten_like(std::get<kArgnum>(call.args()), next);
+    };
+    auto gradients = [&] {
+      if constexpr (sizeof...(kArgnums) == 1) {
+        return gradient_of.template operator()<kArgnums...>();
+      } else {
+        return std::tuple{gradient_of.template operator()<kArgnums>()...};
+      }
+    };
     if constexpr (kWithValue) {
-      return std::make_pair(call.rebuild_result(vjp.outputs), std::move(gradient));
+      return std::make_pair(call.rebuild_result(vjp.outputs), gradients());
     } else {
-      return gradient;
+      return gradients();
     }
   }
 
@@ -310,24 +368,27 @@ class Grad {
 }  // namespace detail
 
 // The gradient of f (which returns a scalar float Array) with respect to argument
-// kArgnum (an Array or a Tree); the result has that argument's type.
+// kArgnum (an Array or a pytree); the result has that argument's type. Several argnums
+// give a std::tuple of gradients, in the order named. An argnum out of range, or one that
+// names a static argument, is a compile-time error.
 //   Array dw = kiln::grad(loss)(w, x);        Tree dp = kiln::grad<1>(f)(x, params);
-template <int kArgnum = 0, typename F>
+//   auto [dw, db] = kiln::grad<0, 1>(loss)(w, b, x);
+template <int kArgnum = 0, int... kMoreArgnums, typename F>
 auto grad(F f, CallSite site = {}) {
-  return detail::Grad<kArgnum, false, false, F>(std::move(f), site);
+  return detail::Grad<false, false, F, kArgnum, kMoreArgnums...>(std::move(f), site);
 }
 
 // (f(args...), its gradient): auto [loss, g] = kiln::value_and_grad(loss_fn)(params, x, y);
-template <int kArgnum = 0, typename F>
+template <int kArgnum = 0, int... kMoreArgnums, typename F>
 auto value_and_grad(F f, CallSite site = {}) {
-  return detail::Grad<kArgnum, true, false, F>(std::move(f), site);
+  return detail::Grad<true, false, F, kArgnum, kMoreArgnums...>(std::move(f), site);
 }
 
 // For f returning (loss, aux): ((loss, aux), gradient of loss). aux is not differentiated.
 struct HasAux {};
-template <int kArgnum = 0, typename F>
+template <int kArgnum = 0, int... kMoreArgnums, typename F>
 auto value_and_grad(F f, HasAux, CallSite site = {}) {
-  return detail::Grad<kArgnum, true, true, F>(std::move(f), site);
+  return detail::Grad<true, true, F, kArgnum, kMoreArgnums...>(std::move(f), site);
 }
 
 // Reverse-mode: the outputs of f(args...) and a pullback mapping output cotangents
@@ -343,7 +404,11 @@ auto vjp(F f, const Args&... args) {
   detail::FlatVjp flat = detail::vjp_flat(call->function(), leaves, differentiable, site);
   auto outputs = call->rebuild_result(flat.outputs);
   using Result = std::decay_t<decltype(outputs)>;
-  auto pullback = [call, pull = std::move(flat.pullback)](const Result& cotangent) {
+  auto pullback = [call, outputs, site, pull = std::move(flat.pullback)](const Result& cotangent) {
+    if (detail::structure_of(cotangent) != detail::structure_of(outputs)) {
+      detail::fail_structure_mismatch("vjp", "cotangent", detail::structure_of(cotangent),
+                                      "function's output", detail::structure_of(outputs), site);
+    }
     std::vector<Array> cts = detail::flatten(cotangent);
     std::vector<Array> input_cts = pull(cts);
     const Array* next = input_cts.data();
@@ -439,8 +504,15 @@ auto custom_vjp(std::string name, Fwd fwd, Bwd bwd) {
     using Output = std::decay_t<decltype(std::declval<Result>().first)>;
     std::vector<Array> leaves = detail::flatten_args(args...);
     auto arg_template = std::make_tuple(args...);
-    std::string key = std::to_string(leaves.size());
-    for (const Array& leaf : leaves) key += "," + std::to_string(leaf.rank());
+    // One registration per argument structure (the forward and backward functions rebuild
+    // arguments and cotangents from it); leaf types are handled by the primitive.
+    std::string key;
+    auto add_structure = [&](const auto& arg) {
+      using Arg = std::decay_t<decltype(arg)>;
+      if constexpr (detail::kIsPytree<Arg>) key += detail::PytreeAdapter<Arg>::structure(arg);
+      key += ";";
+    };
+    (add_structure(args), ...);
     int64_t id;
     {
       std::lock_guard lock(state->mutex);
@@ -468,6 +540,21 @@ auto custom_vjp(std::string name, Fwd fwd, Bwd bwd) {
           Output cotangent = detail::unflatten_like(output_template->value(), next);
           std::vector<Array> saved(residuals.begin(), residuals.end());
           auto arg_cts = state->bwd(saved, cotangent);
+          // One argument: its cotangent directly; several: a tuple of them.
+          std::string expected = std::apply(
+              [](const auto&... arg) {
+                if constexpr (sizeof...(arg) == 1) {
+                  return detail::structure_of(arg...);
+                } else {
+                  return detail::structure_of(std::tuple{arg...});
+                }
+              },
+              arg_template);
+          if (detail::structure_of(arg_cts) != expected) {
+            detail::fail_structure_mismatch(
+                "custom_vjp '" + state->name + "'", "backward function's result",
+                detail::structure_of(arg_cts), "argument list", expected, CallSite());
+          }
           return detail::flatten(arg_cts);
         };
         id = detail::register_custom_function(state->name, std::move(forward), std::move(backward));

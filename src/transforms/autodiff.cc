@@ -45,6 +45,15 @@ Array unit_cotangent(const Array& output, CallSite site) {
   return kiln::ones_like(output, site);
 }
 
+void fail_structure_mismatch(std::string_view what, std::string_view role, const std::string& found,
+                             std::string_view expected_role, const std::string& expected,
+                             CallSite site) {
+  fail(site,
+       fmt::format("{}: the {} has structure {}, but the {} has structure {}", what, role, found,
+                   expected_role, expected),
+       "structures list dict keys and list lengths; '*' is one array");
+}
+
 void check_scalar_output(const Array& output, std::string_view what, CallSite site) {
   if (!output.defined()) {
     fail(site, fmt::format("{}: the function must return a single scalar Array", what),

@@ -182,3 +182,101 @@ TEST(CustomVjp, WrongCotangentShapeIsAClearError) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+using testing::error_of;
+using ::testing::HasSubstr;
+
+TEST(GradTrees, GradientOfATreeHasItsStructure) {
+  Tree params = Tree::dict({{"w", from_host<double>({1, 2}, {2})},
+                            {"layers", Tree::list({from_host<double>({3}, {1})})}});
+  auto loss = [](const Tree& p, const Array& x) {
+    return sum(p["w"].leaf() * x) + sum(p["layers"][0].leaf() * p["layers"][0].leaf());
+  };
+  Array x = from_host<double>({5, 7}, {2});
+  Tree g = grad(loss)(params, x);
+  EXPECT_EQ(g.structure(), params.structure());
+  EXPECT_EQ(g["w"].leaf().to_vector<double>(), (std::vector<double>{5, 7}));
+  EXPECT_EQ(g["layers"][0].leaf().to_vector<double>(), (std::vector<double>{6}));
+  auto [value, g2] = value_and_grad(loss)(params, x);
+  EXPECT_DOUBLE_EQ(value.item<double>(), 5 + 14 + 9);
+  EXPECT_EQ(g2.leaves_with_paths()[0].first, "layers/0");
+}
+
+TEST(GradTrees, TreeResultsTraceAndPullBack) {
+  auto f = [](const Array& x) { return Tree::dict({{"double", x * 2.0}, {"square", x * x}}); };
+  Array x = from_host<double>({3}, {1});
+  auto [out, pullback] = vjp(f, x);
+  EXPECT_EQ(out["square"].leaf().to_vector<double>(), (std::vector<double>{9}));
+  Tree cotangent = Tree::dict(
+      {{"double", from_host<double>({1}, {1})}, {"square", from_host<double>({10}, {1})}});
+  auto [dx] = pullback(cotangent);
+  EXPECT_EQ(dx.to_vector<double>(), (std::vector<double>{2 + 10 * 2 * 3}));
+  EXPECT_THAT(make_program(f, x).to_string(), HasSubstr("mul a 2.0:f64[]"));
+}
+
+TEST(GradTrees, MismatchedCotangentStructureIsAnError) {
+  auto f = [](const Array& x) { return Tree::dict({{"a", x}, {"b", x}}); };
+  Array x = from_host<double>({3}, {1});
+  auto [out, pullback] = vjp(f, x);
+  Tree wrong = Tree::dict({{"a", x}});
+  std::string text = error_of([&] { (void)pullback(wrong); });
+  EXPECT_THAT(text, HasSubstr("vjp"));
+  EXPECT_THAT(text, HasSubstr("{a: *, b: *}"));
+}
+
+TEST(GradArgnums, SeveralArgnumsGiveATupleInTheOrderNamed) {
+  auto f = [](const Array& w, const Array& b, const Array& x) { return sum(w * x + b * b); };
+  Array w = from_host<double>({1, 2}, {2}), b = from_host<double>({3, 4}, {2});
+  Array x = from_host<double>({5, 6}, {2});
+  auto [dw, db] = grad<0, 1>(f)(w, b, x);
+  EXPECT_EQ(dw.to_vector<double>(), (std::vector<double>{5, 6}));
+  EXPECT_EQ(db.to_vector<double>(), (std::vector<double>{6, 8}));
+  auto [value, grads] = value_and_grad<2, 0>(f)(w, b, x);
+  EXPECT_DOUBLE_EQ(value.item<double>(), 5 + 12 + 9 + 16);
+  EXPECT_EQ(std::get<0>(grads).to_vector<double>(), (std::vector<double>{1, 2}));
+  EXPECT_EQ(std::get<1>(grads).to_vector<double>(), (std::vector<double>{5, 6}));
+}
+
+TEST(CustomVjp, SecondOrderDifferentiatesTheBackwardRuleAndResiduals) {
+  // f(x) = x^3 with a hand-written backward rule 3 x^2 g, which reads residual x.
+  auto cube = custom_vjp(
+      "cube",
+      [](const Array& x) {
+        return std::pair{x * x * x, std::vector<Array>{x}};
+      },
+      [](const std::vector<Array>& saved, const Array& g) {
+        return g * 3.0 * saved[0] * saved[0];
+      });
+  Array x = from_host<double>({2, -1}, {2});
+  auto first = [&](const Array& v) {
+    return sum(grad([&](const Array& u) { return sum(cube(u)); })(v));
+  };
+  EXPECT_EQ(grad(first)(x).to_vector<double>(), (std::vector<double>{12, -6}));  // 6x
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(CustomVjp, BackwardResultMustMatchTheArguments) {
+  auto mul = custom_vjp(
+      "mul",
+      [](const Array& a, const Array& b) {
+        return std::pair{a * b, std::vector{a, b}};
+      },
+      [](const std::vector<Array>& saved, const Array& g) { return g * saved[1]; });
+  Array a = from_host<double>({1, 2}, {2}), b = from_host<double>({3, 4}, {2});
+  std::string text =
+      testing::error_of([&] { grad([&](const Array& x) { return sum(mul(x, b)); })(a); });
+  EXPECT_THAT(text,
+              ::testing::HasSubstr("custom_vjp 'mul': the backward function's result has "
+                                   "structure *, but the argument list has structure (*, *)"));
+}
+
+}  // namespace
+}  // namespace kiln
