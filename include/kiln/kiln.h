@@ -12,4 +12,6 @@
 #include "kiln/promotion.h"
 #include "kiln/random.h"
 #include "kiln/shape.h"
+#include "kiln/transforms.h"
 #include "kiln/tree.h"
+#include "kiln/vmap.h"

@@ -1,5 +1,5 @@
 // kiln::random: counter-based pseudo-random numbers compatible with JAX's default
-// generator (Threefry-2x32, jax_threefry_partitionable=True, the default since JAX 0.5).
+// generator (Threefry-2x32, jax_threefry_partitionable=True, the default since JAX 0.5.0).
 // A key is an ordinary u32[2] array: split it or fold data into it to get independent
 // keys, and pass a key to a sampler. The same key always gives the same numbers, on any
 // number of threads; nothing is hidden state. See docs/random.md.
@@ -38,7 +38,8 @@ Array fold_in(const Array& key, uint32_t data, CallSite site = {});
 // Uniform random bits: u32, or u8 (the low byte of each u32 draw), as jax.random.bits.
 Array bits(const Array& key, Shape shape = {}, DType dtype = DType::u32, CallSite site = {});
 // Uniform floats in [minval, maxval): the mantissa bits of a draw give a float in [1, 2),
-// from which 1 is subtracted, then scaled (jax.random.uniform).
+// from which 1 is subtracted, then scaled in `dtype` (jax.random.uniform). The bounds are
+// rounded to `dtype` and must be finite and ordered there.
 Array uniform(const Array& key, Shape shape = {}, DType dtype = DType::f32, double minval = 0,
               double maxval = 1, CallSite site = {});
 // Standard normal: sqrt(2) * erf_inv(u) for u uniform in (-1, 1).
@@ -48,8 +49,9 @@ Array truncated_normal(const Array& key, double lower, double upper, Shape shape
                        DType dtype = DType::f32, CallSite site = {});
 // bool array, true with probability p (0 <= p <= 1): uniform(key, shape, f32) < p.
 Array bernoulli(const Array& key, double p = 0.5, Shape shape = {}, CallSite site = {});
-// Per-element probabilities of a float dtype; the result has `shape` (which p must
-// broadcast to), or p's shape.
+// Per-element probabilities of a float dtype (the uniform is drawn in that dtype); the
+// result has `shape` (which p must broadcast to), or p's shape. Values of p are not
+// checked: below 0 is never true, above 1 always.
 Array bernoulli(const Array& key, const Array& p, std::optional<Shape> shape = std::nullopt,
                 CallSite site = {});
 // Samples one index per distribution along `axis` of the unnormalised log-probabilities

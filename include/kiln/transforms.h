@@ -291,8 +291,9 @@ namespace detail {
 
 struct FlatVjp {
   std::vector<Array> outputs;
-  // Input cotangents (one per input leaf; zeros for leaves that get none) for output
-  // cotangents (one per output leaf; an empty Array means zero).
+  // Input cotangents (one per input leaf: zeros for a differentiated leaf that nothing
+  // reached, an empty Array for a leaf not differentiated) for output cotangents (one per
+  // output leaf; an empty Array means zero).
   std::function<std::vector<Array>(std::span<const Array>)> pullback;
 };
 
@@ -305,6 +306,12 @@ void check_scalar_output(const Array& output, std::string_view what, CallSite si
 void check_differentiable_leaves(std::span<const Array> leaves, std::string_view what,
                                  CallSite site);
 Array unit_cotangent(const Array& output, CallSite site);
+// Raises "vjp: the cotangent for output <index> is <type>, but the output is <type>" unless
+// the cotangent's shape and dtype are the output's.
+void check_cotangent_type(const Array& cotangent, const AbstractValue& output, size_t index,
+                          CallSite site);
+// Zeros shaped like `leaf`: the cotangent of an argument that was not differentiated.
+Array zeros_cotangent(const Array& leaf, CallSite site);
 
 // The gradient of f with respect to the arguments kArgnums (a single gradient for one
 // argnum, a std::tuple of them for several), optionally with f's value.
@@ -386,6 +393,15 @@ auto value_and_grad(F f, CallSite site = {}) {
 
 // For f returning (loss, aux): ((loss, aux), gradient of loss). aux is not differentiated.
 struct HasAux {};
+// For f returning (loss, aux): (gradient of loss, aux), as jax.grad(f, has_aux=True).
+template <int kArgnum = 0, int... kMoreArgnums, typename F>
+auto grad(F f, HasAux, CallSite site = {}) {
+  auto with_value = detail::Grad<true, true, F, kArgnum, kMoreArgnums...>(std::move(f), site);
+  return [with_value](const auto&... args) {
+    auto [value, gradient] = with_value(args...);
+    return std::make_pair(std::move(gradient), std::move(value.second));
+  };
+}
 template <int kArgnum = 0, int... kMoreArgnums, typename F>
 auto value_and_grad(F f, HasAux, CallSite site = {}) {
   return detail::Grad<true, true, F, kArgnum, kMoreArgnums...>(std::move(f), site);
@@ -404,13 +420,23 @@ auto vjp(F f, const Args&... args) {
   detail::FlatVjp flat = detail::vjp_flat(call->function(), leaves, differentiable, site);
   auto outputs = call->rebuild_result(flat.outputs);
   using Result = std::decay_t<decltype(outputs)>;
-  auto pullback = [call, outputs, site, pull = std::move(flat.pullback)](const Result& cotangent) {
+  // Errors in the pullback name the line that calls it.
+  auto pullback = [call, outputs, leaves, pull = std::move(flat.pullback)](const Result& cotangent,
+                                                                           CallSite site = {}) {
     if (detail::structure_of(cotangent) != detail::structure_of(outputs)) {
       detail::fail_structure_mismatch("vjp", "cotangent", detail::structure_of(cotangent),
                                       "function's output", detail::structure_of(outputs), site);
     }
     std::vector<Array> cts = detail::flatten(cotangent);
+    std::vector<Array> flat_outputs = detail::flatten(outputs);
+    for (size_t i = 0; i < cts.size(); ++i) {
+      if (cts[i].defined()) detail::check_cotangent_type(cts[i], flat_outputs[i].aval(), i, site);
+    }
     std::vector<Array> input_cts = pull(cts);
+    // Integer and bool arguments get zeros (JAX gives float0 zeros).
+    for (size_t i = 0; i < input_cts.size(); ++i) {
+      if (!input_cts[i].defined()) input_cts[i] = detail::zeros_cotangent(leaves[i], site);
+    }
     const Array* next = input_cts.data();
     return std::apply(
         [&](const auto&... arg) {
@@ -426,11 +452,17 @@ auto vjp(F f, const Args&... args) {
 // ----- gradient checking ------------------------------------------------------------------
 namespace kiln {
 
+// Unset step and tolerances are chosen for the least precise floating-point input:
+//   f64: eps 1e-6, rtol 1e-5, atol 1e-8;  f32: eps 1e-3, rtol 1e-2, atol 1e-5;
+//   f16/bf16: eps 1e-1, rtol 2e-1, atol 1e-2 (coarse: prefer checking in f64).
 struct GradCheckOptions {
-  int order = 1;       // 2 also checks the gradient of the gradient
-  double eps = 1e-6;   // finite-difference step, relative to each input's scale
-  double rtol = 1e-5;  // tolerances on <u, J v> (scaled by its magnitude)
-  double atol = 1e-8;
+  int order = 1;  // 2 also checks the gradient of the gradient
+  // Finite-difference step: inputs move by +-eps times a standard-normal direction (an
+  // absolute step, so scale inputs to order 1 or set eps to match them).
+  std::optional<double> eps = std::nullopt;
+  std::optional<double> rtol =
+      std::nullopt;  // tolerances on <u, J v> (rtol scaled by its magnitude)
+  std::optional<double> atol = std::nullopt;
   uint64_t seed = 0;  // for the random directions
 };
 

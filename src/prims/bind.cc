@@ -5,14 +5,18 @@
 
 namespace kiln {
 namespace {
-thread_local Interpreter* current_interpreter = nullptr;
+thread_local Interpreter* current = nullptr;
 }  // namespace
 
-InterpreterScope::InterpreterScope(Interpreter& interpreter) : previous_(current_interpreter) {
-  current_interpreter = &interpreter;
+Interpreter& current_interpreter() {
+  return current != nullptr ? *current : eager_interpreter();
+}
+
+InterpreterScope::InterpreterScope(Interpreter& interpreter) : previous_(current) {
+  current = &interpreter;
 }
 InterpreterScope::~InterpreterScope() {
-  current_interpreter = previous_;
+  current = previous_;
 }
 
 std::vector<AbstractValue> abstract_eval(PrimId id, std::span<const AbstractValue> inputs,
@@ -41,8 +45,7 @@ std::vector<Array> bind(PrimId id, std::span<const Array> inputs, const Params& 
     in_avals.push_back(input.aval());
   }
   std::vector<AbstractValue> out_avals = abstract_eval(id, in_avals, params, site);
-  Interpreter& interpreter = current_interpreter ? *current_interpreter : eager_interpreter();
-  return interpreter.apply(prim_def(id), inputs, params, std::move(out_avals), site);
+  return current_interpreter().apply(prim_def(id), inputs, params, std::move(out_avals), site);
 }
 
 Array bind1(PrimId id, std::span<const Array> inputs, const Params& params, CallSite site) {

@@ -24,6 +24,9 @@ class Interpreter {
 // The eager interpreter, provided by the runtime layer.
 Interpreter& eager_interpreter();
 
+// The interpreter that handles binds on this thread now (the eager one when none is set).
+Interpreter& current_interpreter();
+
 // Makes `interpreter` handle binds on this thread until the scope ends.
 class InterpreterScope {
  public:

@@ -51,6 +51,7 @@ const PrimTable& register_all() {
     register_cpu_kernels(table);
     register_vjp_rules(table);
     register_custom_vjp(table);
+    register_batch_rules(table);
   });
   return table;
 }

@@ -97,6 +97,26 @@ using VjpFn = std::vector<Array> (*)(const VjpArgs& args);
 using ImplFn = std::vector<Array> (*)(std::span<const Array> inputs, const Params& params,
                                       CallSite site);
 
+// What a batching rule (vmap) sees: the operands, each with the axis that carries the
+// batch or kNotBatched, the batch size, and the params of one example. Rules are written
+// with ordinary ops and binds, which run under the interpreter around the vmap, so vmap
+// composes with tracing, grad and another vmap.
+inline constexpr int64_t kNotBatched = -1;
+struct BatchArgs {
+  std::span<const Array> inputs;
+  std::span<const int64_t> dims;  // per operand: its batch axis, or kNotBatched
+  const Params& params;
+  CallSite site;
+  int64_t size;  // the batch size
+};
+// The batched results and the axis that carries the batch in each (kNotBatched when a
+// result is the same for every example).
+struct BatchResult {
+  std::vector<Array> outputs;
+  std::vector<int64_t> dims;
+};
+using BatchFn = BatchResult (*)(const BatchArgs& args);
+
 using AbstractEvalFn = std::vector<AbstractValue> (*)(std::span<const AbstractValue> inputs,
                                                       const Params& params,
                                                       const RuleContext& context);
@@ -113,6 +133,7 @@ struct PrimDef {
   KernelFn cpu_kernel = nullptr;  // optional fast CPU kernel; falls back to ref_kernel
   VjpFn vjp = nullptr;            // required unless kNotDifferentiable
   ImplFn impl = nullptr;          // instead of kernels, for primitives defined by ops
+  BatchFn batch = nullptr;        // required: how vmap runs the primitive on a batch
 
   bool has_flag(PrimFlags flag) const { return (flags & flag) != 0; }
 };
@@ -149,6 +170,7 @@ void register_sort_rules(PrimTable& table);
 void register_ref_kernels(PrimTable& table);
 void register_vjp_rules(PrimTable& table);
 void register_custom_vjp(PrimTable& table);
+void register_batch_rules(PrimTable& table);
 void register_cpu_kernels(PrimTable& table);
 
 // Shared checks for the rules.

@@ -131,7 +131,8 @@ std::pair<Array, Array> threefry2x32(const Array& k0, const Array& k1, const Arr
   const Array* operands[] = {&k0, &k1, &x0, &x1};
   for (const Array* operand : operands) {
     if (!operand->defined()) {
-      fail(site, "threefry2x32: an operand is an empty Array (default-constructed)");
+      fail(site, "threefry2x32: an operand is an empty Array (default-constructed)",
+           "the operands are u32 arrays: the key words k0, k1 and the counter words x0, x1");
     }
   }
   AbstractValue out = k0.aval();

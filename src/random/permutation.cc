@@ -40,7 +40,10 @@ Array permutation(const Array& key, int64_t n, CallSite site) {
 
 Array permutation(const Array& key, const Array& x, int64_t axis, CallSite site) {
   detail::check_key("permutation", key, site);
-  if (!x.defined()) fail(site, "permutation: x is an empty Array (default-constructed)");
+  if (!x.defined()) {
+    fail(site, "permutation: x is an empty Array (default-constructed)",
+         "to permute 0..n-1 call permutation(key, n) with an integer n");
+  }
   if (x.rank() == 0) {
     fail(site,
          fmt::format("permutation: x must have at least one axis, got {}", x.aval().to_string()),

@@ -115,11 +115,13 @@ Array unit_floats(const Array& key, const Shape& shape, DType dtype, CallSite si
   }
   Array words = bits32(key, shape, site);
   if (dtype != DType::f32) {
-    // JAX draws 16 bits (the low half of the word) and keeps the top `mantissa` of them.
-    // kiln has no 16-bit integers: the same mantissa goes into a float in [1, 2), which
-    // converts to the 16-bit dtype exactly.
-    words = bitwise_and(words, constant(0xFFFF, DType::u32, key, site), site);
-    Array top = shift_right_logical(words, constant(16 - mantissa, DType::u32, key, site), site);
+    // JAX's _uniform draws as many bits as the dtype is wide, except only 8 when the
+    // mantissa is narrower than 8 bits (f16: 16, bf16: 8): the low half or byte of the
+    // word. It keeps the top `mantissa` of them. kiln has no 16-bit integers: the same mantissa
+    // goes into a float in [1, 2), which converts to the 16-bit dtype exactly.
+    int drawn = mantissa < 8 ? 8 : 16;
+    words = bitwise_and(words, constant((1 << drawn) - 1, DType::u32, key, site), site);
+    Array top = shift_right_logical(words, constant(drawn - mantissa, DType::u32, key, site), site);
     words = shift_left(top, constant(23 - mantissa, DType::u32, key, site), site);
   } else {
     words = shift_right_logical(words, constant(32 - mantissa, DType::u32, key, site), site);
@@ -152,13 +154,22 @@ Array uniform(const Array& key, Shape shape, DType dtype, double minval, double 
                      maxval),
          "the result lies in [minval, maxval); swap the bounds if they are reversed");
   }
+  // JAX converts the bounds to `dtype` and computes maxval - minval there: both must stay
+  // ordered and finite after rounding (e.g. -6e4 and 6e4 are fine in f16, their range is not).
   double lo = detail::in_dtype(minval, dtype), hi = detail::in_dtype(maxval, dtype);
-  if (!(lo < hi) || !std::isfinite(hi - lo)) {
+  if (!(lo < hi)) {
     fail(site,
          fmt::format("uniform: minval={} and maxval={} are not a valid range in {} (they round "
                      "to {} and {})",
                      minval, maxval, dtype_name(dtype), lo, hi),
          "use a wider dtype or bounds further apart");
+  }
+  if (!std::isfinite(detail::in_dtype(hi - lo, dtype))) {
+    fail(site,
+         fmt::format("uniform: minval={} and maxval={} are not a valid range in {}: "
+                     "maxval - minval overflows it",
+                     minval, maxval, dtype_name(dtype)),
+         "use a wider dtype (f32 or f64) or a narrower range");
   }
   return detail::uniform_between(key, shape, dtype, lo, hi, site);
 }
@@ -180,10 +191,13 @@ Array truncated_normal(const Array& key, double lower, double upper, Shape shape
   check_float_dtype("truncated_normal", dtype, site);
   double lo = detail::in_dtype(lower, dtype), hi = detail::in_dtype(upper, dtype);
   if (std::isnan(lower) || std::isnan(upper) || !(lo < hi)) {
+    bool collapsed = lower < upper;  // ordered, but equal once rounded to `dtype`
     fail(site,
-         fmt::format("truncated_normal: needs lower < upper (in {}), got lower={} upper={}",
-                     dtype_name(dtype), lower, upper),
-         "the bounds may be infinite, e.g. -INFINITY for no lower bound");
+         fmt::format("truncated_normal: needs lower < upper (in {}), got lower={} upper={}{}",
+                     dtype_name(dtype), lower, upper,
+                     collapsed ? fmt::format(" (both round to {})", lo) : ""),
+         collapsed ? "use a wider dtype or bounds further apart"
+                   : "the bounds may be infinite, e.g. -INFINITY for no lower bound");
   }
   // The bounds' images under erf(x / sqrt(2)) (the normal CDF, rescaled to [-1, 1]),
   // computed in `dtype` as JAX does.
@@ -212,14 +226,23 @@ Array bernoulli(const Array& key, double p, Shape shape, CallSite site) {
 
 Array bernoulli(const Array& key, const Array& p, std::optional<Shape> shape, CallSite site) {
   check_key("bernoulli", key, site);
-  if (!p.defined()) fail(site, "bernoulli: p is an empty Array (default-constructed)");
+  if (!p.defined()) {
+    fail(site, "bernoulli: p is an empty Array (default-constructed)",
+         "pass probabilities as a float array, or a double for one p");
+  }
   if (!is_floating(p.dtype())) {
     fail(site, fmt::format("bernoulli: p must have a float dtype, got {}", p.aval().to_string()),
          "convert with astype(p, DType::f32)");
   }
   Shape out = shape.value_or(p.shape());
   check_shape("bernoulli", out, site);
-  if (broadcast_shapes("bernoulli", AbstractValue{out, p.dtype()}, p.aval(), site) != out) {
+  // p must broadcast to `out` (numpy rules, aligned from the right), never the reverse.
+  bool broadcasts = p.rank() <= out.rank();
+  for (int64_t axis = 0; broadcasts && axis < p.rank(); ++axis) {
+    int64_t size = p.dim(axis), target = out[axis + out.rank() - p.rank()];
+    broadcasts = size == target || size == 1;
+  }
+  if (!broadcasts) {
     fail(site,
          fmt::format("bernoulli: p of shape {} does not broadcast to the shape {}",
                      p.shape().to_string(), out.to_string()),
@@ -231,7 +254,10 @@ Array bernoulli(const Array& key, const Array& p, std::optional<Shape> shape, Ca
 
 Array categorical(const Array& key, const Array& logits, int64_t axis, CallSite site) {
   check_key("categorical", key, site);
-  if (!logits.defined()) fail(site, "categorical: logits is an empty Array (default-constructed)");
+  if (!logits.defined()) {
+    fail(site, "categorical: logits is an empty Array (default-constructed)",
+         "pass unnormalised log-probabilities, e.g. log(probabilities)");
+  }
   if (!is_floating(logits.dtype())) {
     fail(site,
          fmt::format("categorical: logits must have a float dtype, got {}",

@@ -8,6 +8,7 @@
 #include "kiln/device.h"
 #include "kiln/ops.h"
 #include "runtime/device_array.h"
+#include "transforms/transform_value.h"
 
 namespace kiln {
 
@@ -17,6 +18,10 @@ const DeviceArray& concrete(const Array& array, CallSite site, std::string_view 
          "initialise the Array from an op or from_host before using it");
   }
   const auto* device_array = dynamic_cast<const DeviceArray*>(array.impl());
+  if (const auto* traced = dynamic_cast<const TransformValue*>(array.impl());
+      traced != nullptr && traced->owner() == nullptr) {
+    fail_escaped_value(array.aval(), site);
+  }
   if (device_array == nullptr) {
     fail(site,
          fmt::format("{}: {} is a traced value, not a concrete array", what,

@@ -25,6 +25,9 @@ std::vector<bool> active_vars(const Program& program, const std::vector<bool>& d
     active[static_cast<size_t>(var)] = differentiable[i] && is_floating(program.aval(var).dtype);
   }
   for (const Equation& equation : program.equations) {
+    // Nothing flows through stop_gradient, so what it produces does not depend on the
+    // differentiated inputs (and a non-differentiable primitive after it is fine).
+    if (equation.prim == PrimId::stop_gradient) continue;
     bool any = false;
     for (VarId var : equation.inputs) any = any || active[static_cast<size_t>(var)];
     if (!any) continue;
@@ -40,6 +43,20 @@ void accumulate(Array& slot, const Array& cotangent, CallSite site) {
 }
 
 }  // namespace
+
+void check_cotangent_type(const Array& cotangent, const AbstractValue& output, size_t index,
+                          CallSite site) {
+  if (cotangent.shape() != output.shape || cotangent.dtype() != output.dtype) {
+    fail(site,
+         fmt::format("vjp: the cotangent for output {} is {}, but the output is {}", index,
+                     cotangent.aval().to_string(), output.to_string()),
+         "a cotangent has the shape and dtype of the output it belongs to");
+  }
+}
+
+Array zeros_cotangent(const Array& leaf, CallSite site) {
+  return kiln::zeros_like(leaf, site);
+}
 
 Array unit_cotangent(const Array& output, CallSite site) {
   return kiln::ones_like(output, site);
@@ -104,7 +121,8 @@ FlatVjp vjp_flat(const FlatFunction& fn, std::span<const Array> inputs,
   for (VarId var : program->outputs) outputs.push_back((*env)[static_cast<size_t>(var)]);
   auto active = std::make_shared<std::vector<bool>>(active_vars(*program, differentiable));
 
-  auto pullback = [program, env, active, site](std::span<const Array> output_cotangents) {
+  auto pullback = [program, env, active, differentiable,
+                   site](std::span<const Array> output_cotangents) {
     const Program& p = *program;
     KILN_CHECK(output_cotangents.size() == p.outputs.size(), "{} cotangents for {} outputs",
                output_cotangents.size(), p.outputs.size());
@@ -112,13 +130,7 @@ FlatVjp vjp_flat(const FlatFunction& fn, std::span<const Array> inputs,
     for (size_t i = 0; i < p.outputs.size(); ++i) {
       const Array& ct = output_cotangents[i];
       if (!ct.defined()) continue;
-      const AbstractValue& expected = p.aval(p.outputs[i]);
-      if (ct.shape() != expected.shape || ct.dtype() != expected.dtype) {
-        fail(site,
-             fmt::format("vjp: the cotangent for output {} is {}, but the output is {}", i,
-                         ct.aval().to_string(), expected.to_string()),
-             "a cotangent has the shape and dtype of the output it belongs to");
-      }
+      check_cotangent_type(ct, p.aval(p.outputs[i]), i, site);
       accumulate(cotangent[static_cast<size_t>(p.outputs[i])], ct, site);
     }
     std::vector<Array> in_values, out_values, out_cts;
@@ -172,11 +184,15 @@ FlatVjp vjp_flat(const FlatFunction& fn, std::span<const Array> inputs,
         accumulate(cotangent[static_cast<size_t>(equation.inputs[k])], in_cts[k], equation.site);
       }
     }
+    // Differentiated inputs that nothing reached get zeros; the others get nothing, so
+    // that no unused zeros are computed (or traced) for them.
     std::vector<Array> input_cotangents;
     for (size_t i = 0; i < p.inputs.size(); ++i) {
       Array ct = cotangent[static_cast<size_t>(p.inputs[i])];
-      input_cotangents.push_back(
-          ct.defined() ? ct : zeros_like((*env)[static_cast<size_t>(p.inputs[i])], site));
+      if (!ct.defined() && differentiable[i]) {
+        ct = zeros_like((*env)[static_cast<size_t>(p.inputs[i])], site);
+      }
+      input_cotangents.push_back(std::move(ct));
     }
     return input_cotangents;
   };

@@ -11,8 +11,11 @@
 
 #include <fmt/format.h>
 
+#include "kiln/ops.h"
 #include "kiln/transforms.h"
+#include "kiln/vmap.h"
 #include "prims/bind.h"
+#include "transforms/batch_rules/batch_util.h"
 #include "transforms/trace.h"
 #include "transforms/vjp_rules/vjp_util.h"
 
@@ -157,6 +160,99 @@ std::vector<Array> custom_vjp_rule(const VjpArgs& args) {
   return input_cts;
 }
 
+// ----- vmap --------------------------------------------------------------------------------
+// As in JAX, a custom function under vmap is a new custom function whose forward is the
+// vmapped forward and whose backward is the vmapped backward, so the user's rule still
+// supplies the gradient of a batched call. One derived function per (function, which
+// operands are batched); batched operands carry the batch on axis 0.
+
+std::string batched_name(const std::string& name) {
+  return name + " (vmapped)";
+}
+
+std::vector<std::string> numbered(std::string_view what, size_t count) {
+  std::vector<std::string> names;
+  for (size_t i = 0; i < count; ++i) names.push_back(fmt::format("{} {}", what, i));
+  return names;
+}
+
+// `value` with its batch on axis 0; empty (zero) values stay empty.
+Array batch_on_front(const Array& value, int64_t dim, int64_t size, CallSite site) {
+  if (!value.defined()) return value;
+  return detail::place_batch_axis(value, dim, 0, size, "a custom_vjp value", site);
+}
+
+int64_t register_batched_function(int64_t id, const std::vector<bool>& batched, CallSite site) {
+  CustomFunction& original = function_of(id);
+  std::vector<std::optional<int64_t>> in_axes;
+  for (bool b : batched) in_axes.push_back(b ? std::optional<int64_t>(0) : std::nullopt);
+  auto forward = [&original, in_axes, site](std::span<const Array> inputs) {
+    auto num_outputs = std::make_shared<size_t>(0);
+    detail::FlatFunction all_results = [&original, num_outputs](std::span<const Array> in) {
+      detail::CustomResult result = original.forward(in);
+      *num_outputs = result.outputs.size();
+      std::vector<Array> all = std::move(result.outputs);
+      all.insert(all.end(), result.residuals.begin(), result.residuals.end());
+      return all;
+    };
+    detail::BatchedOutputs out =
+        detail::vmap_flat(all_results, inputs, in_axes, numbered("operand", inputs.size()), site);
+    detail::CustomResult result;
+    for (size_t k = 0; k < out.values.size(); ++k) {
+      Array value = batch_on_front(out.values[k], out.dims[k], out.size, site);
+      (k < *num_outputs ? result.outputs : result.residuals).push_back(std::move(value));
+    }
+    return result;
+  };
+  auto backward = [&original, batched, site](std::span<const Array> residuals,
+                                             std::span<const Array> cts) {
+    size_t num_residuals = residuals.size();
+    detail::FlatFunction per_example = [&original, num_residuals](std::span<const Array> in) {
+      return original.backward(in.first(num_residuals), in.subspan(num_residuals));
+    };
+    std::vector<Array> in(residuals.begin(), residuals.end());
+    in.insert(in.end(), cts.begin(), cts.end());
+    std::vector<std::optional<int64_t>> axes(in.size(), 0);
+    detail::BatchedOutputs out =
+        detail::vmap_flat(per_example, in, axes, numbered("backward operand", in.size()), site);
+    std::vector<Array> input_cts;
+    for (size_t i = 0; i < out.values.size(); ++i) {
+      Array ct = batch_on_front(out.values[i], out.dims[i], out.size, site);
+      // An operand shared by every example collects every example's cotangent.
+      if (ct.defined() && i < batched.size() && !batched[i]) ct = sum(ct, {0}, false, site);
+      input_cts.push_back(std::move(ct));
+    }
+    return input_cts;
+  };
+  return detail::register_custom_function(batched_name(original.name), forward, backward);
+}
+
+BatchResult custom_batch_rule(const BatchArgs& args) {
+  const auto& p = std::get<CustomVjpParams>(args.params);
+  std::vector<bool> batched;
+  std::vector<Array> inputs;
+  std::string key = std::to_string(p.id) + ":";
+  for (size_t i = 0; i < args.inputs.size(); ++i) {
+    batched.push_back(args.dims[i] != kNotBatched);
+    key += batched.back() ? "1" : "0";
+    inputs.push_back(batch_util::move_batch_first(args.inputs[i], args.dims[i], args.site));
+  }
+  int64_t derived;
+  {
+    static std::mutex mutex;
+    static std::map<std::string, int64_t>* derived_ids = new std::map<std::string, int64_t>;
+    std::lock_guard lock(mutex);
+    auto found = derived_ids->find(key);
+    if (found == derived_ids->end()) {
+      found = derived_ids->emplace(key, register_batched_function(p.id, batched, args.site)).first;
+    }
+    derived = found->second;
+  }
+  std::vector<Array> outputs = bind(PrimId::custom_vjp_call, inputs,
+                                    CustomVjpParams{batched_name(p.name), derived}, args.site);
+  return batch_util::all_first(std::move(outputs));
+}
+
 }  // namespace
 
 namespace detail {
@@ -193,6 +289,7 @@ void register_custom_vjp(PrimTable& table) {
   def.abstract_eval = custom_rule;
   def.impl = custom_impl;
   def.vjp = custom_vjp_rule;
+  def.batch = custom_batch_rule;
 }
 
 }  // namespace kiln

@@ -3,6 +3,7 @@
 //   <u, (f(x + eps v) - f(x - eps v)) / (2 eps)>  must equal  <vjp(u), v>.
 // One check covers every input and output at once; the order-2 check applies the same test
 // to the function x -> vjp(u) at x.
+#include <algorithm>
 #include <cmath>
 #include <random>
 
@@ -46,8 +47,32 @@ double inner(const std::vector<Array>& a, const std::vector<Array>& b, double* s
 
 }  // namespace
 
+namespace {
+
+// The defaults documented at GradCheckOptions, for the least precise float input.
+GradCheckOptions with_defaults(GradCheckOptions options, std::span<const Array> inputs) {
+  int precision = 3;  // 3: f64, 2: f32, 1: 16-bit floats
+  for (const Array& input : inputs) {
+    if (input.dtype() == DType::f32) precision = std::min(precision, 2);
+    if (input.dtype() == DType::f16 || input.dtype() == DType::bf16) precision = 1;
+  }
+  struct Defaults {
+    double eps, rtol, atol;
+  };
+  constexpr Defaults kByPrecision[] = {{1e-1, 2e-1, 1e-2}, {1e-3, 1e-2, 1e-5}, {1e-6, 1e-5, 1e-8}};
+  const Defaults& d = kByPrecision[precision - 1];
+  if (!options.eps) options.eps = d.eps;
+  if (!options.rtol) options.rtol = d.rtol;
+  if (!options.atol) options.atol = d.atol;
+  return options;
+}
+
+}  // namespace
+
 void check_grads_flat(const FlatFunction& fn, std::span<const Array> inputs,
-                      const GradCheckOptions& options, CallSite site) {
+                      const GradCheckOptions& given, CallSite site) {
+  GradCheckOptions options = with_defaults(given, inputs);
+  const double eps = *options.eps;
   std::mt19937_64 rng(options.seed + 0x9e3779b97f4a7c15ull);
   std::vector<bool> differentiable(inputs.size());
   std::vector<Array> tangent(inputs.size());
@@ -69,8 +94,7 @@ void check_grads_flat(const FlatFunction& fn, std::span<const Array> inputs,
       if (differentiable[i])
         moved[i] =
             add(inputs[i],
-                mul(tangent[i], weak_scalar_like(sign * options.eps, true, tangent[i], site), site),
-                site);
+                mul(tangent[i], weak_scalar_like(sign * eps, true, tangent[i], site), site), site);
     }
     return fn(moved);
   };
@@ -81,7 +105,7 @@ void check_grads_flat(const FlatFunction& fn, std::span<const Array> inputs,
     std::vector<double> p = host_values(plus[k]), m = host_values(minus[k]);
     std::vector<double> u = host_values(cotangent[k]);
     for (size_t i = 0; i < u.size(); ++i) {
-      double derivative = (p[i] - m[i]) / (2 * options.eps);
+      double derivative = (p[i] - m[i]) / (2 * eps);
       numeric += u[i] * derivative;
       numeric_scale += std::fabs(u[i] * derivative);
     }
@@ -89,13 +113,13 @@ void check_grads_flat(const FlatFunction& fn, std::span<const Array> inputs,
   double scale = 0;
   double reverse = inner(pulled, tangent, &scale);
   double tolerance =
-      options.atol + options.rtol * std::max({std::fabs(numeric), numeric_scale, scale});
+      *options.atol + *options.rtol * std::max({std::fabs(numeric), numeric_scale, scale});
   if (!(std::fabs(numeric - reverse) <= tolerance)) {
     fail(site,
          fmt::format("check_grads: reverse-mode and finite differences disagree: <u, J v> = "
                      "{:.10g} by finite differences (eps {}) but {:.10g} by the VJP (difference "
                      "{:.3g}, tolerance {:.3g})",
-                     numeric, options.eps, reverse, std::fabs(numeric - reverse), tolerance),
+                     numeric, eps, reverse, std::fabs(numeric - reverse), tolerance),
          "check the VJP rules of the primitives this function uses; use f64 inputs so that "
          "finite differences are accurate");
   }
@@ -110,7 +134,7 @@ void check_grads_flat(const FlatFunction& fn, std::span<const Array> inputs,
       }
       return floats;
     };
-    GradCheckOptions next = options;
+    GradCheckOptions next = given;
     next.order = options.order - 1;
     next.seed = options.seed + 1;
     check_grads_flat(pullback_fn, inputs, next, site);

@@ -29,7 +29,16 @@ NamedScope::~NamedScope() {
   scope_stack.resize(previous_length_);
 }
 
-TraceContext::TraceContext() : self_(std::make_shared<TraceContext*>(this)) {}
+void fail_escaped_value(const AbstractValue& aval, CallSite site) {
+  fail(site,
+       fmt::format("a traced value ({}) is used after the transformation that made it has "
+                   "finished",
+                   aval.to_string()),
+       "a value computed inside a transformed function (grad, vmap, make_program...) must be "
+       "returned from it, not stored and used later");
+}
+
+TraceContext::TraceContext() : self_(std::make_shared<Interpreter*>(this)) {}
 
 TraceContext::~TraceContext() {
   *self_ = nullptr;
@@ -41,17 +50,10 @@ Array TraceContext::new_input(const AbstractValue& aval) {
 }
 
 VarId TraceContext::var_of(const Array& value, CallSite site) {
-  if (const auto* tracer = dynamic_cast<const Tracer*>(value.impl())) {
-    if (tracer->trace() == this) return tracer->var();
-    if (tracer->trace() == nullptr) {
-      fail(site,
-           fmt::format("a traced value ({}) is used after the transformation that made it has "
-                       "finished",
-                       value.aval().to_string()),
-           "a value computed inside a traced function (grad, jit, make_program...) must be "
-           "returned from it, not stored and used later");
-    }
-    // A value of an enclosing trace: a constant of this one.
+  if (const auto* own = dynamic_cast<const TransformValue*>(value.impl())) {
+    if (own->owner() == nullptr) fail_escaped_value(value.aval(), site);
+    if (own->owner() == this) return static_cast<const Tracer*>(own)->var();
+    // A value of an enclosing transformation: a constant of this trace.
   }
   auto found = constant_vars_.find(value.impl());
   if (found != constant_vars_.end()) return found->second;

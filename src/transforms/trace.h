@@ -11,22 +11,20 @@
 
 #include "ir/program.h"
 #include "prims/bind.h"
+#include "transforms/transform_value.h"
 
 namespace kiln {
 
 class TraceContext;
 
 // A value inside a trace: its type and the variable that will hold it.
-class Tracer final : public ArrayImpl {
+class Tracer final : public TransformValue {
  public:
-  Tracer(AbstractValue aval, std::shared_ptr<TraceContext*> trace, VarId var)
-      : ArrayImpl(std::move(aval)), trace_(std::move(trace)), var_(var) {}
-  // The trace this value belongs to, or null once that trace has finished.
-  TraceContext* trace() const { return *trace_; }
+  Tracer(AbstractValue aval, std::shared_ptr<Interpreter*> trace, VarId var)
+      : TransformValue(std::move(aval), std::move(trace)), var_(var) {}
   VarId var() const { return var_; }
 
  private:
-  std::shared_ptr<TraceContext*> trace_;  // shared with the trace, which nulls it on finish
   VarId var_;
 };
 
@@ -50,7 +48,7 @@ class TraceContext final : public Interpreter {
   VarId var_of(const Array& value, CallSite site);
 
   ProgramBuilder builder_;
-  std::shared_ptr<TraceContext*> self_;
+  std::shared_ptr<Interpreter*> self_;  // shared with this trace's tracers; null once finished
   // Constants already captured, so that one array used twice is one constant. Looked up
   // only; never iterated, so hash order cannot reach the program.
   std::unordered_map<const ArrayImpl*, VarId> constant_vars_;

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <ostream>
 #include <random>
 #include <span>
 #include <string>
@@ -58,6 +59,9 @@ struct OpRow {
   CaseGenerator grad_cases;
   bool second_order = false;  // also check the gradient of the gradient
 };
+
+// gtest prints a row as its primitive's name.
+void PrintTo(const OpRow& row, std::ostream* out);
 
 // Rows, one function per family (rows_<family>.cc).
 std::vector<OpRow> elementwise_rows();

@@ -35,6 +35,10 @@ Tolerance ulp_tolerance(DType dtype, double ulps, double atol) {
   return {ulps * epsilon, atol + ulps * smallest};
 }
 
+void PrintTo(const OpRow& row, std::ostream* out) {
+  *out << prim_name(row.prim);
+}
+
 std::vector<OpRow> all_rows() {
   std::vector<OpRow> rows;
   for (auto family : {elementwise_rows, shape_rows, index_rows, reduce_rows, contract_rows,

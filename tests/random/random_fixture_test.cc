@@ -1,9 +1,9 @@
 // kiln::random against values from an independent NumPy implementation of JAX's
 // derivations (tests/tools/jax_random_reference.py -> tests/random/expected_random.txt).
-// Keys, bits, uniform, bernoulli, categorical and permutation must match bit for bit;
-// normal and truncated_normal within 1 ulp (they go through erf/erf_inv; the reference
-// rounds the exact values once, and kiln's kernels round correctly except in near-ties,
-// so in practice they match exactly too: the test reports how many did).
+// Keys, bits, uniform, bernoulli (scalar and array p), categorical and permutation must
+// match bit for bit; normal and truncated_normal within 1 ulp (they go through erf/erf_inv;
+// the reference rounds the exact values once, and kiln's kernels round correctly except in
+// near-ties, so in practice they match exactly too: the test reports how many were off).
 #include <gtest/gtest.h>
 
 #include <bit>
@@ -11,6 +11,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 
 #include "kiln/ops.h"
@@ -43,7 +44,7 @@ Record parse(const std::string& line) {
   std::istringstream in(line);
   std::string dtype, shape, params, equals;
   in >> r.op >> r.path >> dtype >> shape >> params >> equals;
-  r.dtype = *dtype_from_name(dtype == "bool" ? "bool" : dtype);
+  r.dtype = *dtype_from_name(dtype);
   std::string inner = shape.substr(1, shape.size() - 2);
   if (!inner.empty()) {
     for (const std::string& size : split_on(inner, ',')) r.shape.dims().push_back(std::stoll(size));
@@ -78,17 +79,19 @@ double number(const Record& r, const std::string& name) {
   return std::strtod(r.params.at(name).c_str(), nullptr);
 }
 
-// Logits given as hex bit patterns of `dtype`, joined by ';'.
-Array logits_of(const Record& r) {
+// The array parameter `name` (logits, p): hex bit patterns of the record's `dtype` parameter,
+// joined by ';', of shape `shape` (default: rank 1).
+Array array_param(const Record& r, const std::string& name, std::optional<Shape> shape = {}) {
   DType dtype = *dtype_from_name(r.params.at("dtype"));
-  std::vector<std::string> patterns = split_on(r.params.at("logits"), ';');
-  std::vector<std::byte> bytes(patterns.size() * static_cast<size_t>(dtype_size(dtype)));
+  std::vector<std::string> patterns = split_on(r.params.at(name), ';');
+  auto width = static_cast<size_t>(dtype_size(dtype));
+  std::vector<std::byte> bytes(patterns.size() * width);
   for (size_t i = 0; i < patterns.size(); ++i) {
     uint64_t bits = std::stoull(patterns[i], nullptr, 16);
-    std::memcpy(bytes.data() + i * static_cast<size_t>(dtype_size(dtype)), &bits,
-                static_cast<size_t>(dtype_size(dtype)));  // little-endian
+    std::memcpy(bytes.data() + i * width, &bits, width);  // little-endian
   }
-  return from_host_bytes(bytes.data(), AbstractValue{r.shape, dtype}, nullptr, CallSite());
+  Shape array_shape = shape.value_or(Shape{static_cast<int64_t>(patterns.size())});
+  return from_host_bytes(bytes.data(), AbstractValue{array_shape, dtype}, nullptr, CallSite());
 }
 
 Array run(const Record& r) {
@@ -105,8 +108,10 @@ Array run(const Record& r) {
     return random::truncated_normal(key, number(r, "lower"), number(r, "upper"), r.shape, r.dtype);
   }
   if (r.op == "bernoulli") return random::bernoulli(key, number(r, "p"), r.shape);
+  if (r.op == "bernoulli_p") return random::bernoulli(key, array_param(r, "p"), r.shape);
   if (r.op == "categorical") {
-    return random::categorical(key, logits_of(r), static_cast<int64_t>(number(r, "axis")));
+    return random::categorical(key, array_param(r, "logits", r.shape),
+                               static_cast<int64_t>(number(r, "axis")));
   }
   if (r.op == "permutation") return random::permutation(key, static_cast<int64_t>(number(r, "n")));
   if (r.op == "permutation_of") {
@@ -184,8 +189,9 @@ TEST(RandomFixture, MatchesTheIndependentNumpyReference) {
     }
   }
   EXPECT_GT(records, 150);
-  for (const char* op : {"key", "split", "bits", "uniform", "normal", "truncated_normal",
-                         "bernoulli", "categorical", "permutation", "permutation_of"}) {
+  for (const char* op :
+       {"key", "split", "bits", "uniform", "normal", "truncated_normal", "bernoulli", "bernoulli_p",
+        "categorical", "permutation", "permutation_of"}) {
     EXPECT_GT(per_op[op], 0) << "no fixture records for " << op;
   }
   std::printf(

@@ -1,29 +1,36 @@
 #!/usr/bin/env python3
 """An independent NumPy implementation of JAX's threefry2x32 random numbers, configured as
-JAX's default since 0.5 (jax_threefry_partitionable=True), that writes the expected values
-kiln::random is tested against (tests/random/expected_random.txt).
+JAX's default since 0.5 (jax_threefry_partitionable=True, jax_enable_x64=False), that writes
+the expected values kiln::random is tested against (tests/random/expected_random.txt).
 
 Written from the derivations in jax/_src/random (threefry2x32.py, prng.py, core.py) and the
 Threefry specification (Salmon et al., SC'11), in plain NumPy uint32/uint64 arithmetic. It
 shares no code with kiln. Transcendental functions (erf, erf_inv, log) are evaluated in
 80-digit decimal arithmetic and rounded once to the sampled dtype (16-bit dtypes through
-float32, as XLA computes them), so they are the correctly rounded values.
+float32, as XLA computes them), so they are the correctly rounded values; JAX itself uses
+polynomial approximations there, a few ulps away (see docs/random.md).
 
-Self-checks run first: the Random123 known-answer vectors, and the values JAX publishes in
-its own tests (tests/random_test.py) for the parts of the derivation that do not depend on
-jax_threefry_partitionable (key, fold_in) or, through a small "original" mode of this file,
-for the shared hash-to-float derivations (uniform, bits).
+Self-checks run first: the Random123 known-answer vectors; the values JAX's own tests
+(tests/random_test.py) publish for the parts that do not depend on jax_threefry_partitionable
+(fold_in, and through a small "original" mode of this file the hash-to-bits and bits-to-float
+steps); and the partitionable outputs that JAX's doctested documentation prints (jax/random.py,
+docs/jep/9263-typed-keys.md, the jnp.floor/jnp.round, jnp.cov and jnp.corrcoef examples).
 
-Usage: /usr/bin/python3 tests/tools/jax_random_reference.py > tests/random/expected_random.txt
+Usage:
+  /usr/bin/python3 tests/tools/jax_random_reference.py > tests/random/expected_random.txt
+  /usr/bin/python3 tests/tools/jax_random_reference.py --check tests/random/expected_random.txt
+(--check exits 1, naming the first difference, unless the file is exactly what this writes;
+the CTest test random_fixture_is_current runs it.)
 
 Fixture format, one record per line ('#' starts a comment):
   <op> <key path> <dtype> <shape> <params> = <values>
 key path: seed=<n> followed by /s<n>:<i> (row i of split(key, n)) and /f<d> (fold_in(key, d)).
-params: comma-separated name=value (or '-'); values: integers in decimal, floats as the hex
-bit pattern of their dtype, or 'fnv1a=<hex>' (FNV-1a 64 of the result's little-endian bytes).
+params: comma-separated name=value (or '-'); arrays (logits, p) as ';'-separated hex bit
+patterns of their dtype; values: integers in decimal, floats as the hex bit pattern of their
+dtype, or 'fnv1a=<hex>' (FNV-1a 64 of the result's little-endian bytes).
 """
+import difflib
 import math
-import struct
 import sys
 import zlib
 from decimal import Decimal, getcontext
@@ -306,12 +313,16 @@ def unit_floats(key, shape, kind, original=False):
         words = original_bits(key, 32, shape) if original else bits32(key, shape)
         floats = ((words >> U32(9)) | U32(0x3F800000)).view(np.float32)
     else:
-        # 16 random bits (the low half of the 32-bit draw), mantissa on top of 1.0's pattern.
-        half = (bits32(key, shape) & U32(0xFFFF)).astype(np.uint16)
+        # _uniform draws max(8, ...) bits when nmant < 8: bf16 (nmant 7) takes the low byte
+        # of the 32-bit draw, f16 the low 16 bits; the top nmant of them become the mantissa
+        # on top of 1.0's 16-bit pattern.
+        drawn = 8 if kind.nmant < 8 else 16
+        low = (bits32(key, shape) & U32((1 << drawn) - 1)).astype(np.uint16)
+        mantissa = low >> np.uint16(drawn - kind.nmant)
         if kind.name == "f16":
-            floats = ((half >> np.uint16(16 - kind.nmant)) | np.uint16(0x3C00)).view(np.float16)
+            floats = (mantissa | np.uint16(0x3C00)).view(np.float16)
         else:
-            pattern = (half >> np.uint16(16 - kind.nmant)) | np.uint16(0x3F80)
+            pattern = mantissa | np.uint16(0x3F80)
             floats = (pattern.astype(U32) << U32(16)).view(np.float32)
     return kind.sub(floats, kind.const(1.0))
 
@@ -346,6 +357,11 @@ def truncated_normal(key, lower, upper, shape, kind):
 def bernoulli(key, p, shape):
     f32 = Kind("f32")
     return uniform(key, shape, f32) < np.float32(p)
+
+
+def bernoulli_array(key, p, shape, kind):
+    """Per-element probabilities p (of dtype kind, broadcast to shape): uniform in p's dtype."""
+    return uniform(key, shape, kind) < p
 
 
 def categorical(key, logits, axis, kind):
@@ -439,6 +455,28 @@ def self_check():
     published = [0.298671, 0.073213, 0.873356, 0.260549, 0.412797]
     got = uniform(key, (5,), Kind("f32"), original=True)
     assert np.allclose(got, published, atol=1e-6), got
+    # Partitionable outputs printed by JAX's doctested documentation. jax/random.py and
+    # docs/jep/9263-typed-keys.md: uniform(key(0)), uniform(key(0), (3,)), and uniform of
+    # the second key of split(key(0)) (printed to numpy's 8 significant digits).
+    f32 = Kind("f32")
+    key = seed_key(0)
+    assert f32.bits(uniform(key, (), f32)) == f32.bits(np.float32(0.947667))
+    assert f32.bits(uniform(key, (3,), f32)[:2]) == f32.bits(np.float32([0.947667, 0.9785799]))
+    assert abs(uniform(key, (3,), f32)[2] - 0.33229148) < 1e-8
+    assert abs(uniform(split(key, 2)[1], (), f32) - 0.00729382) < 1e-8
+    # jnp.floor and jnp.round examples: uniform(key(42), (3, 3), minval, maxval) printed to
+    # two decimals; jnp.cov and jnp.corrcoef: normal(key(0), (3, 100)), likewise.
+    for lo, hi, printed in [(-5, 5, [[-0.11, 1.8, 1.16], [0.61, -0.49, 0.86],
+                                     [-4.25, 2.75, 1.99]]),
+                            (-10, 10, [[-0.23, 3.6, 2.33], [1.22, -0.99, 1.72],
+                                       [-8.5, 5.5, 3.98]])]:
+        got = uniform(seed_key(42), (3, 3), f32, lo, hi)
+        assert np.all(np.abs(got - np.array(printed)) <= 0.005), got
+    x = normal(seed_key(0), (3, 100), f32).astype(np.float64)
+    assert np.all(np.abs(np.cov(x) - [[0.9, 0.03, 0.1], [0.03, 1.0, 0.01],
+                                      [0.1, 0.01, 0.85]]) <= 0.005), np.cov(x)
+    assert np.all(np.abs(np.corrcoef(x) - [[1.0, 0.03, 0.12], [0.03, 1.0, 0.01],
+                                           [0.12, 0.01, 1.0]]) <= 0.005), np.corrcoef(x)
     # Decimal special functions against known values.
     assert abs(float(dec_erf(Decimal("0.5"))) - 0.5204998778130465) < 1e-16
     assert abs(float(dec_erf_inv(0.5)) - 0.4769362762044699) < 1e-16
@@ -470,6 +508,9 @@ def shape_text(shape):
     return "[" + ",".join(str(d) for d in shape) + "]"
 
 
+LINES = []  # the fixture, one string per line, as main() builds it
+
+
 def emit(op, path, dtype, shape, params, values, digest_bytes=None):
     params_text = ",".join(f"{k}={v}" for k, v in params.items()) or "-"
     if digest_bytes is not None:
@@ -478,13 +519,16 @@ def emit(op, path, dtype, shape, params, values, digest_bytes=None):
         body = " ".join(f"{v:x}" for v in Kind(dtype).bits(values))
     else:
         body = " ".join(str(int(v)) for v in np.asarray(values).ravel())
-    print(f"{op} {path} {dtype} {shape_text(shape)} {params_text} = {body}")
+    LINES.append(f"{op} {path} {dtype} {shape_text(shape)} {params_text} = {body}")
 
 
-def main():
-    self_check()
-    print("# Expected kiln::random outputs, written by tests/tools/jax_random_reference.py")
-    print("# (JAX threefry2x32 derivations, jax_threefry_partitionable=True). Do not edit.")
+def hex_list(kind, values):
+    return ";".join(f"{v:x}" for v in kind.bits(values))
+
+
+def build_fixture():
+    LINES.append("# Expected kiln::random outputs, written by tests/tools/jax_random_reference.py")
+    LINES.append("# (JAX threefry2x32 derivations, jax_threefry_partitionable=True). Do not edit.")
     paths = ["seed=0", "seed=42", "seed=1701", "seed=4294967295", "seed=4294967296",
              "seed=18446744073709551615", "seed=42/s3:1", "seed=42/f7", "seed=7/s5:4/f123/s2:0",
              "seed=123456789/f4294967295/f0"]
@@ -512,10 +556,20 @@ def main():
                  truncated_normal(key, -1.5, 0.75, (10,), kind))
             emit("truncated_normal", path, dtype, (6,), {"lower": 0.0, "upper": "inf"},
                  truncated_normal(key, 0.0, np.inf, (6,), kind))
+            emit("truncated_normal", path, dtype, (5,), {"lower": "-inf", "upper": -2.0},
+                 truncated_normal(key, -np.inf, -2.0, (5,), kind))
     for path in ["seed=0", "seed=11/s2:1"]:
         key = key_from_path(path)
         for p, shape in [(0.5, (17,)), (0.1, (4, 5)), (0.0, (6,)), (1.0, (6,)), (0.3, ())]:
             emit("bernoulli", path, "bool", shape, {"p": p}, bernoulli(key, p, shape))
+    # Per-element probabilities: p of each float dtype, broadcast along the leading axis.
+    for path, dtype, shape in [("seed=0", "f32", (3, 4)), ("seed=8/f2", "f64", (5,)),
+                               ("seed=8/f2", "bf16", (2, 5)), ("seed=31", "f16", (4, 1))]:
+        kind = Kind(dtype)
+        n = shape[-1]
+        p = kind.round(np.linspace(0.0, 1.0, n) if n > 1 else np.array([0.7]))
+        emit("bernoulli_p", path, "bool", shape, {"dtype": dtype, "p": hex_list(kind, p)},
+             bernoulli_array(key_from_path(path), p, shape, kind))
     logits_specs = [((6,), -1, "f32"), ((4, 5), -1, "f32"), ((5, 3), 0, "f32"),
                     ((3, 4), 1, "f64"), ((2, 7), -1, "bf16"), ((1,), 0, "f16")]
     for path in ["seed=0", "seed=77/f1"]:
@@ -524,7 +578,7 @@ def main():
             kind = Kind(dtype)
             n = math.prod(shape)
             logits = kind.round(np.log(np.arange(1, n + 1, dtype=np.float64)).reshape(shape) / 2)
-            values = ";".join(f"{v:x}" for v in kind.bits(logits))
+            values = hex_list(kind, logits)
             emit("categorical", path, "i32", shape,
                  {"axis": axis, "dtype": dtype, "logits": values},
                  categorical(key, logits, axis, kind))
@@ -550,5 +604,29 @@ def main():
          permutation(key, 100000).tobytes())
 
 
+def main(argv):
+    self_check()
+    build_fixture()
+    text = "\n".join(LINES) + "\n"
+    if len(argv) == 3 and argv[1] == "--check":
+        with open(argv[2]) as f:
+            current = f.read()
+        if current == text:
+            print(f"{argv[2]} is current ({len(LINES)} lines)")
+            return 0
+        diff = list(difflib.unified_diff(current.splitlines(), text.splitlines(),
+                                         "committed", "generated", n=0, lineterm=""))
+        print(f"{argv[2]} is NOT what {argv[0]} writes. First differences:")
+        for line in diff[:12]:
+            print("  " + (line if len(line) <= 160 else line[:160] + "..."))
+        print(f"Regenerate it with: /usr/bin/python3 {argv[0]} > {argv[2]}")
+        return 1
+    if len(argv) != 1:
+        print(f"usage: {argv[0]} [--check FIXTURE]", file=sys.stderr)
+        return 2
+    sys.stdout.write(text)
+    return 0
+
+
 if __name__ == "__main__":
-    main()
+    sys.exit(main(sys.argv))

@@ -280,3 +280,74 @@ TEST(CustomVjp, BackwardResultMustMatchTheArguments) {
 
 }  // namespace
 }  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(Grad, WithAuxReturnsTheGradientAndTheAuxiliaryValue) {
+  auto f = [](const Array& x) { return std::pair{sum(x * x), x * 10.0}; };
+  Array x = from_host<double>({1, 2}, {2});
+  auto [g, aux] = grad(f, HasAux{})(x);
+  EXPECT_EQ(g.to_vector<double>(), (std::vector<double>{2, 4}));
+  EXPECT_EQ(aux.to_vector<double>(), (std::vector<double>{10, 20}));
+}
+
+TEST(Grad, ProgramsOfGradientsHoldNoZerosForArgumentsNotDifferentiated) {
+  auto f = [](const Array& w, const Array& x) { return sum(w * x); };
+  Array w = zeros({3}), x = zeros({3});
+  std::string text = make_program(grad(f), w, x).to_string();
+  EXPECT_EQ(text.find("0.0:f32[]"), std::string::npos) << text;
+}
+
+TEST(GradErrors, EagerUseOfAnEscapedTracerSaysSo) {
+  Array leaked;
+  (void)grad([&](const Array& x) {
+    leaked = x * 2.0;
+    return sum(x);
+  })(from_host<double>({1}, {1}));
+  std::string text = testing::error_of([&] { (void)leaked.to_vector<double>(); });
+  EXPECT_THAT(text,
+              ::testing::HasSubstr("is used after the transformation that made it has finished"));
+}
+
+TEST(CheckGrads, DefaultsFitTheInputPrecision) {
+  auto f = [](const Array& x) { return sum(tanh(x) * x); };
+  Array x32 = from_host<float>({0.3f, -0.7f, 1.1f}, {3});
+  EXPECT_NO_THROW(check_grads(f, std::tuple{x32}));
+  EXPECT_NO_THROW(check_grads(f, std::tuple{astype(x32, DType::f64)}, {.order = 2}));
+  // A wrong rule is caught with the default f32 tolerances.
+  auto wrong = custom_vjp(
+      "wrong",
+      [](const Array& x) {
+        return std::pair{x * x, std::vector<Array>{x}};
+      },
+      [](const std::vector<Array>& saved, const Array& g) { return g * 2.2 * saved[0]; });
+  std::string text = testing::error_of(
+      [&] { check_grads([&](const Array& x) { return sum(wrong(x)); }, std::tuple{x32}); });
+  EXPECT_THAT(text,
+              ::testing::HasSubstr("check_grads: reverse-mode and finite differences disagree"));
+}
+
+TEST(Vjp, PullbackErrorsNameTheCallersLine) {
+  auto f = [](const Array& x) { return x * 2.0; };
+  Array x = from_host<double>({1, 2}, {2});
+  auto [y, pullback] = vjp(f, x);
+  std::string text = testing::error_of([&] { (void)pullback(from_host<double>({1}, {1})); });
+  EXPECT_THAT(text, ::testing::HasSubstr("grad_test.cc"));
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+TEST(Grad, StopGradientLetsANonDifferentiablePrimitiveFollow) {
+  // The hint of "cannot differentiate through sort" suggests stop_gradient: it must work.
+  auto f = [](const Array& x) { return sum(x * sort(stop_gradient(x))); };
+  Array x = from_host<double>({3, 1, 2}, {3});
+  EXPECT_EQ(grad(f)(x).to_vector<double>(), (std::vector<double>{1, 2, 3}));
+}
+
+}  // namespace
+}  // namespace kiln

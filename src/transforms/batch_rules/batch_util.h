@@ -1,0 +1,43 @@
+// Shared helpers for the batching rules (src/transforms/batch_rules/<family>.cc). Rules
+// run under the interpreter around the vmap, so they are written with ordinary ops and
+// binds on the batched values.
+#pragma once
+
+#include <vector>
+
+#include "kiln/ops.h"
+#include "prims/bind.h"
+#include "prims/registry.h"
+
+namespace kiln::batch_util {
+
+// `x` with its batch axis moved to the front; an unbatched `x` gets a new leading axis of
+// size `size` (a broadcast, which costs nothing until a kernel reads it).
+Array batch_first(const Array& x, int64_t dim, int64_t size, CallSite site);
+// `x` with its batch axis moved to the front; unbatched values are returned unchanged.
+Array move_batch_first(const Array& x, int64_t dim, CallSite site);
+
+// One batched result on axis 0.
+inline BatchResult first(Array out) {
+  return BatchResult{{std::move(out)}, {0}};
+}
+// Every result batched on axis 0.
+inline BatchResult all_first(std::vector<Array> outs) {
+  std::vector<int64_t> dims(outs.size(), 0);
+  return BatchResult{std::move(outs), std::move(dims)};
+}
+
+// Every operand batched on axis 0 (unbatched ones broadcast), then the primitive bound with
+// params from `params_for` applied to the per-example params. For primitives whose
+// batched form is the same primitive with the example axes shifted by one.
+std::vector<Array> all_batched_first(const BatchArgs& args);
+
+// Axes of one example shifted past a new leading batch axis.
+Dims shift_axes(const Dims& axes);
+
+// The batched result computed example by example and stacked on axis 0: correct for any
+// primitive, but it runs `size` separate kernels. Rules use it only for rare operand
+// combinations, and say so.
+BatchResult loop_over_examples(PrimId prim, const BatchArgs& args);
+
+}  // namespace kiln::batch_util

@@ -1,0 +1,62 @@
+// Batching rules of the elementwise primitives (unary, binary, select, conversions) and
+// threefry2x32, which broadcasts like them. Operands of one example have equal rank or
+// rank 0, so the batch goes first and unbatched operands get a size-1 leading axis: the
+// primitive's own broadcasting then pairs every example with the shared values, and no
+// operand is copied.
+#include "transforms/batch_rules/batch_rules.h"
+#include "transforms/batch_rules/batch_util.h"
+
+namespace kiln {
+namespace {
+
+using batch_util::move_batch_first;
+
+BatchResult batch_elementwise(PrimId prim, const BatchArgs& args) {
+  int64_t example_rank = 0;
+  for (size_t i = 0; i < args.inputs.size(); ++i) {
+    int64_t rank = args.inputs[i].rank() - (args.dims[i] == kNotBatched ? 0 : 1);
+    example_rank = std::max(example_rank, rank);
+  }
+  std::vector<Array> operands;
+  for (size_t i = 0; i < args.inputs.size(); ++i) {
+    const Array& x = args.inputs[i];
+    if (args.dims[i] == kNotBatched) {
+      // Rank 0 broadcasts against anything; otherwise a size-1 batch axis.
+      operands.push_back(x.rank() == 0 ? x : expand_dims(x, 0, args.site));
+      continue;
+    }
+    Array first = move_batch_first(x, args.dims[i], args.site);
+    if (first.rank() == 1 && example_rank > 0) {
+      // A scalar per example next to arrays: [B] -> [B, 1, ..., 1].
+      Dims sizes(static_cast<size_t>(example_rank + 1), 1);
+      sizes[0] = args.size;
+      first = reshape(first, Shape(sizes), args.site);
+    }
+    operands.push_back(std::move(first));
+  }
+  std::vector<Array> outs = bind(prim, operands, args.params, args.site);
+  return batch_util::all_first(std::move(outs));
+}
+
+template <PrimId kPrim>
+BatchResult rule(const BatchArgs& args) {
+  return batch_elementwise(kPrim, args);
+}
+
+template <PrimId... kPrims>
+void register_all_of(PrimTable& table) {
+  ((table[kPrims].batch = rule<kPrims>), ...);
+}
+
+}  // namespace
+
+void register_batch_elementwise(PrimTable& table) {
+  using enum PrimId;
+  register_all_of<neg, abs, sign, exp, expm1, log, log1p, sqrt, rsqrt, tanh, logistic, sin, cos,
+                  floor, ceil, round, is_finite, not_, erf, erf_inv>(table);
+  register_all_of<add, sub, mul, div, rem, pow, max, min, and_, or_, xor_, eq, ne, lt, le, gt, ge,
+                  shift_left, shift_right_logical, shift_right_arithmetic>(table);
+  register_all_of<select, convert_element_type, bitcast_convert_type, threefry2x32>(table);
+}
+
+}  // namespace kiln

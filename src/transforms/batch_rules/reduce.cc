@@ -1,0 +1,65 @@
+// Batching rules of the reduce family: reduce_sum/max/min/prod, argmax/argmin, cumsum.
+// Each is the same primitive on the batched operand with its example axes renumbered
+// around the batch axis, which stays where it is: no transpose, and the result keeps the
+// batch on the axis it lands on once the reduced axes are gone.
+#include <algorithm>
+
+#include "prims/bind.h"
+#include "transforms/batch_rules/batch_rules.h"
+
+namespace kiln {
+namespace {
+
+// Axis `axis` of one example, as an axis of the operand that carries the batch on `dim`.
+int64_t batched_axis(int64_t axis, int64_t dim) {
+  return axis >= dim ? axis + 1 : axis;
+}
+
+// Where the batch axis `dim` ends up once the (batched) axes `removed` are reduced away.
+int64_t batch_after_removing(int64_t dim, const Dims& removed) {
+  auto before = std::count_if(removed.begin(), removed.end(), [&](int64_t a) { return a < dim; });
+  return dim - static_cast<int64_t>(before);
+}
+
+template <PrimId kPrim>
+BatchResult reduce_rule(const BatchArgs& args) {
+  int64_t dim = args.dims[0];
+  ReduceParams p = std::get<ReduceParams>(args.params);
+  // Sorted example axes stay sorted after the shift, as the primitive requires.
+  for (int64_t& axis : p.axes) axis = batched_axis(axis, dim);
+  Array out = bind1(kPrim, {args.inputs[0]}, p, args.site);
+  return BatchResult{{std::move(out)}, {batch_after_removing(dim, p.axes)}};
+}
+
+template <PrimId kPrim>
+BatchResult arg_reduce_rule(const BatchArgs& args) {
+  int64_t dim = args.dims[0];
+  ArgReduceParams p = std::get<ArgReduceParams>(args.params);
+  p.axis = batched_axis(p.axis, dim);
+  Array out = bind1(kPrim, {args.inputs[0]}, p, args.site);
+  return BatchResult{{std::move(out)}, {batch_after_removing(dim, Dims{p.axis})}};
+}
+
+// cumsum keeps every axis, so the batch stays on its axis.
+BatchResult cumsum_rule(const BatchArgs& args) {
+  int64_t dim = args.dims[0];
+  CumsumParams p = std::get<CumsumParams>(args.params);
+  p.axis = batched_axis(p.axis, dim);
+  Array out = bind1(PrimId::cumsum, {args.inputs[0]}, p, args.site);
+  return BatchResult{{std::move(out)}, {dim}};
+}
+
+}  // namespace
+
+void register_batch_reduce(PrimTable& table) {
+  using enum PrimId;
+  table[reduce_sum].batch = reduce_rule<reduce_sum>;
+  table[reduce_max].batch = reduce_rule<reduce_max>;
+  table[reduce_min].batch = reduce_rule<reduce_min>;
+  table[reduce_prod].batch = reduce_rule<reduce_prod>;
+  table[argmax].batch = arg_reduce_rule<argmax>;
+  table[argmin].batch = arg_reduce_rule<argmin>;
+  table[cumsum].batch = cumsum_rule;
+}
+
+}  // namespace kiln
