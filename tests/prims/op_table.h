@@ -71,6 +71,7 @@ std::vector<OpRow> reduce_rows();
 std::vector<OpRow> contract_rows();
 std::vector<OpRow> window_rows();
 std::vector<OpRow> random_rows();
+std::vector<OpRow> sort_rows();
 std::vector<OpRow> custom_rows();
 std::vector<OpRow> all_rows();
 

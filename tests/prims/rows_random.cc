@@ -1,8 +1,7 @@
 // op_table rows for the primitives behind kiln::random: threefry2x32, the integer shifts,
-// bitcast_convert_type, erf, erf_inv and sort. Oracles are written independently of the
-// kernels: the hash from the Threefry specification, shifts in exact __int128 arithmetic,
-// erf/erf_inv in long double (erf_inv by bisection and Newton on erfl), sort by ordering
-// (key..., index) tuples with an unstable sort.
+// bitcast_convert_type, erf and erf_inv (sort's row is in rows_sort.cc). Oracles are written
+// independently of the kernels: the hash from the Threefry specification, shifts in exact
+// __int128 arithmetic, erf/erf_inv in long double (erf_inv by bisection and Newton on erfl).
 #include <algorithm>
 #include <bit>
 #include <cmath>
@@ -395,110 +394,6 @@ OpRow special_row(PrimId prim, bool inverse) {
   return row;
 }
 
-// ----- sort ------------------------------------------------------------------------------
-
-// NaN after everything, all NaNs equal; -0 == 0 (doubles already compare so).
-int order(double a, double b) {
-  bool a_nan = std::isnan(a), b_nan = std::isnan(b);
-  if (a_nan || b_nan) return static_cast<int>(a_nan) - static_cast<int>(b_nan);
-  return a < b ? -1 : (b < a ? 1 : 0);
-}
-
-std::vector<OpCase> sort_cases() {
-  std::vector<OpCase> cases;
-  Rng rng(5);
-  // Keys with many ties (small ranges), so stability shows.
-  auto keys = [&](DType dtype, const Shape& shape) {
-    TestArray array = random_array(dtype, shape, rng, [&](Rng& r) {
-      if (dtype == DType::bool_) return std::floor(uniform(r, 0, 2));
-      if (dtype == DType::u32) return std::floor(uniform(r, 0, 4294967296.0));
-      if (is_floating(dtype)) return std::floor(uniform(r, -8, 8)) / 2;
-      return std::floor(uniform(r, is_unsigned(dtype) ? 0 : -20, 20));
-    });
-    insert_specials(array);
-    return array;
-  };
-  auto positions = [](const Shape& shape) {
-    std::vector<double> index(static_cast<size_t>(shape.num_elements()));
-    std::iota(index.begin(), index.end(), 0.0);
-    return make_array(DType::i32, shape, index);
-  };
-  const DType key_dtypes[] = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32,
-                              DType::i64, DType::u8,  DType::u32, DType::bool_};
-  for (DType dtype : key_dtypes) {
-    for (const auto& [shape, dimension] :
-         std::vector<std::pair<Shape, int64_t>>{{Shape{0}, 0},
-                                                {Shape{1}, 0},
-                                                {Shape{7}, 0},
-                                                {Shape{600}, -1},
-                                                {Shape{5, 4}, 0},
-                                                {Shape{5, 4}, 1},
-                                                {Shape{2, 0, 3}, 2},
-                                                {Shape{3, 4, 5}, 1}}) {
-      std::string label =
-          fmt::format("{}{} dim {}", dtype_name(dtype), shape.to_string(), dimension);
-      cases.push_back({label + " alone", {keys(dtype, shape)}, SortParams{dimension, 1}});
-      cases.push_back({label + " + positions",
-                       {keys(dtype, shape), positions(shape)},
-                       SortParams{dimension, 1}});
-    }
-  }
-  // Two keys, then a payload of another dtype.
-  Shape shape{4, 50};
-  cases.push_back({"i32, f32 keys + f64 values",
-                   {keys(DType::i32, shape), keys(DType::f32, shape), keys(DType::f64, shape)},
-                   SortParams{1, 2}});
-  // Long lines for the radix path (single 32-bit keys), with ties from a small range.
-  for (DType dtype : {DType::u32, DType::i32, DType::f32}) {
-    for (const Shape& large : {Shape{100003}, Shape{3, 2000}}) {
-      TestArray k = random_array(dtype, large, rng, [&](Rng& r) {
-        return dtype == DType::u32 ? std::floor(uniform(r, 0, 4294967296.0))
-                                   : std::floor(uniform(r, -3000, 3000)) / 4;
-      });
-      insert_specials(k);
-      cases.push_back({fmt::format("{}{} radix", dtype_name(dtype), large.to_string()),
-                       {k, positions(large)},
-                       SortParams{-1, 1}});
-    }
-  }
-  return cases;
-}
-
-std::vector<TestArray> sort_oracle(const OpCase& c) {
-  const auto& params = std::get<SortParams>(c.params);
-  const Shape& shape = c.inputs[0].aval.shape;
-  int64_t dimension = params.dimension < 0 ? params.dimension + shape.rank() : params.dimension;
-  int64_t length = shape[dimension], inner = 1, outer = 1;
-  for (int64_t axis = 0; axis < shape.rank(); ++axis) {
-    if (axis < dimension) outer *= shape[axis];
-    if (axis > dimension) inner *= shape[axis];
-  }
-  std::vector<TestArray> out;
-  for (const TestArray& input : c.inputs) out.push_back({input.aval, input.values});
-  std::vector<int64_t> index(static_cast<size_t>(length));
-  for (int64_t o = 0; o < outer; ++o) {
-    for (int64_t i = 0; i < inner; ++i) {
-      auto at = [&](int64_t k) { return static_cast<size_t>((o * length + k) * inner + i); };
-      std::iota(index.begin(), index.end(), int64_t{0});
-      // A total order on (keys..., position): stable by construction, any sort will do.
-      std::sort(index.begin(), index.end(), [&](int64_t a, int64_t b) {
-        for (int64_t key = 0; key < params.num_keys; ++key) {
-          const auto& values = c.inputs[static_cast<size_t>(key)].values;
-          int cmp = order(values[at(a)], values[at(b)]);
-          if (cmp != 0) return cmp < 0;
-        }
-        return a < b;
-      });
-      for (size_t operand = 0; operand < c.inputs.size(); ++operand) {
-        for (int64_t k = 0; k < length; ++k) {
-          out[operand].values[at(k)] = c.inputs[operand].values[at(index[static_cast<size_t>(k)])];
-        }
-      }
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 std::vector<OpRow> random_rows() {
@@ -510,7 +405,6 @@ std::vector<OpRow> random_rows() {
   rows.push_back(OpRow{PrimId::bitcast_convert_type, bitcast_cases, bitcast_oracle, exact, exact});
   rows.push_back(special_row(PrimId::erf, false));
   rows.push_back(special_row(PrimId::erf_inv, true));
-  rows.push_back(OpRow{PrimId::sort, sort_cases, sort_oracle, exact, exact});
   return rows;
 }
 
