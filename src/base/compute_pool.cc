@@ -125,8 +125,10 @@ int default_compute_threads() {
 }
 
 ComputePool& compute_pool() {
-  static ComputePool pool(default_compute_threads());
-  return pool;
+  // Never destroyed, like the runtime whose device threads use it: at exit a device may
+  // still be running a kernel that was queued but never waited for.
+  static ComputePool* pool = new ComputePool(default_compute_threads());
+  return *pool;
 }
 
 int64_t chunk_count(int64_t total, int64_t min_chunk, int64_t max_chunks) {
