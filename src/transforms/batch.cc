@@ -5,6 +5,7 @@
 
 #include "kiln/ops.h"
 #include "kiln/vmap.h"
+#include "transforms/batch_rules/batch_util.h"
 
 namespace kiln {
 
@@ -183,23 +184,7 @@ Array place_batch_axis(const Array& value, int64_t dim, std::optional<int64_t> o
                      axis, name, rank));
   }
   if (axis < 0) axis += rank;
-  if (dim == kNotBatched) {
-    // The same for every example: repeat it along the new axis.
-    Dims sizes = value.shape().dims();
-    sizes.insert_at(static_cast<size_t>(axis), size);
-    Dims kept;
-    for (int64_t d = 0; d < rank; ++d) {
-      if (d != axis) kept.push_back(d);
-    }
-    return broadcast_in_dim(value, Shape(sizes), kept, site);
-  }
-  if (dim == axis) return value;
-  Dims perm;
-  for (int64_t d = 0; d < value.rank(); ++d) {
-    if (d != dim) perm.push_back(d);
-  }
-  perm.insert_at(static_cast<size_t>(axis), dim);
-  return transpose(value, perm, site);
+  return batch_util::batch_at(value, dim, axis, size, site);
 }
 
 }  // namespace detail

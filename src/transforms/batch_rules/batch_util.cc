@@ -3,22 +3,29 @@
 
 namespace kiln::batch_util {
 
-Array move_batch_first(const Array& x, int64_t dim, CallSite site) {
-  if (dim == kNotBatched || dim == 0) return x;
-  Dims perm{dim};
+Array batch_at(const Array& x, int64_t dim, int64_t to, int64_t size, CallSite site) {
+  if (dim == kNotBatched) {
+    Dims sizes = x.shape().dims();
+    sizes.insert_at(static_cast<size_t>(to), size);
+    Dims kept;
+    for (int64_t d = 0; d < x.rank(); ++d) kept.push_back(d < to ? d : d + 1);
+    return broadcast_in_dim(x, Shape(sizes), kept, site);
+  }
+  if (dim == to) return x;
+  Dims perm;
   for (int64_t d = 0; d < x.rank(); ++d) {
     if (d != dim) perm.push_back(d);
   }
+  perm.insert_at(static_cast<size_t>(to), dim);
   return transpose(x, perm, site);
 }
 
+Array move_batch_first(const Array& x, int64_t dim, CallSite site) {
+  return dim == kNotBatched ? x : batch_at(x, dim, 0, 0, site);
+}
+
 Array batch_first(const Array& x, int64_t dim, int64_t size, CallSite site) {
-  if (dim != kNotBatched) return move_batch_first(x, dim, site);
-  Dims sizes = x.shape().dims();
-  sizes.insert_at(0, size);
-  Dims kept;
-  for (int64_t d = 1; d <= x.rank(); ++d) kept.push_back(d);
-  return broadcast_in_dim(x, Shape(sizes), kept, site);
+  return batch_at(x, dim, 0, size, site);
 }
 
 std::vector<Array> all_batched_first(const BatchArgs& args) {

@@ -11,6 +11,10 @@
 
 namespace kiln::batch_util {
 
+// `x` with its batch on axis `to`: moved there, or, when unbatched (dim kNotBatched),
+// broadcast along a new axis of size `size` there (free until a kernel reads it).
+Array batch_at(const Array& x, int64_t dim, int64_t to, int64_t size, CallSite site);
+
 // `x` with its batch axis moved to the front; an unbatched `x` gets a new leading axis of
 // size `size` (a broadcast, which costs nothing until a kernel reads it).
 Array batch_first(const Array& x, int64_t dim, int64_t size, CallSite site);

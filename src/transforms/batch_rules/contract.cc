@@ -86,23 +86,12 @@ Array split_axis(const Array& x, int64_t axis, int64_t outer, int64_t inner, Cal
   return reshape(x, Shape(sizes), site);
 }
 
-// `x` with its batch axis moved to `to`.
-Array move_batch(const Array& x, int64_t dim, int64_t to, CallSite site) {
-  if (dim == to) return x;
-  Dims perm;
-  for (int64_t d = 0; d < x.rank(); ++d) {
-    if (d != dim) perm.push_back(d);
-  }
-  perm.insert_at(static_cast<size_t>(to), dim);
-  return transpose(x, perm, site);
-}
-
 // A batched input [B, N, H, W, C] is a convolution of B * N images with the same kernel.
 // A batch already next to N ([N, B, H, W, C]) merges as it is, without a transpose, and
 // stays on axis 1 of the result.
 BatchResult conv_batched_input(const BatchArgs& args) {
   int64_t dim = args.dims[0] <= 1 ? args.dims[0] : 0;
-  Array x = move_batch(args.inputs[0], args.dims[0], dim, args.site);
+  Array x = batch_util::batch_at(args.inputs[0], args.dims[0], dim, args.size, args.site);
   Array y = conv(merge_axes(x, 0, args.site), args.inputs[1], std::get<ConvParams>(args.params),
                  args.site);
   return BatchResult{{split_axis(y, 0, x.dim(0), x.dim(1), args.site)}, {dim}};
@@ -125,7 +114,8 @@ BatchResult conv_batched_kernel(const BatchArgs& args) {
   const auto& p = std::get<ConvParams>(args.params);
   CallSite site = args.site;
   int64_t groups = p.feature_group_count, b = args.size;
-  Array w = move_batch(args.inputs[1], args.dims[1], 3, site);  // [KH, KW, I, B, O]
+  Array w =
+      batch_util::batch_at(args.inputs[1], args.dims[1], 3, args.size, site);  // [KH, KW, I, B, O]
   int64_t o = w.dim(4), per_group = o / groups;
   if (groups > 1) {
     // [KH, KW, I, B, G, O/G] -> [KH, KW, I, G, B, O/G]
@@ -147,8 +137,10 @@ BatchResult conv_batched_both(const BatchArgs& args) {
   ConvParams p = std::get<ConvParams>(args.params);
   CallSite site = args.site;
   int64_t b = args.size;
-  Array x = move_batch(args.inputs[0], args.dims[0], 3, site);  // [N, H, W, B, C]
-  Array w = move_batch(args.inputs[1], args.dims[1], 3, site);  // [KH, KW, I, B, O]
+  Array x =
+      batch_util::batch_at(args.inputs[0], args.dims[0], 3, args.size, site);  // [N, H, W, B, C]
+  Array w =
+      batch_util::batch_at(args.inputs[1], args.dims[1], 3, args.size, site);  // [KH, KW, I, B, O]
   int64_t c = x.dim(4), o = w.dim(4);
   p.feature_group_count *= b;
   Array y = conv(with_channels(x, {b * c}, site), with_channels(w, {b * o}, site), p, site);

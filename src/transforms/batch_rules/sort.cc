@@ -8,24 +8,7 @@
 namespace kiln {
 namespace {
 
-// `x` with its batch on axis `to`: moved there, or, when unbatched, broadcast along a new
-// axis there.
-Array batch_at(const Array& x, int64_t dim, int64_t to, int64_t size, CallSite site) {
-  if (dim == kNotBatched) {
-    Dims sizes = x.shape().dims();
-    sizes.insert_at(static_cast<size_t>(to), size);
-    Dims kept;
-    for (int64_t d = 0; d < x.rank(); ++d) kept.push_back(d < to ? d : d + 1);
-    return broadcast_in_dim(x, Shape(sizes), kept, site);
-  }
-  if (dim == to) return x;
-  Dims perm;
-  for (int64_t d = 0; d < x.rank(); ++d) {
-    if (d != dim) perm.push_back(d);
-  }
-  perm.insert_at(static_cast<size_t>(to), dim);
-  return transpose(x, perm, site);
-}
+using batch_util::batch_at;
 
 // Unbatched operands are broadcast: each example's copy is reordered by that example's
 // keys. (With every key shared, one shared permutation and a take of the batched values
