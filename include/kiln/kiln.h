@@ -3,10 +3,14 @@
 #pragma once
 
 #include "kiln/array.h"
+#include "kiln/checkpoint.h"
+#include "kiln/control_flow.h"
+#include "kiln/cost.h"
 #include "kiln/device.h"
 #include "kiln/dtype.h"
 #include "kiln/error.h"
 #include "kiln/index_mode.h"
+#include "kiln/jit.h"
 #include "kiln/ops.h"
 #include "kiln/profile.h"
 #include "kiln/promotion.h"

@@ -36,9 +36,21 @@ struct Declared {
 
 class Parser final : public ParamValueReader {
  public:
-  explicit Parser(std::string_view text) : lexed_(ir::lex(text)), cursor_(lexed_.tokens) {}
+  // A nested program (a control-flow sub-program) is read by a parser of its own over the
+  // same tokens: it has its own variables, since sub-programs are closed.
+  Parser(const ir::Lexed& lexed, ir::TokenCursor& cursor) : lexed_(lexed), cursor_(cursor) {}
 
+  // The whole text: one program and nothing after it.
   Program parse() {
+    Program program = parse_braced();
+    if (cursor_.peek().kind != TokenKind::kEnd) {
+      cursor_.fail_found("expected the end of the text after '}'");
+    }
+    return program;
+  }
+
+  // '{' lambda ... '}'
+  Program parse_braced() {
     cursor_.expect("{", "to open the program");
     cursor_.expect_word("lambda", "after '{'");
     while (!cursor_.peek().is(";")) {
@@ -72,9 +84,6 @@ class Parser final : public ParamValueReader {
     }
     cursor_.next();
     cursor_.expect("}", "to close the program");
-    if (cursor_.peek().kind != TokenKind::kEnd) {
-      cursor_.fail_found("expected the end of the text after '}'");
-    }
     return std::move(program_);
   }
 
@@ -125,6 +134,24 @@ class Parser final : public ParamValueReader {
   std::string read_string() override {
     if (cursor_.peek().kind != TokenKind::kString) fail_value("a quoted string like \"name\"");
     return std::string(cursor_.next().text);
+  }
+  ProgramRef read_program() override {
+    if (!cursor_.peek().is("{")) fail_value("a program '{ lambda ... }'");
+    Parser nested(lexed_, cursor_);
+    return ProgramRef{std::make_shared<const Program>(nested.parse_braced())};
+  }
+  std::vector<ProgramRef> read_programs() override {
+    if (!cursor_.peek().is("(")) fail_value("a list of programs like ({ lambda ... }, ...)");
+    cursor_.next();
+    std::vector<ProgramRef> programs;
+    while (!cursor_.peek().is(")")) {
+      if (!programs.empty()) {
+        cursor_.expect(",", fmt::format("between the programs of {}", value_context()));
+      }
+      programs.push_back(read_program());
+    }
+    cursor_.next();
+    return programs;
   }
 
  private:
@@ -330,8 +357,8 @@ class Parser final : public ParamValueReader {
     }
   }
 
-  ir::Lexed lexed_;
-  ir::TokenCursor cursor_;
+  const ir::Lexed& lexed_;
+  ir::TokenCursor& cursor_;
   Program program_;
   std::map<std::string_view, Binding> env_;
   const PrimDef* prim_ = nullptr;  // the primitive and param whose value is being read
@@ -341,7 +368,9 @@ class Parser final : public ParamValueReader {
 }  // namespace
 
 Program parse_program(std::string_view text) {
-  return Parser(text).parse();
+  ir::Lexed lexed = ir::lex(text);
+  ir::TokenCursor cursor(lexed.tokens);
+  return Parser(lexed, cursor).parse();
 }
 
 }  // namespace kiln

@@ -50,6 +50,29 @@ bool is_plain_scope(std::string_view scope) {
   return true;
 }
 
+// The options of the program being printed on this thread, which its nested sub-programs
+// (control-flow params, printed through the generic params walk) print with too.
+thread_local const PrintOptions* nested_options = nullptr;
+
+class NestedOptionsScope {
+ public:
+  explicit NestedOptionsScope(const PrintOptions* options) : previous_(nested_options) {
+    nested_options = options;
+  }
+  ~NestedOptionsScope() { nested_options = previous_; }
+  NestedOptionsScope(const NestedOptionsScope&) = delete;
+  NestedOptionsScope& operator=(const NestedOptionsScope&) = delete;
+
+ private:
+  const PrintOptions* previous_;
+};
+
+// Sub-programs compare by their canonical text (no scopes or sites).
+std::string canonical_text(const ProgramRef& ref) {
+  NestedOptionsScope plain(nullptr);
+  return format_sub_program(ref);
+}
+
 constexpr std::string_view kReservedWords[] = {"lambda", "let",  "in",  "true",
                                                "false",  "none", "nan", "inf"};
 
@@ -93,6 +116,7 @@ std::string scope_text(std::string_view scope) {
 }
 
 std::string print_program(const Program& program, const PrintOptions& options) {
+  NestedOptionsScope nested(&options);
   std::vector<std::string> names(program.num_vars());
   int64_t next = 0;
   auto bind_name = [&](VarId var) -> const std::string& {
@@ -128,6 +152,10 @@ std::string print_program(const Program& program, const PrintOptions& options) {
         fmt::format("    {} = {}{} {}", fmt::join(outs, " "), prim_name(equation.prim),
                     params.empty() ? "" : "[" + params + "]", fmt::join(ins, " "));
     while (!line.empty() && line.back() == ' ') line.pop_back();
+    // A nested program's lines continue the equation, one level deeper.
+    for (size_t at = line.find('\n'); at != std::string::npos; at = line.find('\n', at + 1)) {
+      line.insert(at + 1, "    ");
+    }
     std::string note;
     if (options.show_scopes && !equation.scope.empty()) note = scope_text(equation.scope);
     if (options.show_sites && equation.site.known()) {
@@ -140,6 +168,21 @@ std::string print_program(const Program& program, const PrintOptions& options) {
   for (VarId var : program.outputs) outs.push_back(bind_name(var));
   text += fmt::format("  in ({}) }}", fmt::join(outs, " "));
   return text;
+}
+
+std::string format_sub_program(const ProgramRef& ref) {
+  static const Program kEmpty;
+  const Program& program = ref.program ? *ref.program : kEmpty;
+  return print_program(program, nested_options != nullptr ? *nested_options : PrintOptions{});
+}
+
+bool operator==(const ProgramRef& a, const ProgramRef& b) {
+  return a.program == b.program || canonical_text(a) == canonical_text(b);
+}
+
+std::strong_ordering operator<=>(const ProgramRef& a, const ProgramRef& b) {
+  if (a.program == b.program) return std::strong_ordering::equal;
+  return canonical_text(a) <=> canonical_text(b);
 }
 
 std::ostream& operator<<(std::ostream& out, const Program& program) {

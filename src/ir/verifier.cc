@@ -76,7 +76,17 @@ class Verifier {
     // Printed only now: printing reads the values of literals, which waits for them.
     std::vector<std::string> lines =
         split_lines(print_program(program_, PrintOptions{.show_scopes = true}));
-    std::string line = index + 1 < lines.size() ? lines[index + 1] : std::string();
+    // Equation i starts the (i+1)-th line indented by exactly four spaces (the lines of
+    // nested sub-programs are indented deeper).
+    std::string line;
+    size_t seen = 0;
+    for (const std::string& candidate : lines) {
+      if (candidate.size() > 4 && candidate.compare(0, 4, "    ") == 0 && candidate[4] != ' ' &&
+          seen++ == index) {
+        line = candidate;
+        break;
+      }
+    }
     while (!line.empty() && line.front() == ' ') line.erase(line.begin());
     fail(equation.site, fmt::format("verify: equation {} ({}): {}\n    {}", index,
                                     prim_name(equation.prim), message, line));
@@ -109,6 +119,16 @@ class Verifier {
       for (size_t i = 0; i < equation.outputs.size(); ++i) {
         check_var(equation.outputs[i], fmt::format("result {} of equation {}", i, e));
       }
+      // Sub-programs print with their equation, so their numbering is checked now too.
+      for_each_sub_program(equation.params, [&](const std::string& label, const ProgramRef& ref) {
+        if (!ref.program) fail_program(fmt::format("equation {} has no {} program", e, label));
+        try {
+          Verifier(*ref.program).check_numbering();
+        } catch (const Error& error) {
+          fail_program(fmt::format("equation {} ({}): its {} program: {}", e,
+                                   prim_name(equation.prim), label, error.message()));
+        }
+      });
     }
     for (size_t i = 0; i < program_.outputs.size(); ++i) {
       check_var(program_.outputs[i], fmt::format("output {}", i));
@@ -153,6 +173,15 @@ class Verifier {
     } catch (const Error& error) {
       fail_equation(index, fmt::format("the shape rule rejects it: {}", error.message()));
     }
+    // Sub-programs (control flow) are programs too.
+    for_each_sub_program(equation.params, [&](const std::string& label, const ProgramRef& ref) {
+      try {
+        verify(*ref.program);
+      } catch (const Error& error) {
+        fail_equation(index,
+                      fmt::format("its {} program is malformed: {}", label, error.message()));
+      }
+    });
     if (out_avals.size() != equation.outputs.size()) {
       fail_equation(index, fmt::format("has {} result(s), but {} gives {}", equation.outputs.size(),
                                        prim.name, out_avals.size()));

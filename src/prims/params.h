@@ -5,11 +5,13 @@
 
 #include <compare>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <tuple>
 #include <variant>
+#include <vector>
 
 #include "kiln/dtype.h"
 #include "kiln/index_mode.h"
@@ -255,11 +257,78 @@ struct CustomVjpParams {
   friend auto operator<=>(const CustomVjpParams&, const CustomVjpParams&) = default;
 };
 
+// checkpoint_name: the name a save_named checkpoint policy refers to (kiln/checkpoint.h).
+struct CheckpointNameParams {
+  std::string name;
+  static constexpr auto fields() { return std::tuple{Field{"name", &CheckpointNameParams::name}}; }
+  friend auto operator<=>(const CheckpointNameParams&, const CheckpointNameParams&) = default;
+};
+
+// ----- control flow (src/prims/control_flow_rules.cc) ------------------------------------
+class Program;
+
+// A closed sub-program held by a control-flow primitive (it refers to nothing outside
+// itself: values it needs are operands of the equation). Compared by structure (its
+// printed text, with a pointer-equality fast path), so equal params mean equal programs.
+struct ProgramRef {
+  std::shared_ptr<const Program> program;
+  friend bool operator==(const ProgramRef& a, const ProgramRef& b);
+  friend std::strong_ordering operator<=>(const ProgramRef& a, const ProgramRef& b);
+};
+
+// scan: operands are consts (num_consts), the initial carry (num_carry), then xs whose
+// leading axes all equal `length`. body: (consts, carry, x slices) -> (carry, y slices).
+// Results: the final carry, then ys stacked on a new leading axis of size length.
+// reverse runs steps length-1..0 (ys stay indexed by step); unroll is how many steps one
+// loop iteration runs (results do not depend on it).
+struct ScanParams {
+  ProgramRef body;
+  int64_t length = 0;
+  int64_t num_consts = 0;
+  int64_t num_carry = 0;
+  bool reverse = false;
+  int64_t unroll = 1;
+  static constexpr auto fields() {
+    return std::tuple{Field{"body", &ScanParams::body},
+                      Field{"length", &ScanParams::length},
+                      Field{"num_consts", &ScanParams::num_consts},
+                      Field{"num_carry", &ScanParams::num_carry},
+                      Field{"reverse", &ScanParams::reverse},
+                      Field{"unroll", &ScanParams::unroll}};
+  }
+  friend auto operator<=>(const ScanParams&, const ScanParams&) = default;
+};
+
+// cond (JAX's switch): operands are an i32 scalar index, then the branch operands, which
+// every branch takes. The index is clamped to [0, branches-1]; a bool predicate is two
+// branches, false first. Every branch returns the same types.
+struct CondParams {
+  std::vector<ProgramRef> branches;
+  static constexpr auto fields() { return std::tuple{Field{"branches", &CondParams::branches}}; }
+  friend auto operator<=>(const CondParams&, const CondParams&) = default;
+};
+
+// while_loop: operands are cond's consts, body's consts, then the initial carry.
+// cond: (cond consts, carry) -> bool[]; body: (body consts, carry) -> carry.
+struct WhileParams {
+  ProgramRef cond;
+  ProgramRef body;
+  int64_t cond_num_consts = 0;
+  int64_t body_num_consts = 0;
+  static constexpr auto fields() {
+    return std::tuple{Field{"cond", &WhileParams::cond}, Field{"body", &WhileParams::body},
+                      Field{"cond_num_consts", &WhileParams::cond_num_consts},
+                      Field{"body_num_consts", &WhileParams::body_num_consts}};
+  }
+  friend auto operator<=>(const WhileParams&, const WhileParams&) = default;
+};
+
 using Params =
     std::variant<NoParams, ConvertParams, BroadcastInDimParams, ReshapeParams, TransposeParams,
                  SliceParams, DynamicSliceParams, ConcatenateParams, PadParams, IotaParams,
                  GatherParams, ScatterParams, ReduceParams, ArgReduceParams, CumsumParams,
-                 DotGeneralParams, ConvParams, ReduceWindowParams, CustomVjpParams, SortParams>;
+                 DotGeneralParams, ConvParams, ReduceWindowParams, CustomVjpParams, SortParams,
+                 CheckpointNameParams, ScanParams, CondParams, WhileParams>;
 
 std::string_view index_mode_name(IndexMode mode);
 

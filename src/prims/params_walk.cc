@@ -35,6 +35,14 @@ std::string format_value(const Shape& value) {
 std::string format_value(const std::optional<DType>& value) {
   return value ? format_value(*value) : "none";
 }
+std::string format_value(const ProgramRef& value) {
+  return format_sub_program(value);
+}
+std::string format_value(const std::vector<ProgramRef>& value) {
+  std::vector<std::string> parts;
+  for (const ProgramRef& ref : value) parts.push_back(format_sub_program(ref));
+  return fmt::format("({})", fmt::join(parts, ", "));
+}
 
 void read_value(ParamValueReader& reader, int64_t& value) {
   value = reader.read_int();
@@ -59,6 +67,12 @@ void read_value(ParamValueReader& reader, Shape& value) {
 }
 void read_value(ParamValueReader& reader, std::optional<DType>& value) {
   value = reader.read_optional_dtype();
+}
+void read_value(ParamValueReader& reader, ProgramRef& value) {
+  value = reader.read_program();
+}
+void read_value(ParamValueReader& reader, std::vector<ProgramRef>& value) {
+  value = reader.read_programs();
 }
 
 template <size_t... I>

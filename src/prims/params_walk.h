@@ -8,6 +8,7 @@
 #include <string>
 #include <string_view>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "prims/params.h"
@@ -21,8 +22,33 @@ void for_each_field(const P& params, Fn&& fn) {
              P::fields());
 }
 
+// Calls fn(label, ref) for each sub-program a params value holds (control flow): label
+// is the field name, with the position for lists ("body", "branches[1]").
+template <typename Fn>
+void for_each_sub_program(const Params& params, Fn&& fn) {
+  std::visit(
+      [&](const auto& p) {
+        for_each_field(p, [&](std::string_view name, const auto& value) {
+          using Value = std::decay_t<decltype(value)>;
+          if constexpr (std::is_same_v<Value, ProgramRef>) {
+            fn(std::string(name), value);
+          } else if constexpr (std::is_same_v<Value, std::vector<ProgramRef>>) {
+            for (size_t i = 0; i < value.size(); ++i) {
+              fn(std::string(name) + "[" + std::to_string(i) + "]", value[i]);
+            }
+          }
+        });
+      },
+      params);
+}
+
 // "axes=(0,1)"; fields separated by spaces; empty for NoParams.
 std::string format_params(const Params& params);
+// How a sub-program param prints: the IR printer's text (ir/printer.cc), with the print
+// options of the program being printed when there is one; continuation lines are indented
+// by the printer that places the equation.
+std::string format_sub_program(const ProgramRef& ref);
+
 // A stable hash of the params (kind and every field); the jit cache key uses it.
 uint64_t hash_params(const Params& params);
 
@@ -40,6 +66,10 @@ class ParamValueReader {
   virtual IndexMode read_index_mode() = 0;
   virtual Dims read_dims() = 0;
   virtual std::string read_string() = 0;
+  // A nested program "{ lambda ... }" (control-flow sub-programs), and a parenthesised,
+  // comma-separated list of them.
+  virtual ProgramRef read_program() = 0;
+  virtual std::vector<ProgramRef> read_programs() = 0;
 };
 
 // Alternative `index` of Params, every field at its default.

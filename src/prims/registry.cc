@@ -51,7 +51,12 @@ const PrimTable& register_all() {
     register_cpu_kernels(table);
     register_vjp_rules(table);
     register_custom_vjp(table);
+    register_control_flow_rules(table);
+    register_control_flow_transforms(table);
     register_batch_rules(table);
+    register_remat_prims(table);
+    register_cost_rules(table);
+    register_traced_cost_rules(table);
   });
   return table;
 }

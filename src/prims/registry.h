@@ -10,6 +10,7 @@
 
 #include "base/compute_pool.h"
 #include "kiln/array.h"
+#include "kiln/cost_types.h"
 #include "kiln/error.h"
 #include "kiln/shape.h"
 #include "prims/params.h"
@@ -40,14 +41,16 @@ enum class Family : uint8_t {
   kWindow,
   kRandom,
   kSort,
-  kCustom
+  kCustom,
+  kControlFlow
 };
 
 enum PrimFlags : uint32_t {
   kElementwise = 1u << 0,
   kNotDifferentiable = 1u << 1,
   // The output is the operand's buffer reinterpreted (same bytes, new shape): eager mode
-  // shares the buffer instead of running a kernel.
+  // shares the buffer instead of running a kernel. (For the variadic optimization_barrier:
+  // output i is operand i.)
   kAliasesOperand = 1u << 2,
 };
 
@@ -121,6 +124,11 @@ using AbstractEvalFn = std::vector<AbstractValue> (*)(std::span<const AbstractVa
                                                       const Params& params,
                                                       const RuleContext& context);
 
+// FLOPs (one multiply-add = 2, as XLA counts), transcendentals and bytes of one
+// application to operands and results of these types (see kiln/cost_types.h).
+using CostFn = Cost (*)(std::span<const AbstractValue> inputs,
+                        std::span<const AbstractValue> outputs, const Params& params);
+
 struct PrimDef {
   PrimId id{};
   std::string_view name;
@@ -134,6 +142,7 @@ struct PrimDef {
   VjpFn vjp = nullptr;            // required unless kNotDifferentiable
   ImplFn impl = nullptr;          // instead of kernels, for primitives defined by ops
   BatchFn batch = nullptr;        // required: how vmap runs the primitive on a batch
+  CostFn cost = nullptr;          // required: FLOPs and bytes, for cost_analysis
 
   bool has_flag(PrimFlags flag) const { return (flags & flag) != 0; }
 };
@@ -170,7 +179,12 @@ void register_sort_rules(PrimTable& table);
 void register_ref_kernels(PrimTable& table);
 void register_vjp_rules(PrimTable& table);
 void register_custom_vjp(PrimTable& table);
+void register_control_flow_rules(PrimTable& table);
+void register_control_flow_transforms(PrimTable& table);
 void register_batch_rules(PrimTable& table);
+void register_cost_rules(PrimTable& table);
+void register_traced_cost_rules(PrimTable& table);  // primitives defined by ops (impl)
+void register_remat_prims(PrimTable& table);
 void register_cpu_kernels(PrimTable& table);
 
 // Shared checks for the rules.

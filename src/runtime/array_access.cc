@@ -29,6 +29,13 @@ const DeviceArray& concrete(const Array& array, CallSite site, std::string_view 
          "values inside a transformed function cannot be read or moved; return them from the "
          "function instead");
   }
+  if (device_array->deleted()) {
+    fail(site,
+         fmt::format("{}: this {} was donated to a jit call, which reused its buffer", what,
+                     array.aval().to_string()),
+         "a donated argument is consumed by the call; use the call's result instead, or do not "
+         "donate it (JitOptions::donate_argnums)");
+  }
   return *device_array;
 }
 

@@ -5,6 +5,7 @@
 // wherever the other operands of an op are.
 #pragma once
 
+#include <atomic>
 #include <memory>
 
 #include "kiln/array.h"
@@ -29,12 +30,16 @@ class DeviceArray final : public ArrayImpl {
   const std::shared_ptr<Buffer>& buffer() const { return buffer_; }
   const std::shared_ptr<Completion>& ready() const { return ready_; }
   bool committed() const { return committed_; }
+  // A donated array whose buffer a jit call took over: reading it is an error.
+  bool deleted() const { return deleted_.load(std::memory_order_acquire); }
+  void mark_deleted() const { deleted_.store(true, std::memory_order_release); }
 
  private:
   CpuDevice* device_;
   std::shared_ptr<Buffer> buffer_;
   std::shared_ptr<Completion> ready_;
   bool committed_;
+  mutable std::atomic<bool> deleted_{false};
 };
 
 // A copy of `array` on `device`, queued there after `array`'s kernel (the same array if
@@ -48,6 +53,10 @@ const DeviceArray& concrete(const Array& array, CallSite site, std::string_view 
 
 // Waits for the array and rethrows its kernel's error, if any.
 void wait_ready(const DeviceArray& array, CallSite site);
+
+// The kernel eager mode runs for `prim`: the fast CPU kernel, or the reference kernel when
+// there is none or KILN_KERNELS=ref.
+KernelFn chosen_kernel(const PrimDef& prim);
 
 // Runtime-wide state beyond the devices.
 CpuDevice& cpu_device(Device& device);

@@ -90,20 +90,27 @@ class EagerInterpreter final : public Interpreter {
           std::make_shared<DeviceArray>(aval, &device, results.back(), completion, committed));
     }
 
-    KernelFn kernel =
-        (prim.cpu_kernel && !reference_kernels_forced()) ? prim.cpu_kernel : prim.ref_kernel;
+    KernelFn kernel = chosen_kernel(prim);
     KILN_CHECK(kernel != nullptr, "{} has no kernel", prim.name);
     device.enqueue([&prim, kernel, params, operands = std::move(operands),
                     results = std::move(results), out_avals = std::move(out_avals), completion,
-                    &device, site]() {
+                    &device, site]() mutable {
+      // Buffers are let go before the completion is signalled, so that a waiter sees only
+      // the arrays' own references to them (jit's donation relies on that).
+      auto finish = [&](std::shared_ptr<const Error> error) {
+        operands.clear();
+        results.clear();
+        if (error) {
+          completion->set_failed(std::move(error));
+        } else {
+          completion->set_done();
+        }
+      };
       std::vector<KernelInput> kernel_inputs;
       kernel_inputs.reserve(operands.size());
       for (const Operand& operand : operands) {
         operand.ready->wait();
-        if (operand.ready->error()) {
-          completion->set_failed(operand.ready->error());
-          return;
-        }
+        if (operand.ready->error()) return finish(operand.ready->error());
         kernel_inputs.push_back({operand.buffer->data(), &operand.aval});
       }
       std::vector<KernelOutput> kernel_outputs;
@@ -113,13 +120,13 @@ class EagerInterpreter final : public Interpreter {
       }
       try {
         kernel(KernelCall{kernel_inputs, kernel_outputs, params, device.pool()});
-        completion->set_done();
+        finish(nullptr);
       } catch (const Error& error) {
-        completion->set_failed(std::make_shared<Error>(
+        finish(std::make_shared<Error>(
             fmt::format("{} failed while running: {}", prim.name, error.message()), error.hint(),
             site));
       } catch (const std::exception& error) {
-        completion->set_failed(std::make_shared<Error>(
+        finish(std::make_shared<Error>(
             fmt::format("{} failed while running: {}", prim.name, error.what()), "", site));
       }
     });
@@ -128,6 +135,10 @@ class EagerInterpreter final : public Interpreter {
 };
 
 }  // namespace
+
+KernelFn chosen_kernel(const PrimDef& prim) {
+  return (prim.cpu_kernel && !reference_kernels_forced()) ? prim.cpu_kernel : prim.ref_kernel;
+}
 
 Interpreter& eager_interpreter() {
   static EagerInterpreter* interpreter = new EagerInterpreter;

@@ -15,6 +15,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "kiln/control_flow.h"
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
 #include "transforms/eval.h"
@@ -206,12 +207,31 @@ TracedProgram scopes() {
   return make_program(f, zeros({2}));
 }
 
+// Sub-programs printed nested: a scan whose body closes over an outer input and holds a
+// cond, and a while_loop; scopes inside sub-programs print too.
+TracedProgram control_flow() {
+  auto f = [](const Array& w, const Array& xs, const Array& p) {
+    auto step = [&](const Array& c, const Array& x) {
+      auto scope = named_scope("cell");
+      Array next = tanh(c * w + x);
+      Array y = cond(
+          p, [](const Array& v) { return v * 2.0; }, [](const Array& v) { return -v; }, next);
+      return std::pair{next, y};
+    };
+    auto [h, ys] = scan(step, zeros({3}), xs, {.reverse = true, .unroll = 2});
+    Array n = while_loop([](const Array& v) { return sum(v) < 10.0; },
+                         [](const Array& v) { return v + 1.0; }, h);
+    return std::pair{n, ys};
+  };
+  return make_program(f, zeros({3}), zeros({4, 3}), scalar(1, DType::bool_));
+}
+
 std::vector<GoldenCase> golden_cases() {
-  return {{"mlp_layer", mlp_layer},       {"softmax", softmax},
-          {"mlp_gradient", mlp_gradient}, {"layout", layout},
-          {"indexing", indexing},         {"conv_pool", conv_pool},
-          {"contraction", contraction},   {"reduce_sort", reduce_sort},
-          {"literals", literals},         {"scopes", scopes}};
+  return {
+      {"mlp_layer", mlp_layer},     {"softmax", softmax},          {"mlp_gradient", mlp_gradient},
+      {"layout", layout},           {"indexing", indexing},        {"conv_pool", conv_pool},
+      {"contraction", contraction}, {"reduce_sort", reduce_sort},  {"literals", literals},
+      {"scopes", scopes},           {"control_flow", control_flow}};
 }
 
 class Golden : public ::testing::TestWithParam<GoldenCase> {};

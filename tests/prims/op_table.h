@@ -73,6 +73,8 @@ std::vector<OpRow> window_rows();
 std::vector<OpRow> random_rows();
 std::vector<OpRow> sort_rows();
 std::vector<OpRow> custom_rows();
+std::vector<OpRow> remat_rows();
+std::vector<OpRow> control_flow_rows();
 std::vector<OpRow> all_rows();
 
 // ----- building cases -------------------------------------------------------------------

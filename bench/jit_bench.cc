@@ -1,0 +1,278 @@
+// jit_bench: what kiln::jit buys, measured side by side in one run (docs/performance.md).
+// The machine is noisy, so A and B alternate round by round and every ratio is taken
+// pair by pair, then summarised by its median.
+//
+//   mlp      forward+backward of an MLP 784-512-512-10 at batch 128: jit vs eager
+//   chain    8 elementwise ops over 16M floats: fused jit bandwidth vs STREAM add
+//            (and vs the same chain run eagerly, one kernel per op)
+//   compile  compile time of the MLP train step (trace + passes + planning)
+//   remat    an 8-layer MLP with and without checkpoint: planned peak memory, step time
+//
+//   jit_bench [--rounds R] [--only mlp|chain|compile|remat]
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "base/compute_pool.h"
+#include "kiln/checkpoint.h"
+#include "kiln/jit.h"
+#include "kiln/ops.h"
+#include "kiln/profile.h"
+#include "kiln/random.h"
+#include "profile/bandwidth.h"
+
+namespace {
+
+using namespace kiln;
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values.empty() ? 0.0 : values[values.size() / 2];
+}
+
+// Seconds per call of `fn` (synchronised), the median of a few calls.
+double seconds_per_call(const std::function<void()>& fn, int calls) {
+  std::vector<double> samples;
+  for (int i = 0; i < calls; ++i) {
+    double start = profile::now_seconds();
+    fn();
+    samples.push_back(profile::now_seconds() - start);
+  }
+  return median(samples);
+}
+
+struct Pairs {
+  std::vector<double> a, b;
+  std::vector<double> ratios() const {  // b / a per pair: how many times faster a is
+    std::vector<double> r;
+    for (size_t i = 0; i < a.size(); ++i) r.push_back(b[i] / a[i]);
+    return r;
+  }
+};
+
+Pairs alternate(int rounds, int calls, const std::function<void()>& a,
+                const std::function<void()>& b) {
+  Pairs pairs;
+  a();  // warm both (compilation, allocator caches)
+  b();
+  for (int round = 0; round < rounds; ++round) {
+    pairs.a.push_back(seconds_per_call(a, calls));
+    pairs.b.push_back(seconds_per_call(b, calls));
+  }
+  return pairs;
+}
+
+std::string ratio_list(const std::vector<double>& ratios) {
+  std::string text;
+  for (double r : ratios) text += fmt::format("{}{:.2f}", text.empty() ? "" : " ", r);
+  return text;
+}
+
+Array normal(uint32_t seed, Shape shape, double scale) {
+  return random::normal(random::key(seed), shape, DType::f32) * static_cast<float>(scale);
+}
+
+// ----- MLP ---------------------------------------------------------------------------------
+
+std::vector<Array> mlp_params(const std::vector<int64_t>& widths, uint32_t seed) {
+  std::vector<Array> params;
+  for (size_t i = 0; i + 1 < widths.size(); ++i) {
+    params.push_back(normal(seed + static_cast<uint32_t>(i), {widths[i], widths[i + 1]},
+                            1.0 / std::sqrt(static_cast<double>(widths[i]))));
+    params.push_back(zeros({widths[i + 1]}));
+  }
+  return params;
+}
+
+// Softmax cross-entropy of a ReLU MLP, written with plain ops.
+Array mlp_loss(const std::vector<Array>& params, const Array& x, const Array& labels) {
+  Array h = x;
+  for (size_t i = 0; i < params.size(); i += 2) {
+    h = matmul(h, params[i]) + params[i + 1];
+    if (i + 2 < params.size()) h = maximum(h, scalar(0.0));
+  }
+  Array shifted = h - stop_gradient(max(h, {1}, true));
+  Array log_probs = shifted - log(sum(exp(shifted), {1}, true));
+  return -mean(sum(log_probs * labels, {1}));
+}
+
+void bench_mlp(int rounds) {
+  fmt::print("\n## MLP 784-512-512-10, batch 128: forward + backward (value_and_grad)\n");
+  std::vector<Array> params = mlp_params({784, 512, 512, 10}, 1);
+  Array x = normal(100, {128, 784}, 1.0);
+  Array labels =
+      one_hot(astype(floor(random::uniform(random::key(7), {128}) * 10.0f), DType::i32), 10);
+  auto eager_step = value_and_grad(mlp_loss);
+  auto jit_step = jit(value_and_grad(mlp_loss), JitOptions().named("mlp_step"));
+  auto run = [&](const auto& step) {
+    return [&] {
+      auto [loss, grads] = step(params, x, labels);
+      loss.block_until_ready();
+      for (const Array& g : grads) g.block_until_ready();
+    };
+  };
+  Pairs pairs = alternate(rounds, 10, run(jit_step), run(eager_step));
+  fmt::print("{:<10} {:>12} {:>12}   {}\n", "", "jit ms", "eager ms", "eager/jit per round");
+  fmt::print("{:<10} {:>12.2f} {:>12.2f}   {}  (median {:.2f}x)\n", "step", median(pairs.a) * 1e3,
+             median(pairs.b) * 1e3, ratio_list(pairs.ratios()), median(pairs.ratios()));
+  JitStats stats = jit_step.stats();
+  fmt::print("jit compilations: {} (calls {}), compile {:.1f} ms\n", stats.compiles, stats.calls,
+             stats.compile_seconds * 1e3);
+}
+
+void bench_compile(int rounds) {
+  fmt::print("\n## Compile time of the MLP train step (trace + passes + fusion + memory plan)\n");
+  std::vector<Array> params = mlp_params({784, 512, 512, 10}, 1);
+  Array x = normal(100, {128, 784}, 1.0);
+  Array labels =
+      one_hot(astype(floor(random::uniform(random::key(7), {128}) * 10.0f), DType::i32), 10);
+  std::vector<double> seconds;
+  for (int i = 0; i < std::max(rounds, 5); ++i) {
+    auto step = jit(value_and_grad(mlp_loss));
+    double start = profile::now_seconds();
+    Compiled compiled = step.compile(params, x, labels);
+    seconds.push_back(profile::now_seconds() - start);
+  }
+  fmt::print("compile ms per round: {}  (median {:.1f} ms)\n", ratio_list([&] {
+               std::vector<double> ms;
+               for (double s : seconds) ms.push_back(s * 1e3);
+               return ms;
+             }()),
+             median(seconds) * 1e3);
+}
+
+// ----- fused elementwise chain -------------------------------------------------------------
+
+Array chain8(const Array& x) {
+  Array y = x * 1.5f;
+  y = y + 0.25f;
+  y = maximum(y, scalar(0.0));
+  y = y - 1.0f;
+  y = abs(y);
+  y = y * 0.5f;
+  y = minimum(y, scalar(4.0));
+  return neg(y);
+}
+
+void bench_chain(int rounds) {
+  const int64_t n = int64_t{1} << 24;
+  fmt::print(
+      "\n## 8 elementwise ops over {} f32: bytes the fused loop must move = read + write "
+      "({:.0f} MB); STREAM add moves 3 x 4 x n\n",
+      n, 8.0 * static_cast<double>(n) / 1e6);
+  Array x = normal(3, {n}, 1.0);
+  auto fused = jit(chain8, JitOptions().named("chain8"));
+  std::vector<float> a(static_cast<size_t>(n), 1.0f), b(static_cast<size_t>(n), 2.0f),
+      c(static_cast<size_t>(n), 0.0f);
+  ComputePool& pool = compute_pool();
+  auto run_fused = [&] { fused(x).block_until_ready(); };
+  auto run_stream = [&] { profile::stream_add(a.data(), b.data(), c.data(), n, pool); };
+  auto run_eager = [&] { chain8(x).block_until_ready(); };
+  Pairs vs_stream = alternate(rounds, 5, run_fused, run_stream);
+  Pairs vs_eager = alternate(rounds, 3, run_fused, run_eager);
+  const double chain_bytes = 8.0 * static_cast<double>(n);
+  const double stream_bytes = 12.0 * static_cast<double>(n);
+  std::vector<double> bandwidth_ratios;
+  for (size_t i = 0; i < vs_stream.a.size(); ++i) {
+    bandwidth_ratios.push_back((chain_bytes / vs_stream.a[i]) / (stream_bytes / vs_stream.b[i]));
+  }
+  fmt::print(
+      "fused jit: {:.1f} GB/s; STREAM add: {:.1f} GB/s; fused/STREAM bandwidth per round: "
+      "{}  (median {:.2f})\n",
+      chain_bytes / median(vs_stream.a) / 1e9, stream_bytes / median(vs_stream.b) / 1e9,
+      ratio_list(bandwidth_ratios), median(bandwidth_ratios));
+  fmt::print(
+      "eager (8 kernels): {:.1f} ms; fused jit: {:.1f} ms; eager/jit per round: {}  "
+      "(median {:.2f}x)\n",
+      median(vs_eager.b) * 1e3, median(vs_eager.a) * 1e3, ratio_list(vs_eager.ratios()),
+      median(vs_eager.ratios()));
+  fmt::print("steps: {}", fused.compile(x).steps_text());
+}
+
+// ----- rematerialisation -------------------------------------------------------------------
+
+// Each layer is a residual block with a 4x wider hidden layer, h + tanh(h W_in) W_out:
+// without checkpoint the backward pass keeps both wide intermediates of every layer; with
+// checkpoint(save_nothing) only each block's input, recomputing the rest.
+void bench_remat(int rounds) {
+  const int64_t batch = 256, width = 512, hidden = 2048;
+  fmt::print(
+      "\n## 8 residual blocks {}->{}->{} at batch {}: grad with and without checkpoint "
+      "(save_nothing per block)\n",
+      width, hidden, width, batch);
+  std::vector<Array> weights;
+  for (uint32_t i = 0; i < 8; ++i) {
+    weights.push_back(normal(10 + i, {width, hidden}, 1.0 / std::sqrt(double(width))));
+    weights.push_back(normal(30 + i, {hidden, width}, 1.0 / std::sqrt(double(hidden))));
+  }
+  Array x = normal(99, {batch, width}, 1.0);
+  auto block = [](const Array& h, const Array& w_in, const Array& w_out) {
+    return h + matmul(tanh(matmul(h, w_in)), w_out);
+  };
+  auto remat_block = checkpoint(block, save_nothing());
+  auto loss_plain = [&](const std::vector<Array>& ws, const Array& in) {
+    Array h = in;
+    for (size_t i = 0; i < ws.size(); i += 2) h = block(h, ws[i], ws[i + 1]);
+    return mean(h * h);
+  };
+  auto loss_remat = [&](const std::vector<Array>& ws, const Array& in) {
+    Array h = in;
+    for (size_t i = 0; i < ws.size(); i += 2) h = remat_block(h, ws[i], ws[i + 1]);
+    return mean(h * h);
+  };
+  auto plain = jit(grad(loss_plain), JitOptions().named("plain"));
+  auto remat = jit(grad(loss_remat), JitOptions().named("remat"));
+  MemoryPlanReport plain_plan = plain.compile(weights, x).memory_plan();
+  MemoryPlanReport remat_plan = remat.compile(weights, x).memory_plan();
+  auto run = [&](const auto& step) {
+    return [&] {
+      for (const Array& g : step(weights, x)) g.block_until_ready();
+    };
+  };
+  Pairs pairs = alternate(rounds, 3, run(remat), run(plain));
+  auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); };
+  fmt::print("{:<18} {:>16} {:>16} {:>12}\n", "", "peak MiB (plan)", "temps MiB", "step ms");
+  fmt::print("{:<18} {:>16.1f} {:>16.1f} {:>12.2f}\n", "no checkpoint", mib(plain_plan.peak_bytes),
+             mib(plain_plan.temp_bytes), median(pairs.b) * 1e3);
+  fmt::print("{:<18} {:>16.1f} {:>16.1f} {:>12.2f}\n", "checkpoint", mib(remat_plan.peak_bytes),
+             mib(remat_plan.temp_bytes), median(pairs.a) * 1e3);
+  std::vector<double> slowdown;
+  for (double r : pairs.ratios()) slowdown.push_back(1.0 / r);
+  fmt::print("checkpoint/plain step time per round: {}  (median {:.2f})\n", ratio_list(slowdown),
+             median(slowdown));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rounds = 7;
+  std::string only;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--rounds" && i + 1 < argc) {
+      rounds = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--only" && i + 1 < argc) {
+      only = argv[++i];
+    } else {
+      fmt::print(stderr, "usage: jit_bench [--rounds R] [--only mlp|chain|compile|remat]\n");
+      return arg == "--help" ? 0 : 2;
+    }
+  }
+  fmt::print("jit_bench: {} rounds, {} compute threads\n", rounds,
+             kiln::compute_pool().num_threads());
+  try {
+    if (only.empty() || only == "mlp") bench_mlp(rounds);
+    if (only.empty() || only == "compile") bench_compile(rounds);
+    if (only.empty() || only == "chain") bench_chain(rounds);
+    if (only.empty() || only == "remat") bench_remat(rounds);
+  } catch (const kiln::Error& error) {
+    fmt::print(stderr, "jit_bench: {}\n", error.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,282 @@
+// kiln::checkpoint (kiln/checkpoint.h): rematerialization built on the custom-function
+// machinery of custom_vjp.cc.
+//
+// A call traces f into a program P and closure-converts it (values f captured become extra
+// operands, so gradients reach them). One custom function per distinct P (keyed by P's
+// text) runs it: the forward evaluates P and returns f's results with, as residuals, the
+// operands and the values the policy saves, nothing else; the backward passes those
+// residuals through an optimization_barrier (so the jit passes cannot merge the
+// recomputation with the original forward), replays P on them with each saved equation
+// replaced by its saved value, and pulls the cotangents back through the replay. A saved
+// value still differentiates as the equation that made it: the replay gets it from a small
+// custom function whose backward is that equation's own VJP rule.
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "ir/printer.h"
+#include "kiln/checkpoint.h"
+#include "prims/bind.h"
+#include "transforms/eval.h"
+#include "transforms/trace.h"
+
+namespace kiln {
+namespace {
+
+void check_mark_name(std::string_view name, std::string_view what, CallSite site) {
+  if (name.empty() || name.find_first_of("\"\\\n") != std::string_view::npos) {
+    fail(site,
+         fmt::format("{}: a checkpoint name must be non-empty, without quotes, backslashes or "
+                     "line breaks, got \"{}\"",
+                     what, name),
+         "names are printed quoted in program text; use plain words like \"attn_out\"");
+  }
+}
+
+// A closure-converted program of f for one signature, and how to run it under remat.
+struct CheckpointFunction {
+  std::shared_ptr<const Program> program;  // inputs: f's argument leaves, then captured values
+  std::vector<bool> differentiable;        // per operand: floats that may carry a gradient
+  std::vector<int64_t> saved_ids;          // per equation: its saved-value function, or -1
+  CallSite site;
+};
+
+// The values the policy keeps: the results of these equations, in program order.
+std::vector<bool> saved_equations(const Program& program, const CheckpointPolicy& policy,
+                                  CallSite site) {
+  std::vector<bool> saved(program.equations.size(), false);
+  if (policy.kind == CheckpointPolicy::Kind::kSaveNothing) return saved;
+  std::set<std::string> marks;  // sorted, for a deterministic error message
+  for (size_t i = 0; i < program.equations.size(); ++i) {
+    const Equation& equation = program.equations[i];
+    if (policy.kind == CheckpointPolicy::Kind::kSaveDotOutputs) {
+      saved[i] = equation.prim == PrimId::dot_general;
+    } else if (equation.prim == PrimId::checkpoint_name) {
+      const std::string& name = std::get<CheckpointNameParams>(equation.params).name;
+      marks.insert(name);
+      for (const std::string& wanted : policy.names) saved[i] = saved[i] || wanted == name;
+    }
+  }
+  if (policy.kind == CheckpointPolicy::Kind::kSaveNamed) {
+    for (const std::string& wanted : policy.names) {
+      if (marks.count(wanted) != 0) continue;
+      std::string found;
+      for (const std::string& mark : marks) found += (found.empty() ? "\"" : ", \"") + mark + "\"";
+      fail(site,
+           fmt::format("checkpoint: the policy {} names \"{}\", but the function marks no value "
+                       "with that name (it marks {})",
+                       policy.to_string(), wanted, found.empty() ? "none" : found),
+           fmt::format("mark the value to keep with kiln::checkpoint_name(x, \"{}\") inside the "
+                       "checkpointed function, or remove the name from save_named",
+                       wanted));
+    }
+  }
+  return saved;
+}
+
+// A custom function standing for equation `index` of `program` in the replay: its operands
+// are the equation's operands followed by the saved results, which it returns; its
+// backward is the equation's own VJP rule, evaluated at the recomputed operands and the
+// saved results, so the gradient is the one the equation would have given.
+int64_t register_saved_value(std::shared_ptr<const Program> program, size_t index) {
+  const Equation& equation = program->equations[index];
+  size_t num_operands = equation.inputs.size();
+  auto forward = [num_operands](std::span<const Array> in) {
+    return detail::CustomResult{std::vector<Array>(in.begin() + num_operands, in.end()),
+                                std::vector<Array>(in.begin(), in.end())};
+  };
+  auto backward = [program, index, num_operands](std::span<const Array> residuals,
+                                                 std::span<const Array> cts) {
+    const Equation& eq = program->equations[index];
+    const PrimDef& prim = prim_def(eq.prim);
+    KILN_CHECK(prim.vjp != nullptr, "a saved {} has no VJP rule", prim.name);
+    std::unique_ptr<bool[]> wanted(new bool[num_operands]);
+    for (size_t i = 0; i < num_operands; ++i) wanted[i] = is_floating(residuals[i].dtype());
+    std::vector<Array> in_cts =
+        prim.vjp(VjpArgs{residuals.first(num_operands), residuals.subspan(num_operands), cts,
+                         eq.params, eq.site, std::span<const bool>(wanted.get(), num_operands)});
+    in_cts.resize(residuals.size());  // the saved results themselves get no cotangent
+    return in_cts;
+  };
+  return detail::register_custom_function(
+      fmt::format("checkpoint saved {}", prim_def(equation.prim).name), forward, backward);
+}
+
+detail::CustomResult run_forward(const CheckpointFunction& fn, std::span<const Array> operands) {
+  const Program& program = *fn.program;
+  std::vector<Array> env = eval_program_env(program, operands, fn.site);
+  detail::CustomResult result;
+  for (VarId var : program.outputs) result.outputs.push_back(env[static_cast<size_t>(var)]);
+  result.residuals.assign(operands.begin(), operands.end());
+  for (size_t i = 0; i < program.equations.size(); ++i) {
+    if (fn.saved_ids[i] < 0) continue;
+    for (VarId var : program.equations[i].outputs) {
+      result.residuals.push_back(env[static_cast<size_t>(var)]);
+    }
+  }
+  return result;
+}
+
+// P on `operands`, each saved equation replaced by its saved value (taken in order).
+std::vector<Array> replay(const CheckpointFunction& fn, std::span<const Array> operands,
+                          std::span<const Array> saved) {
+  const Program& program = *fn.program;
+  std::vector<Array> env(program.num_vars());
+  for (size_t i = 0; i < operands.size(); ++i) {
+    env[static_cast<size_t>(program.inputs[i])] = operands[i];
+  }
+  size_t next_saved = 0;
+  std::vector<Array> args;
+  for (size_t i = 0; i < program.equations.size(); ++i) {
+    const Equation& equation = program.equations[i];
+    args.clear();
+    for (VarId var : equation.inputs) args.push_back(env[static_cast<size_t>(var)]);
+    ScopeOverride scope(equation.scope);
+    std::vector<Array> results;
+    if (fn.saved_ids[i] >= 0) {
+      args.insert(
+          args.end(), saved.begin() + static_cast<std::ptrdiff_t>(next_saved),
+          saved.begin() + static_cast<std::ptrdiff_t>(next_saved + equation.outputs.size()));
+      next_saved += equation.outputs.size();
+      results = detail::call_custom_function(fn.saved_ids[i], args, equation.site);
+    } else {
+      results = bind(equation.prim, args, equation.params, equation.site);
+    }
+    for (size_t k = 0; k < results.size(); ++k) {
+      env[static_cast<size_t>(equation.outputs[k])] = std::move(results[k]);
+    }
+  }
+  KILN_CHECK(next_saved == saved.size(), "checkpoint replay used {} of {} saved values", next_saved,
+             saved.size());
+  std::vector<Array> outputs;
+  for (VarId var : program.outputs) outputs.push_back(env[static_cast<size_t>(var)]);
+  return outputs;
+}
+
+std::vector<Array> run_backward(const CheckpointFunction& fn, std::span<const Array> residuals,
+                                std::span<const Array> cts) {
+  size_t num_operands = fn.program->inputs.size();
+  std::vector<Array> kept =
+      residuals.empty() ? std::vector<Array>()
+                        : bind(PrimId::optimization_barrier, residuals, NoParams{}, fn.site);
+  std::vector<Array> saved(kept.begin() + static_cast<std::ptrdiff_t>(num_operands), kept.end());
+  detail::FlatFunction recompute = [&fn, saved](std::span<const Array> operands) {
+    return replay(fn, operands, saved);
+  };
+  detail::FlatVjp vjp = detail::vjp_flat(
+      recompute, std::span<const Array>(kept.data(), num_operands), fn.differentiable, fn.site);
+  return vjp.pullback(cts);
+}
+
+}  // namespace
+
+std::string CheckpointPolicy::to_string() const {
+  switch (kind) {
+    case Kind::kSaveNothing:
+      return "save_nothing";
+    case Kind::kSaveDotOutputs:
+      return "save_dot_outputs";
+    case Kind::kSaveNamed: {
+      std::string text;
+      for (const std::string& name : names) text += (text.empty() ? "" : ",") + name;
+      return "save_named(" + text + ")";
+    }
+  }
+  return "?";
+}
+
+CheckpointPolicy save_named(std::vector<std::string> names, CallSite site) {
+  for (const std::string& name : names) check_mark_name(name, "save_named", site);
+  return CheckpointPolicy{CheckpointPolicy::Kind::kSaveNamed, std::move(names)};
+}
+
+Array checkpoint_name(const Array& x, std::string_view name, CallSite site) {
+  check_mark_name(name, "checkpoint_name", site);
+  return bind1(PrimId::checkpoint_name, {x}, CheckpointNameParams{std::string(name)}, site);
+}
+
+namespace detail {
+
+// The custom function of each checkpointed program, process-wide: by the policy, the
+// program's text and which operands are differentiable, which together determine it. So a
+// checkpoint(f) written inline in a loss (a new object each step) reuses the function
+// registered at the first step instead of registering one per step. Only looked up, never
+// iterated.
+struct CheckpointRegistry {
+  std::mutex mutex;
+  std::map<std::string, int64_t> ids;
+};
+
+CheckpointRegistry& registry() {
+  static CheckpointRegistry* instance = new CheckpointRegistry;  // ids outlive everything
+  return *instance;
+}
+
+std::vector<Array> checkpoint_flat(const CheckpointPolicy& policy, const FlatFunction& fn,
+                                   std::span<const Array> inputs, CallSite site) {
+  // Trace f: its program for these argument types (and these static arguments).
+  auto program = std::make_shared<Program>();
+  {
+    TraceContext trace;
+    std::vector<Array> tracers;
+    for (const Array& input : inputs) tracers.push_back(trace.new_input(input.aval()));
+    std::vector<Array> outputs;
+    {
+      InterpreterScope scope(trace);
+      outputs = fn(tracers);
+    }
+    *program = trace.finish(outputs, site);
+  }
+  // Closure conversion: captured values (concrete arrays, or values of an enclosing
+  // transformation, which a gradient may need to reach) become operands.
+  std::vector<Array> operands(inputs.begin(), inputs.end());
+  std::vector<bool> differentiable;
+  for (const Array& input : inputs) differentiable.push_back(is_floating(input.dtype()));
+  for (const Array& value : program->constant_values) {
+    operands.push_back(value);
+    // A concrete array cannot depend on anything being differentiated.
+    bool traced = dynamic_cast<const TransformValue*>(value.impl()) != nullptr;
+    differentiable.push_back(traced && is_floating(value.dtype()));
+  }
+  program->inputs.insert(program->inputs.end(), program->constants.begin(),
+                         program->constants.end());
+  program->constants.clear();
+  program->constant_values.clear();
+
+  std::string key = policy.to_string() + "\n";
+  for (bool d : differentiable) key += d ? '1' : '0';
+  key += "\n" + print_program(*program, PrintOptions{.show_scopes = true});
+  CheckpointRegistry& known = registry();
+  int64_t id;
+  {
+    std::lock_guard lock(known.mutex);
+    auto found = known.ids.find(key);
+    if (found != known.ids.end()) {
+      id = found->second;
+    } else {
+      std::vector<bool> saved = saved_equations(*program, policy, site);
+      auto function = std::make_shared<CheckpointFunction>();
+      function->program = program;
+      function->differentiable = differentiable;
+      function->site = site;
+      for (size_t i = 0; i < saved.size(); ++i) {
+        function->saved_ids.push_back(saved[i] ? register_saved_value(program, i) : -1);
+      }
+      std::shared_ptr<const CheckpointFunction> shared = function;
+      id = register_custom_function(
+          fmt::format("checkpoint[{}]", policy.to_string()),
+          [shared](std::span<const Array> in) { return run_forward(*shared, in); },
+          [shared](std::span<const Array> residuals, std::span<const Array> cts) {
+            return run_backward(*shared, residuals, cts);
+          });
+      known.ids.emplace(std::move(key), id);
+    }
+  }
+  return call_custom_function(id, operands, site);
+}
+
+}  // namespace detail
+}  // namespace kiln

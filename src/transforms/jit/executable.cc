@@ -1,0 +1,276 @@
+// Compiling a program into an executable and running it (see executable.h).
+#include "transforms/jit/executable.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "prims/bind.h"
+#include "runtime/device_array.h"
+#include "transforms/eval.h"
+#include "transforms/jit/pipeline.h"
+
+namespace kiln::detail {
+namespace {
+
+// Primitives an executable cannot run as kernels (functions of arrays such as control
+// flow): a program with one of them runs equation by equation through the eager
+// interpreter instead, after the same passes.
+bool needs_interpreter(const Program& program) {
+  for (const Equation& equation : program.equations) {
+    const PrimDef& prim = prim_def(equation.prim);
+    // Identities (optimization_barrier, checkpoint_name) share their operands' storage.
+    if (prim.impl != nullptr && !prim.has_flag(kAliasesOperand)) return true;
+  }
+  return false;
+}
+
+struct InputBuffer {
+  std::shared_ptr<Buffer> buffer;
+  std::shared_ptr<Completion> ready;
+};
+
+}  // namespace
+
+// Everything one run needs, kept alive until the task has run.
+struct Executable::RunState {
+  std::vector<InputBuffer> inputs;
+  std::vector<InputBuffer> constants;
+  std::shared_ptr<Buffer> arena;
+  std::vector<std::shared_ptr<Buffer>> results;
+  ComputePool* pool = nullptr;
+  CallSite site;
+};
+
+std::shared_ptr<const Executable> Executable::compile(const Program& program,
+                                                      const std::vector<bool>& donated,
+                                                      const CompileOptions& options) {
+  auto start = std::chrono::steady_clock::now();
+  auto executable = std::make_shared<Executable>();
+  IrDumper dumper(options.name);
+  executable->program_ = std::make_shared<const Program>(optimize(program, dumper));
+  const Program& optimized = *executable->program_;
+  executable->donated_ = donated;
+  executable->interpreted_ = needs_interpreter(optimized);
+  if (!executable->interpreted_) {
+    executable->steps_ = plan_steps(optimized, options.fuse);
+    executable->plan_ = plan_memory(optimized, executable->steps_, donated);
+    executable->kernels_.resize(optimized.equations.size());
+    for (size_t e = 0; e < optimized.equations.size(); ++e) {
+      executable->kernels_[e] = chosen_kernel(prim_def(optimized.equations[e].prim));
+    }
+    const MemoryPlan& plan = executable->plan_;
+    auto in_memory = [&plan](VarId var) {
+      return plan.storage[static_cast<size_t>(plan.root[static_cast<size_t>(var)])].kind !=
+             Storage::Kind::kNone;
+    };
+    executable->fused_.resize(executable->steps_.size());
+    for (size_t s = 0; s < executable->steps_.size(); ++s) {
+      const StepPlan& step = executable->steps_[s];
+      if (step.fused()) {
+        executable->fused_[s] =
+            FusedLoop::build(optimized, step.equations, executable->kernels_, in_memory);
+      }
+    }
+    dumper.write("steps", executable->steps_text());
+    dumper.write("memory_plan", executable->plan_.report.to_string() + "\n");
+  } else {
+    dumper.write("steps",
+                 "interpreted: the program holds primitives that run through the "
+                 "eager interpreter\n");
+  }
+  executable->compile_seconds_ =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return executable;
+}
+
+std::vector<Array> Executable::run(std::span<const Array> inputs, CallSite site,
+                                   int64_t& donations_used, int64_t& donations_unusable) const {
+  const Program& program = *program_;
+  check_program_inputs(program, inputs, site);
+  if (interpreted_) return eval_program(program, inputs, site);
+
+  // The device: that of the committed inputs, else of the first input, else the default.
+  CpuDevice* device = nullptr;
+  bool committed = false;
+  for (const Array& input : inputs) {
+    const DeviceArray& array = concrete(input, site, "jit");
+    if (array.committed() && !committed) {
+      device = array.device();
+      committed = true;
+    } else if (device == nullptr) {
+      device = array.device();
+    }
+  }
+  if (device == nullptr) device = &cpu_device(default_device());
+
+  auto state = std::make_shared<RunState>();
+  state->pool = &device->pool();
+  state->site = site;
+  // Donations first, while the inputs' buffers are held only by their arrays (and by the
+  // kernel producing them, which lets go when it finishes).
+  for (const ResultBuffer& result : plan_.results) {
+    std::shared_ptr<Buffer> buffer;
+    if (result.donor >= 0) {
+      const auto& donor =
+          static_cast<const DeviceArray&>(*inputs[static_cast<size_t>(result.donor)].impl());
+      if (donor.buffer().use_count() > 1 && !donor.ready()->ready()) donor.ready()->wait();
+      // Reusable only when nobody else holds the buffer: no other array shares it (a
+      // reshape of it, say) and no queued kernel still reads it.
+      bool passed_twice = false;  // f(w, w) with w donated: the other argument reads it
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (static_cast<int64_t>(i) == result.donor) continue;
+        const auto* other = dynamic_cast<const DeviceArray*>(inputs[i].impl());
+        passed_twice = passed_twice || (other != nullptr && other->buffer() == donor.buffer());
+      }
+      if (!passed_twice && donor.buffer().use_count() == 1) {
+        buffer = donor.buffer();
+        donor.mark_deleted();
+        ++donations_used;
+      } else {
+        ++donations_unusable;
+      }
+    }
+    if (!buffer) buffer = device->allocator().allocate(static_cast<size_t>(result.bytes));
+    state->results.push_back(std::move(buffer));
+  }
+  for (const Array& input : inputs) {
+    const auto& array = static_cast<const DeviceArray&>(*input.impl());
+    state->inputs.push_back({array.buffer(), array.ready()});
+  }
+  for (const Array& constant : program.constant_values) {
+    const DeviceArray& array = concrete(constant, site, "jit constant");
+    state->constants.push_back({array.buffer(), array.ready()});
+  }
+  if (plan_.arena_bytes > 0) {
+    state->arena = device->allocator().allocate(static_cast<size_t>(plan_.arena_bytes));
+  }
+
+  auto completion = std::make_shared<Completion>();
+  std::vector<Array> outputs;
+  for (VarId out : program.outputs) {
+    VarId root = plan_.root[static_cast<size_t>(out)];
+    const Storage& storage = plan_.storage[static_cast<size_t>(root)];
+    const AbstractValue& aval = program.aval(out);
+    switch (storage.kind) {
+      case Storage::Kind::kInput: {
+        const Array& input = inputs[static_cast<size_t>(storage.index)];
+        if (input.aval() == aval) {
+          outputs.push_back(input);
+        } else {  // an alias (reshape) of an input shares its buffer
+          const auto& array = static_cast<const DeviceArray&>(*input.impl());
+          outputs.emplace_back(std::make_shared<DeviceArray>(aval, array.device(), array.buffer(),
+                                                             array.ready(), array.committed()));
+        }
+        break;
+      }
+      case Storage::Kind::kConstant: {
+        const Array& constant = program.constant_values[static_cast<size_t>(storage.index)];
+        const auto& array = static_cast<const DeviceArray&>(*constant.impl());
+        outputs.emplace_back(std::make_shared<DeviceArray>(aval, array.device(), array.buffer(),
+                                                           array.ready(), false));
+        break;
+      }
+      case Storage::Kind::kResult:
+        outputs.emplace_back(std::make_shared<DeviceArray>(
+            aval, device, state->results[static_cast<size_t>(storage.index)], completion,
+            committed));
+        break;
+      default:
+        KILN_CHECK(false, "jit: result {} has no storage", out);
+    }
+  }
+
+  auto self = shared_from_this();
+  device->enqueue([self, state, completion]() mutable {
+    // The buffers are let go before the completion is signalled, so that whoever waits on
+    // it sees only the arrays' own references (see the donation check in run()).
+    auto finish = [&](std::shared_ptr<const Error> error) {
+      state.reset();
+      if (error) {
+        completion->set_failed(std::move(error));
+      } else {
+        completion->set_done();
+      }
+    };
+    for (const auto* group : {&state->inputs, &state->constants}) {
+      for (const InputBuffer& input : *group) {
+        input.ready->wait();
+        if (input.ready->error()) return finish(input.ready->error());
+      }
+    }
+    try {
+      self->execute(*state);
+      finish(nullptr);
+    } catch (const Error& error) {
+      finish(std::make_shared<Error>(error));
+    } catch (const std::exception& error) {
+      finish(std::make_shared<Error>(
+          fmt::format("jit: a kernel failed while running: {}", error.what()), "", state->site));
+    }
+  });
+  return outputs;
+}
+
+void Executable::execute(RunState& state) const {
+  const Program& program = *program_;
+  auto data_of = [&](VarId var) -> std::byte* {
+    const Storage& storage =
+        plan_.storage[static_cast<size_t>(plan_.root[static_cast<size_t>(var)])];
+    auto index = static_cast<size_t>(storage.index);
+    switch (storage.kind) {
+      case Storage::Kind::kInput:
+        return static_cast<std::byte*>(state.inputs[index].buffer->data());
+      case Storage::Kind::kConstant:
+        return static_cast<std::byte*>(state.constants[index].buffer->data());
+      case Storage::Kind::kArena:
+        return static_cast<std::byte*>(state.arena->data()) + storage.index;
+      case Storage::Kind::kResult:
+        return static_cast<std::byte*>(state.results[index]->data());
+      case Storage::Kind::kNone:
+        break;
+    }
+    KILN_CHECK(false, "jit: value {} has no storage", var);
+    return nullptr;
+  };
+
+  std::vector<KernelInput> kernel_inputs;
+  std::vector<KernelOutput> kernel_outputs;
+  std::vector<const void*> external_data;
+  std::vector<void*> export_data;
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    const StepPlan& step = steps_[s];
+    if (step.fused()) {
+      const FusedLoop& loop = fused_[s];
+      external_data.clear();
+      for (VarId var : loop.externals) external_data.push_back(data_of(var));
+      export_data.clear();
+      for (const auto& [tile, var] : loop.exports) export_data.push_back(data_of(var));
+      loop.run(external_data, export_data, *state.pool);
+      continue;
+    }
+    const size_t e = step.equations[0];
+    const Equation& equation = program.equations[e];
+    const PrimDef& prim = prim_def(equation.prim);
+    if (prim.has_flag(kAliasesOperand)) continue;  // shares its operand's storage
+    kernel_inputs.clear();
+    for (VarId in : equation.inputs) kernel_inputs.push_back({data_of(in), &program.aval(in)});
+    kernel_outputs.clear();
+    for (VarId out : equation.outputs) {
+      // A result nothing reads still needs somewhere to go; it shares no storage then.
+      const Storage& storage =
+          plan_.storage[static_cast<size_t>(plan_.root[static_cast<size_t>(out)])];
+      KILN_CHECK(storage.kind != Storage::Kind::kNone, "jit: result {} of {} has no storage", out,
+                 prim.name);
+      kernel_outputs.push_back({data_of(out), &program.aval(out)});
+    }
+    try {
+      kernels_[e](KernelCall{kernel_inputs, kernel_outputs, equation.params, *state.pool});
+    } catch (const Error& error) {
+      throw Error(fmt::format("{} failed while running: {}", prim.name, error.message()),
+                  error.hint(), equation.site);
+    }
+  }
+}
+
+}  // namespace kiln::detail

@@ -1,0 +1,59 @@
+// An executable: an optimised program, its steps (kernels and fused loops) and its memory
+// plan, run as one task on a device's queue. Running it costs one allocation for the
+// arena and one per result, instead of one allocation and one queue hop per equation.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "ir/program.h"
+#include "kiln/jit.h"
+#include "transforms/jit/fused_kernel.h"
+#include "transforms/jit/memory_plan.h"
+#include "transforms/jit/step_plan.h"
+
+namespace kiln::detail {
+
+struct CompileOptions {
+  bool fuse = true;
+  std::string name = "jit";  // for KILN_DUMP_IR file names
+};
+
+class Executable : public std::enable_shared_from_this<Executable> {
+ public:
+  // Optimises `program` (the passes in transforms/passes), plans steps and memory.
+  // `donated[i]`: input i's buffer may be reused.
+  static std::shared_ptr<const Executable> compile(const Program& program,
+                                                   const std::vector<bool>& donated,
+                                                   const CompileOptions& options);
+
+  // Runs on the inputs' device (asynchronously, like an eager op). Donated inputs whose
+  // buffer nobody else holds are consumed (their arrays deleted).
+  std::vector<Array> run(std::span<const Array> inputs, CallSite site, int64_t& donations_used,
+                         int64_t& donations_unusable) const;
+
+  const Program& program() const { return *program_; }
+  std::shared_ptr<const Program> program_ptr() const { return program_; }
+  const std::vector<StepPlan>& steps() const { return steps_; }
+  const MemoryPlan& memory_plan() const { return plan_; }
+  bool interpreted() const { return interpreted_; }
+  double compile_seconds() const { return compile_seconds_; }
+  std::string steps_text() const { return steps_to_string(*program_, steps_); }
+
+ private:
+  struct RunState;
+  void execute(RunState& state) const;
+
+  std::shared_ptr<const Program> program_;
+  std::vector<StepPlan> steps_;
+  std::vector<FusedLoop> fused_;   // per step: the fused loop (unused for single kernels)
+  std::vector<KernelFn> kernels_;  // per equation
+  MemoryPlan plan_;
+  std::vector<bool> donated_;
+  bool interpreted_ = false;  // holds primitives without kernels: runs through eval_program
+  double compile_seconds_ = 0;
+};
+
+}  // namespace kiln::detail

@@ -1,0 +1,31 @@
+// Grouping a program's equations into the steps an executable runs: one kernel per
+// equation, except that chains of elementwise equations over one shape become a single
+// fused step (one loop over cache-sized tiles, see fused_kernel.h).
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "ir/program.h"
+
+namespace kiln::detail {
+
+struct StepPlan {
+  // Equation indices in program order; more than one only for a fused step.
+  std::vector<size_t> equations;
+  bool fused() const { return equations.size() > 1; }
+};
+
+// Whether an equation can be a member of a fused group (elementwise, one kernel, no alias).
+bool fusible(const Program& program, const Equation& equation);
+
+// Steps in an order that respects every dependency. Without fusion, one step per equation
+// in program order.
+std::vector<StepPlan> plan_steps(const Program& program, bool fuse);
+
+// The steps as text: each unfused equation on its own line, fused groups as
+// "fused[n] { ... }" blocks.
+std::string steps_to_string(const Program& program, const std::vector<StepPlan>& steps);
+
+}  // namespace kiln::detail
