@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "kiln/checkpoint.h"
+#include "kiln/control_flow.h"
 #include "kiln/jit.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
@@ -359,6 +360,62 @@ TEST(JitCheckpoint, RematerialisationLowersThePlannedPeakAndKeepsGradients) {
     EXPECT_TRUE(same_bits(g_plain[i], g_eager[i])) << i;
     EXPECT_TRUE(same_bits(g_remat[i], g_plain[i])) << i;
   }
+}
+
+}  // namespace
+}  // namespace kiln
+
+namespace kiln {
+namespace {
+
+// Control flow compiles into the executable (sub-programs become sub-executables) and gives
+// the eager bits.
+TEST(JitControlFlow, ScanCondAndWhileRunCompiledAndMatchEager) {
+  auto rnn = [](const Array& w, const Array& xs) {
+    auto [last, hs] = scan(
+        [&](const Array& h, const Array& x) {
+          Array next = tanh(matmul(h, w) + x);
+          return std::pair{next, next * 2.0f};
+        },
+        zeros({1, 4}), xs);
+    return sum(hs) + sum(last);
+  };
+  Array w = random::normal(random::key(1), {4, 4}) * 0.5f;
+  Array xs = random::normal(random::key(2), {6, 1, 4});
+  auto jitted = jit(rnn);
+  EXPECT_TRUE(same_bits(jitted(w, xs), rnn(w, xs)));
+  Compiled compiled = jitted.compile(w, xs);
+  EXPECT_THAT(compiled.steps_text(), HasSubstr("scan"));
+  EXPECT_GT(compiled.memory_plan().argument_bytes, 0) << "the program ran interpreted";
+  EXPECT_TRUE(same_bits(jit(grad(rnn))(w, xs), grad(rnn)(w, xs)));
+
+  auto branchy = [](const Array& x) {
+    return cond(
+        sum(x) > 0.0f, [](const Array& v) { return v * 2.0f; }, [](const Array& v) { return -v; },
+        x);
+  };
+  Array positive = from_host<float>({1, 2}, {2}), negative = from_host<float>({-1, -2}, {2});
+  EXPECT_TRUE(same_bits(jit(branchy)(positive), branchy(positive)));
+  EXPECT_TRUE(same_bits(jit(branchy)(negative), branchy(negative)));
+
+  auto halve_until_small = [](const Array& x) {
+    return while_loop([](const Array& v) { return sum(v * v) > 1.0f; },
+                      [](const Array& v) { return v * 0.5f; }, x);
+  };
+  Array big = from_host<float>({3, 4}, {2});
+  EXPECT_TRUE(same_bits(jit(halve_until_small)(big), halve_until_small(big)));
+  EXPECT_EQ(jit(halve_until_small)(big).to_vector<float>(), (std::vector<float>{0.375f, 0.5f}));
+
+  auto empty_scan = [](const Array& c) {
+    return scan(
+               [](const Array& h, const std::vector<Array>&) {
+                 return std::pair{h + 1.0f, std::vector<Array>{}};
+               },
+               c, std::vector<Array>{}, ScanOptions{.length = 0})
+        .first;
+  };
+  Array c = from_host<float>({7}, {1});
+  EXPECT_TRUE(same_bits(jit(empty_scan)(c), c));
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "prims/bind.h"
 #include "runtime/device_array.h"
@@ -19,8 +21,12 @@ namespace {
 bool needs_interpreter(const Program& program) {
   for (const Equation& equation : program.equations) {
     const PrimDef& prim = prim_def(equation.prim);
-    // Identities (optimization_barrier, checkpoint_name) share their operands' storage.
-    if (prim.impl != nullptr && !prim.has_flag(kAliasesOperand)) return true;
+    // Identities (optimization_barrier, checkpoint_name) share their operands' storage;
+    // control flow runs its sub-programs compiled.
+    if (prim.impl != nullptr && !prim.has_flag(kAliasesOperand) &&
+        control_flow_sub_programs(equation).empty()) {
+      return true;
+    }
   }
   return false;
 }
@@ -64,6 +70,18 @@ std::shared_ptr<const Executable> Executable::compile(const Program& program,
       return plan.storage[static_cast<size_t>(plan.root[static_cast<size_t>(var)])].kind !=
              Storage::Kind::kNone;
     };
+    executable->sub_.resize(executable->steps_.size());
+    for (size_t s = 0; s < executable->steps_.size(); ++s) {
+      const StepPlan& step = executable->steps_[s];
+      if (step.fused()) continue;
+      const Equation& equation = optimized.equations[step.equations[0]];
+      for (const auto& sub : control_flow_sub_programs(equation)) {
+        CompileOptions sub_options = options;
+        sub_options.name = fmt::format("{}.{}", options.name, prim_name(equation.prim));
+        executable->sub_[s].push_back(compile(*sub, {}, sub_options));
+        if (executable->sub_[s].back()->interpreted()) executable->interpreted_ = true;
+      }
+    }
     executable->fused_.resize(executable->steps_.size());
     for (size_t s = 0; s < executable->steps_.size(); ++s) {
       const StepPlan& step = executable->steps_[s];
@@ -213,27 +231,88 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, CallSite site,
 }
 
 void Executable::execute(RunState& state) const {
-  const Program& program = *program_;
-  auto data_of = [&](VarId var) -> std::byte* {
-    const Storage& storage =
-        plan_.storage[static_cast<size_t>(plan_.root[static_cast<size_t>(var)])];
-    auto index = static_cast<size_t>(storage.index);
-    switch (storage.kind) {
-      case Storage::Kind::kInput:
-        return static_cast<std::byte*>(state.inputs[index].buffer->data());
-      case Storage::Kind::kConstant:
-        return static_cast<std::byte*>(state.constants[index].buffer->data());
-      case Storage::Kind::kArena:
-        return static_cast<std::byte*>(state.arena->data()) + storage.index;
-      case Storage::Kind::kResult:
-        return static_cast<std::byte*>(state.results[index]->data());
-      case Storage::Kind::kNone:
-        break;
-    }
-    KILN_CHECK(false, "jit: value {} has no storage", var);
-    return nullptr;
-  };
+  Frame frame;
+  frame.pool = state.pool;
+  for (const InputBuffer& input : state.inputs) {
+    frame.inputs.push_back(static_cast<const std::byte*>(input.buffer->data()));
+  }
+  for (const InputBuffer& constant : state.constants) {
+    frame.constants.push_back(static_cast<const std::byte*>(constant.buffer->data()));
+  }
+  frame.arena = state.arena ? static_cast<std::byte*>(state.arena->data()) : nullptr;
+  for (const auto& result : state.results)
+    frame.results.push_back(static_cast<std::byte*>(result->data()));
+  execute_frame(frame);
+}
 
+void Executable::execute_into(std::span<const std::byte* const> inputs,
+                              std::span<std::byte* const> outputs, ComputePool& pool) const {
+  const Program& program = *program_;
+  Frame frame;
+  frame.pool = &pool;
+  frame.inputs.assign(inputs.begin(), inputs.end());
+  for (const Array& constant : program.constant_values) {
+    const DeviceArray& array = concrete(constant, kUnknownSite, "jit constant");
+    wait_ready(array, kUnknownSite);
+    frame.constants.push_back(static_cast<const std::byte*>(array.buffer()->data()));
+  }
+  std::vector<std::byte> arena(static_cast<size_t>(plan_.arena_bytes) + 64);
+  auto base = reinterpret_cast<uintptr_t>(arena.data());
+  frame.arena = reinterpret_cast<std::byte*>((base + 63) / 64 * 64);
+  // A result buffer is the caller's memory for the first output that lives in it; any
+  // other output (an input, a constant, an alias, a repeat) is copied there afterwards.
+  frame.results.assign(plan_.results.size(), nullptr);
+  std::vector<std::vector<std::byte>> spare(plan_.results.size());
+  std::vector<bool> written_in_place(program.outputs.size(), false);
+  for (size_t j = 0; j < program.outputs.size(); ++j) {
+    VarId out = program.outputs[j];
+    const Storage& storage =
+        plan_.storage[static_cast<size_t>(plan_.root[static_cast<size_t>(out)])];
+    if (storage.kind != Storage::Kind::kResult ||
+        program.aval(out) != program.aval(plan_.root[static_cast<size_t>(out)]))
+      continue;
+    auto k = static_cast<size_t>(storage.index);
+    if (frame.results[k] != nullptr) continue;
+    frame.results[k] = outputs[j];
+    written_in_place[j] = true;
+  }
+  for (size_t k = 0; k < frame.results.size(); ++k) {
+    if (frame.results[k] != nullptr) continue;
+    spare[k].resize(static_cast<size_t>(plan_.results[k].bytes));
+    frame.results[k] = spare[k].data();
+  }
+  execute_frame(frame);
+  for (size_t j = 0; j < program.outputs.size(); ++j) {
+    if (written_in_place[j]) continue;
+    VarId out = program.outputs[j];
+    auto bytes = static_cast<size_t>(program.aval(out).size_bytes());
+    if (bytes > 0) std::memcpy(outputs[j], frame.data_of(*this, out), bytes);
+  }
+}
+
+std::byte* Executable::Frame::data_of(const Executable& executable, VarId var) const {
+  const MemoryPlan& plan = executable.plan_;
+  const Storage& storage = plan.storage[static_cast<size_t>(plan.root[static_cast<size_t>(var)])];
+  auto index = static_cast<size_t>(storage.index);
+  switch (storage.kind) {
+    case Storage::Kind::kInput:
+      return const_cast<std::byte*>(inputs[index]);
+    case Storage::Kind::kConstant:
+      return const_cast<std::byte*>(constants[index]);
+    case Storage::Kind::kArena:
+      return arena + storage.index;
+    case Storage::Kind::kResult:
+      return results[index];
+    case Storage::Kind::kNone:
+      break;
+  }
+  KILN_CHECK(false, "jit: value {} has no storage", var);
+  return nullptr;
+}
+
+void Executable::execute_frame(const Frame& frame) const {
+  const Program& program = *program_;
+  auto data_of = [&](VarId var) { return frame.data_of(*this, var); };
   std::vector<KernelInput> kernel_inputs;
   std::vector<KernelOutput> kernel_outputs;
   std::vector<const void*> external_data;
@@ -246,26 +325,31 @@ void Executable::execute(RunState& state) const {
       for (VarId var : loop.externals) external_data.push_back(data_of(var));
       export_data.clear();
       for (const auto& [tile, var] : loop.exports) export_data.push_back(data_of(var));
-      loop.run(external_data, export_data, *state.pool);
+      loop.run(external_data, export_data, *frame.pool);
       continue;
     }
     const size_t e = step.equations[0];
     const Equation& equation = program.equations[e];
     const PrimDef& prim = prim_def(equation.prim);
     if (prim.has_flag(kAliasesOperand)) continue;  // shares its operand's storage
+    std::vector<const std::byte*> operands;
+    for (VarId in : equation.inputs) operands.push_back(data_of(in));
+    std::vector<std::byte*> results;
+    for (VarId out : equation.outputs) results.push_back(data_of(out));
+    if (!sub_[s].empty()) {
+      run_control_flow(equation, sub_[s], operands, results, *frame.pool);
+      continue;
+    }
     kernel_inputs.clear();
-    for (VarId in : equation.inputs) kernel_inputs.push_back({data_of(in), &program.aval(in)});
+    for (size_t i = 0; i < operands.size(); ++i) {
+      kernel_inputs.push_back({operands[i], &program.aval(equation.inputs[i])});
+    }
     kernel_outputs.clear();
-    for (VarId out : equation.outputs) {
-      // A result nothing reads still needs somewhere to go; it shares no storage then.
-      const Storage& storage =
-          plan_.storage[static_cast<size_t>(plan_.root[static_cast<size_t>(out)])];
-      KILN_CHECK(storage.kind != Storage::Kind::kNone, "jit: result {} of {} has no storage", out,
-                 prim.name);
-      kernel_outputs.push_back({data_of(out), &program.aval(out)});
+    for (size_t i = 0; i < results.size(); ++i) {
+      kernel_outputs.push_back({results[i], &program.aval(equation.outputs[i])});
     }
     try {
-      kernels_[e](KernelCall{kernel_inputs, kernel_outputs, equation.params, *state.pool});
+      kernels_[e](KernelCall{kernel_inputs, kernel_outputs, equation.params, *frame.pool});
     } catch (const Error& error) {
       throw Error(fmt::format("{} failed while running: {}", prim.name, error.message()),
                   error.hint(), equation.site);

@@ -21,6 +21,10 @@ struct CompileOptions {
   std::string name = "jit";  // for KILN_DUMP_IR file names
 };
 
+// The sub-programs of a control-flow equation (scan's body; cond's branches; while's cond
+// and body), or none for any other primitive.
+std::vector<std::shared_ptr<const Program>> control_flow_sub_programs(const Equation& equation);
+
 class Executable : public std::enable_shared_from_this<Executable> {
  public:
   // Optimises `program` (the passes in transforms/passes), plans steps and memory.
@@ -34,6 +38,11 @@ class Executable : public std::enable_shared_from_this<Executable> {
   std::vector<Array> run(std::span<const Array> inputs, CallSite site, int64_t& donations_used,
                          int64_t& donations_unusable) const;
 
+  // Runs synchronously on this thread over caller-owned memory (one pointer per input and
+  // output, in program order): how a control-flow step runs its sub-programs.
+  void execute_into(std::span<const std::byte* const> inputs, std::span<std::byte* const> outputs,
+                    ComputePool& pool) const;
+
   const Program& program() const { return *program_; }
   std::shared_ptr<const Program> program_ptr() const { return program_; }
   const std::vector<StepPlan>& steps() const { return steps_; }
@@ -44,12 +53,29 @@ class Executable : public std::enable_shared_from_this<Executable> {
 
  private:
   struct RunState;
+  // Where a run's values live: raw pointers, so that the asynchronous run (buffers) and
+  // execute_into (caller memory) share one loop over the steps.
+  struct Frame {
+    std::vector<const std::byte*> inputs;
+    std::vector<const std::byte*> constants;
+    std::byte* arena = nullptr;
+    std::vector<std::byte*> results;
+    ComputePool* pool = nullptr;
+    std::byte* data_of(const Executable& executable, VarId var) const;
+  };
   void execute(RunState& state) const;
+  void execute_frame(const Frame& frame) const;
+  using SubExecutables = std::vector<std::shared_ptr<const Executable>>;
+  // scan, cond, while_loop: their sub-programs run as compiled executables.
+  static void run_control_flow(const Equation& equation, const SubExecutables& subs,
+                               std::span<const std::byte* const> operands,
+                               std::span<std::byte* const> results, ComputePool& pool);
 
   std::shared_ptr<const Program> program_;
   std::vector<StepPlan> steps_;
-  std::vector<FusedLoop> fused_;   // per step: the fused loop (unused for single kernels)
-  std::vector<KernelFn> kernels_;  // per equation
+  std::vector<FusedLoop> fused_;     // per step: the fused loop (unused for single kernels)
+  std::vector<KernelFn> kernels_;    // per equation
+  std::vector<SubExecutables> sub_;  // per step: compiled sub-programs of control flow
   MemoryPlan plan_;
   std::vector<bool> donated_;
   bool interpreted_ = false;  // holds primitives without kernels: runs through eval_program
