@@ -20,6 +20,18 @@ struct Runtime {
   std::vector<Device*> devices;
 };
 
+Runtime* created_runtime = nullptr;  // set once the runtime exists
+
+// Waits for every device's queue when a thread that used the runtime exits. Kernels still
+// queued when main returns would otherwise run while exit handlers tear down the libraries
+// they use (oneDNN unmaps its generated code): the destructors of the exiting thread's
+// thread_local objects run before any static destructor or exit handler.
+struct DrainQueuesAtThreadExit {
+  ~DrainQueuesAtThreadExit() {
+    for (Device* device : created_runtime->devices) device->synchronize();
+  }
+};
+
 Runtime& runtime() {
   // Never destroyed: arrays held in static storage may outlive any destruction order.
   static Runtime* instance = [] {
@@ -31,8 +43,12 @@ Runtime& runtime() {
       state->owned.push_back(std::make_unique<CpuDevice>(id, compute_pool(), cache_bytes));
       state->devices.push_back(state->owned.back().get());
     }
+    created_runtime = state;
     return state;
   }();
+  // Only once the runtime exists (a bad KILN_CPU_DEVICES throws above).
+  thread_local DrainQueuesAtThreadExit drain;
+  (void)drain;
   return *instance;
 }
 

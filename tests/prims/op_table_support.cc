@@ -41,9 +41,9 @@ void PrintTo(const OpRow& row, std::ostream* out) {
 
 std::vector<OpRow> all_rows() {
   std::vector<OpRow> rows;
-  for (auto family : {elementwise_rows, shape_rows, index_rows, reduce_rows, contract_rows,
-                      window_rows, random_rows, sort_rows, custom_rows, remat_rows,
-                      control_flow_rows}) {
+  for (auto family :
+       {elementwise_rows, shape_rows, index_rows, reduce_rows, contract_rows, window_rows,
+        random_rows, sort_rows, custom_rows, remat_rows, control_flow_rows}) {
     for (OpRow& row : family()) rows.push_back(std::move(row));
   }
   return rows;

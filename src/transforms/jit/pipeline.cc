@@ -95,8 +95,9 @@ Program optimize(const Program& input, IrDumper& dumper) {
     }
   };
   stage("inline_custom_calls", inline_custom_calls);
-  stage("simplify_algebra", simplify_algebra);
+  // Folding first, so that simplification sees the constants it creates (x * (1 + 0)).
   stage("fold_constants", [](const Program& p) { return fold_constants(p); });
+  stage("simplify_algebra", simplify_algebra);
   stage("eliminate_common_subexpressions", eliminate_common_subexpressions);
   stage("eliminate_dead_code", eliminate_dead_code);
   return program;
