@@ -135,11 +135,12 @@ constexpr size_t kPrefetchAhead = 1024;
 // goes through the same vector code wherever it sits, so results do not depend on
 // alignment, chunking or the store used.
 template <typename T, class Full, class Partial>
-HWY_INLINE void store_all(T* HWY_RESTRICT y, size_t n, const Full& full, const Partial& partial) {
+HWY_INLINE void store_all(T* HWY_RESTRICT y, size_t n, bool stream, const Full& full,
+                          const Partial& partial) {
   const hn::ScalableTag<T> d;
   const size_t lanes = hn::Lanes(d);
   size_t i = 0;
-  if (n >= kStreamElements) {
+  if (stream || n >= kStreamElements) {
     size_t misaligned = (reinterpret_cast<uintptr_t>(y) % (lanes * sizeof(T))) / sizeof(T);
     if (misaligned != 0) {
       i = std::min(n, lanes - misaligned);
@@ -154,10 +155,10 @@ HWY_INLINE void store_all(T* HWY_RESTRICT y, size_t n, const Full& full, const P
 }
 
 template <UnaryOp kOp, typename T>
-void unary_loop(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t n) {
+void unary_loop(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t n, bool stream) {
   const hn::ScalableTag<T> d;
   store_all(
-      y, n,
+      y, n, stream,
       [&](size_t i) {
         hwy::Prefetch(x + i + kPrefetchAhead);
         return apply_unary<kOp>(d, hn::LoadU(d, x + i));
@@ -172,7 +173,7 @@ void unary_loop(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t n) {
 
 template <BinaryOp kOp, typename T>
 void binary_loop(const T* HWY_RESTRICT a, size_t a_stride, const T* HWY_RESTRICT b, size_t b_stride,
-                 T* HWY_RESTRICT y, size_t n) {
+                 T* HWY_RESTRICT y, size_t n, bool stream) {
   const hn::ScalableTag<T> d;
   auto partial = [&](size_t i, size_t count) {
     HWY_ALIGN T buffer_a[hn::MaxLanes(d)] = {};
@@ -186,7 +187,7 @@ void binary_loop(const T* HWY_RESTRICT a, size_t a_stride, const T* HWY_RESTRICT
   };
   if (a_stride == 1 && b_stride == 1) {
     store_all(
-        y, n,
+        y, n, stream,
         [&](size_t i) {
           hwy::Prefetch(a + i + kPrefetchAhead);
           hwy::Prefetch(b + i + kPrefetchAhead);
@@ -196,7 +197,7 @@ void binary_loop(const T* HWY_RESTRICT a, size_t a_stride, const T* HWY_RESTRICT
   } else if (a_stride == 1) {
     const auto vb = hn::Set(d, b[0]);
     store_all(
-        y, n,
+        y, n, stream,
         [&](size_t i) {
           hwy::Prefetch(a + i + kPrefetchAhead);
           return apply_binary<kOp>(d, hn::LoadU(d, a + i), vb);
@@ -205,7 +206,7 @@ void binary_loop(const T* HWY_RESTRICT a, size_t a_stride, const T* HWY_RESTRICT
   } else if (b_stride == 1) {
     const auto va = hn::Set(d, a[0]);
     store_all(
-        y, n,
+        y, n, stream,
         [&](size_t i) {
           hwy::Prefetch(b + i + kPrefetchAhead);
           return apply_binary<kOp>(d, va, hn::LoadU(d, b + i));
@@ -214,69 +215,70 @@ void binary_loop(const T* HWY_RESTRICT a, size_t a_stride, const T* HWY_RESTRICT
   } else {
     const auto value = apply_binary<kOp>(d, hn::Set(d, a[0]), hn::Set(d, b[0]));
     store_all(
-        y, n, [&](size_t) { return value; }, partial);
+        y, n, stream, [&](size_t) { return value; }, partial);
   }
 }
 
 template <typename T>
-void unary_dispatch(UnaryOp op, const T* x, T* y, size_t n) {
+void unary_dispatch(UnaryOp op, const T* x, T* y, size_t n, bool stream) {
   switch (op) {
     case UnaryOp::kNeg:
-      return unary_loop<UnaryOp::kNeg>(x, y, n);
+      return unary_loop<UnaryOp::kNeg>(x, y, n, stream);
     case UnaryOp::kAbs:
-      return unary_loop<UnaryOp::kAbs>(x, y, n);
+      return unary_loop<UnaryOp::kAbs>(x, y, n, stream);
     case UnaryOp::kSqrt:
-      return unary_loop<UnaryOp::kSqrt>(x, y, n);
+      return unary_loop<UnaryOp::kSqrt>(x, y, n, stream);
     case UnaryOp::kRsqrt:
-      return unary_loop<UnaryOp::kRsqrt>(x, y, n);
+      return unary_loop<UnaryOp::kRsqrt>(x, y, n, stream);
     case UnaryOp::kFloor:
-      return unary_loop<UnaryOp::kFloor>(x, y, n);
+      return unary_loop<UnaryOp::kFloor>(x, y, n, stream);
     case UnaryOp::kCeil:
-      return unary_loop<UnaryOp::kCeil>(x, y, n);
+      return unary_loop<UnaryOp::kCeil>(x, y, n, stream);
     case UnaryOp::kRound:
-      return unary_loop<UnaryOp::kRound>(x, y, n);
+      return unary_loop<UnaryOp::kRound>(x, y, n, stream);
     case UnaryOp::kExp:
-      return unary_loop<UnaryOp::kExp>(x, y, n);
+      return unary_loop<UnaryOp::kExp>(x, y, n, stream);
     case UnaryOp::kLog:
-      return unary_loop<UnaryOp::kLog>(x, y, n);
+      return unary_loop<UnaryOp::kLog>(x, y, n, stream);
     case UnaryOp::kTanh:
-      return unary_loop<UnaryOp::kTanh>(x, y, n);
+      return unary_loop<UnaryOp::kTanh>(x, y, n, stream);
     case UnaryOp::kLogistic:
-      return unary_loop<UnaryOp::kLogistic>(x, y, n);
+      return unary_loop<UnaryOp::kLogistic>(x, y, n, stream);
   }
 }
 
 template <typename T>
-void binary_dispatch(BinaryOp op, const T* a, size_t sa, const T* b, size_t sb, T* y, size_t n) {
+void binary_dispatch(BinaryOp op, const T* a, size_t sa, const T* b, size_t sb, T* y, size_t n,
+                     bool stream) {
   switch (op) {
     case BinaryOp::kAdd:
-      return binary_loop<BinaryOp::kAdd>(a, sa, b, sb, y, n);
+      return binary_loop<BinaryOp::kAdd>(a, sa, b, sb, y, n, stream);
     case BinaryOp::kSub:
-      return binary_loop<BinaryOp::kSub>(a, sa, b, sb, y, n);
+      return binary_loop<BinaryOp::kSub>(a, sa, b, sb, y, n, stream);
     case BinaryOp::kMul:
-      return binary_loop<BinaryOp::kMul>(a, sa, b, sb, y, n);
+      return binary_loop<BinaryOp::kMul>(a, sa, b, sb, y, n, stream);
     case BinaryOp::kDiv:
-      return binary_loop<BinaryOp::kDiv>(a, sa, b, sb, y, n);
+      return binary_loop<BinaryOp::kDiv>(a, sa, b, sb, y, n, stream);
     case BinaryOp::kMax:
-      return binary_loop<BinaryOp::kMax>(a, sa, b, sb, y, n);
+      return binary_loop<BinaryOp::kMax>(a, sa, b, sb, y, n, stream);
     case BinaryOp::kMin:
-      return binary_loop<BinaryOp::kMin>(a, sa, b, sb, y, n);
+      return binary_loop<BinaryOp::kMin>(a, sa, b, sb, y, n, stream);
   }
 }
 
-void UnaryF32(UnaryOp op, const float* x, float* y, size_t n) {
-  unary_dispatch(op, x, y, n);
+void UnaryF32(UnaryOp op, const float* x, float* y, size_t n, bool stream) {
+  unary_dispatch(op, x, y, n, stream);
 }
-void UnaryF64(UnaryOp op, const double* x, double* y, size_t n) {
-  unary_dispatch(op, x, y, n);
+void UnaryF64(UnaryOp op, const double* x, double* y, size_t n, bool stream) {
+  unary_dispatch(op, x, y, n, stream);
 }
 void BinaryF32(BinaryOp op, const float* a, size_t sa, const float* b, size_t sb, float* y,
-               size_t n) {
-  binary_dispatch(op, a, sa, b, sb, y, n);
+               size_t n, bool stream) {
+  binary_dispatch(op, a, sa, b, sb, y, n, stream);
 }
 void BinaryF64(BinaryOp op, const double* a, size_t sa, const double* b, size_t sb, double* y,
-               size_t n) {
-  binary_dispatch(op, a, sa, b, sb, y, n);
+               size_t n, bool stream) {
+  binary_dispatch(op, a, sa, b, sb, y, n, stream);
 }
 
 const char* TargetName() {
@@ -295,19 +297,19 @@ HWY_EXPORT(BinaryF32);
 HWY_EXPORT(BinaryF64);
 HWY_EXPORT(TargetName);
 
-void unary_f32(UnaryOp op, const float* x, float* y, size_t n) {
-  HWY_DYNAMIC_DISPATCH(UnaryF32)(op, x, y, n);
+void unary_f32(UnaryOp op, const float* x, float* y, size_t n, Store store) {
+  HWY_DYNAMIC_DISPATCH(UnaryF32)(op, x, y, n, store == Store::kStream);
 }
-void unary_f64(UnaryOp op, const double* x, double* y, size_t n) {
-  HWY_DYNAMIC_DISPATCH(UnaryF64)(op, x, y, n);
+void unary_f64(UnaryOp op, const double* x, double* y, size_t n, Store store) {
+  HWY_DYNAMIC_DISPATCH(UnaryF64)(op, x, y, n, store == Store::kStream);
 }
 void binary_f32(BinaryOp op, const float* a, size_t a_stride, const float* b, size_t b_stride,
-                float* y, size_t n) {
-  HWY_DYNAMIC_DISPATCH(BinaryF32)(op, a, a_stride, b, b_stride, y, n);
+                float* y, size_t n, Store store) {
+  HWY_DYNAMIC_DISPATCH(BinaryF32)(op, a, a_stride, b, b_stride, y, n, store == Store::kStream);
 }
 void binary_f64(BinaryOp op, const double* a, size_t a_stride, const double* b, size_t b_stride,
-                double* y, size_t n) {
-  HWY_DYNAMIC_DISPATCH(BinaryF64)(op, a, a_stride, b, b_stride, y, n);
+                double* y, size_t n, Store store) {
+  HWY_DYNAMIC_DISPATCH(BinaryF64)(op, a, a_stride, b, b_stride, y, n, store == Store::kStream);
 }
 
 const char* target_name() {

@@ -24,13 +24,18 @@ enum class UnaryOp : uint8_t {
 };
 enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin };
 
+// How results are stored: kAuto streams past the caches (non-temporal stores) for long
+// runs only; kStream always does, for a caller that writes a long result in short pieces
+// (jit's fused loop, tile by tile). The values are the same either way.
+enum class Store : uint8_t { kAuto, kStream };
+
 // Operand b (or a) may be a single repeated element: a_stride/b_stride are 1 or 0.
-void unary_f32(UnaryOp op, const float* x, float* y, size_t n);
-void unary_f64(UnaryOp op, const double* x, double* y, size_t n);
+void unary_f32(UnaryOp op, const float* x, float* y, size_t n, Store store = Store::kAuto);
+void unary_f64(UnaryOp op, const double* x, double* y, size_t n, Store store = Store::kAuto);
 void binary_f32(BinaryOp op, const float* a, size_t a_stride, const float* b, size_t b_stride,
-                float* y, size_t n);
+                float* y, size_t n, Store store = Store::kAuto);
 void binary_f64(BinaryOp op, const double* a, size_t a_stride, const double* b, size_t b_stride,
-                double* y, size_t n);
+                double* y, size_t n, Store store = Store::kAuto);
 
 // Which instruction set the dispatcher chose (for `kiln devices`).
 const char* target_name();

@@ -1,6 +1,7 @@
 // The fused elementwise loop (see fused_kernel.h).
 #include "transforms/jit/fused_kernel.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <optional>
@@ -16,6 +17,8 @@ constexpr int64_t kTileElements = 2048;
 // Elements per parallel chunk (a run of tiles on one thread); from the size alone, so
 // chunking does not depend on the thread count (results would not anyway: elementwise).
 constexpr int64_t kChunkElements = 32768;
+// Results at least this long are stored with non-temporal stores (the eager kernels' rule).
+constexpr int64_t kStreamResultElements = int64_t{1} << 15;
 
 // Row-major strides of `shape`, with 0 for size-1 axes (they broadcast).
 std::vector<int64_t> broadcast_strides(const Shape& shape) {
@@ -291,6 +294,11 @@ void FusedLoop::run(std::span<const void* const> external_data, std::span<void* 
                                          export_data[static_cast<size_t>(member.direct_export)]) +
                                      begin * dtype_size(member.result_dtypes[0]))
                 : static_cast<void*>(tile_data(member.result_tiles[0]));
+        // A long result written straight to memory streams past the caches, as the eager
+        // kernel's stores do for it: nothing reads it back soon.
+        const simd::Store store = member.direct_export >= 0 && n >= kStreamResultElements
+                                      ? simd::Store::kStream
+                                      : simd::Store::kAuto;
         if (member.vector != FusedMember::Vector::kNone) {
           for (size_t i = 0; i < member.operands.size(); ++i) operand_at(member.operands[i], i);
           auto count = static_cast<size_t>(length);
@@ -299,24 +307,24 @@ void FusedLoop::run(std::span<const void* const> external_data, std::span<void* 
             case FusedMember::Vector::kUnaryF32:
               simd::unary_f32(static_cast<simd::UnaryOp>(member.vector_op),
                               static_cast<const float*>(operand_data[0]),
-                              static_cast<float*>(result_data), count);
+                              static_cast<float*>(result_data), count, store);
               break;
             case FusedMember::Vector::kUnaryF64:
               simd::unary_f64(static_cast<simd::UnaryOp>(member.vector_op),
                               static_cast<const double*>(operand_data[0]),
-                              static_cast<double*>(result_data), count);
+                              static_cast<double*>(result_data), count, store);
               break;
             case FusedMember::Vector::kBinaryF32:
               simd::binary_f32(static_cast<simd::BinaryOp>(member.vector_op),
                                static_cast<const float*>(operand_data[0]), stride(0),
                                static_cast<const float*>(operand_data[1]), stride(1),
-                               static_cast<float*>(result_data), count);
+                               static_cast<float*>(result_data), count, store);
               break;
             case FusedMember::Vector::kBinaryF64:
               simd::binary_f64(static_cast<simd::BinaryOp>(member.vector_op),
                                static_cast<const double*>(operand_data[0]), stride(0),
                                static_cast<const double*>(operand_data[1]), stride(1),
-                               static_cast<double*>(result_data), count);
+                               static_cast<double*>(result_data), count, store);
               break;
             case FusedMember::Vector::kNone:
               break;
