@@ -104,18 +104,9 @@ void check_differentiable_leaves(std::span<const Array> leaves, std::string_view
 FlatVjp vjp_flat(const FlatFunction& fn, std::span<const Array> inputs,
                  const std::vector<bool>& differentiable, CallSite site) {
   KILN_CHECK(differentiable.size() == inputs.size(), "one flag per input expected");
-  auto program = std::make_shared<Program>();
-  {
-    TraceContext trace;
-    std::vector<Array> tracers;
-    for (const Array& input : inputs) tracers.push_back(trace.new_input(input.aval()));
-    std::vector<Array> traced;
-    {
-      InterpreterScope scope(trace);
-      traced = fn(tracers);
-    }
-    *program = trace.finish(traced, site);
-  }
+  std::vector<AbstractValue> types;
+  for (const Array& input : inputs) types.push_back(input.aval());
+  auto program = std::make_shared<Program>(*trace_flat(fn, types, site).program);
   auto env = std::make_shared<std::vector<Array>>(eval_program_env(*program, inputs, site));
   std::vector<Array> outputs;
   for (VarId var : program->outputs) outputs.push_back((*env)[static_cast<size_t>(var)]);

@@ -218,18 +218,9 @@ CheckpointRegistry& registry() {
 std::vector<Array> checkpoint_flat(const CheckpointPolicy& policy, const FlatFunction& fn,
                                    std::span<const Array> inputs, CallSite site) {
   // Trace f: its program for these argument types (and these static arguments).
-  auto program = std::make_shared<Program>();
-  {
-    TraceContext trace;
-    std::vector<Array> tracers;
-    for (const Array& input : inputs) tracers.push_back(trace.new_input(input.aval()));
-    std::vector<Array> outputs;
-    {
-      InterpreterScope scope(trace);
-      outputs = fn(tracers);
-    }
-    *program = trace.finish(outputs, site);
-  }
+  std::vector<AbstractValue> types;
+  for (const Array& input : inputs) types.push_back(input.aval());
+  auto program = std::make_shared<Program>(*trace_flat(fn, types, site).program);
   // Closure conversion: captured values (concrete arrays, or values of an enclosing
   // transformation, which a gradient may need to reach) become operands.
   std::vector<Array> operands(inputs.begin(), inputs.end());

@@ -13,6 +13,7 @@
 #include "kiln/ops.h"
 #include "kiln/random.h"
 #include "kiln/vmap.h"
+#include "support/arrays.h"
 #include "support/errors.h"
 
 namespace kiln {
@@ -21,14 +22,7 @@ namespace {
 using testing::error_of;
 using testing::fails_with;
 using ::testing::HasSubstr;
-
-bool same_bits(const Array& a, const Array& b) {
-  if (a.aval() != b.aval()) return false;
-  HostArray x = a.to_host();
-  HostArray y = b.to_host();
-  return x.bytes.size() == y.bytes.size() &&
-         (x.bytes.empty() || std::memcmp(x.bytes.data(), y.bytes.data(), x.bytes.size()) == 0);
-}
+using testing::same_bits;
 
 Array random_f32(uint32_t seed, Shape shape) {
   return random::normal(random::key(seed), shape, DType::f32);

@@ -11,24 +11,16 @@
 #include "kiln/ops.h"
 #include "kiln/random.h"
 #include "kiln/vmap.h"
+#include "support/arrays.h"
 #include "support/errors.h"
 
 namespace kiln {
 namespace {
 
+using testing::example;
 using testing::fails_with;
 using ::testing::HasSubstr;
-
-std::vector<double> values(const Array& x) {
-  return astype(x, DType::f64).to_vector<double>();
-}
-
-Array example(const Array& x, int64_t b) {
-  Dims start(static_cast<size_t>(x.rank()), 0), limit = x.shape().dims();
-  start[0] = b;
-  limit[0] = b + 1;
-  return squeeze(slice(x, start, limit), {0});
-}
+using testing::values;
 
 auto doubled = [](const Array& x) { return x * 2.0; };
 auto negated = [](const Array& x) { return -x; };

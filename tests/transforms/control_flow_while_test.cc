@@ -8,24 +8,16 @@
 #include "kiln/control_flow.h"
 #include "kiln/ops.h"
 #include "kiln/vmap.h"
+#include "support/arrays.h"
 #include "support/errors.h"
 
 namespace kiln {
 namespace {
 
+using testing::example;
 using testing::fails_with;
 using ::testing::HasSubstr;
-
-std::vector<double> values(const Array& x) {
-  return astype(x, DType::f64).to_vector<double>();
-}
-
-Array example(const Array& x, int64_t b) {
-  Dims start(static_cast<size_t>(x.rank()), 0), limit = x.shape().dims();
-  start[0] = b;
-  limit[0] = b + 1;
-  return squeeze(slice(x, start, limit), {0});
-}
+using testing::values;
 
 // sqrt(a) by Newton's iteration, until the update is below 1e-12, counting the steps.
 std::pair<Array, Array> newton_sqrt(const Array& a) {

@@ -23,18 +23,7 @@ bool is_literal_value(const Array& value) {
 
 ClosedProgram trace_closed(const detail::FlatFunction& fn, std::span<const AbstractValue> arg_types,
                            CallSite site) {
-  Program program;
-  {
-    TraceContext trace;
-    std::vector<Array> tracers;
-    for (const AbstractValue& aval : arg_types) tracers.push_back(trace.new_input(aval));
-    std::vector<Array> outputs;
-    {
-      InterpreterScope scope(trace);
-      outputs = fn(tracers);
-    }
-    program = trace.finish(outputs, site);
-  }
+  Program program = *detail::trace_flat(fn, arg_types, site).program;
   ClosedProgram closed;
   std::vector<VarId> lifted, kept;
   std::vector<Array> kept_values;
