@@ -7,6 +7,7 @@
 
 #include <functional>
 
+#include "ir/ir_errors.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -17,15 +18,8 @@ namespace kiln {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string parse_error(std::string_view text) {
-  try {
-    parse_program(text);
-  } catch (const Error& error) {
-    return error.message();
-  }
-  return "";
-}
+using testing::parse_error;
+using testing::verify_error;
 
 // A cumulative sum: scan over x with carry s.
 constexpr std::string_view kCumsum =
@@ -140,15 +134,6 @@ Program with_edited_body(const std::function<void(Program&)>& edit) {
   edit(*body);
   params.body.program = body;
   return program;
-}
-
-std::string verify_error(const Program& program) {
-  try {
-    verify(program);
-  } catch (const Error& error) {
-    return error.message();
-  }
-  return "";
 }
 
 TEST(NestedPrograms, VerifyChecksSubProgramsToo) {

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "ir/ir_errors.h"
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -16,16 +17,7 @@ namespace kiln {
 namespace {
 
 using ::testing::HasSubstr;
-
-// The message (without site or hint) of the error parse_program raises, or "".
-std::string parse_error(std::string_view text) {
-  try {
-    parse_program(text);
-  } catch (const Error& error) {
-    return error.message();
-  }
-  return "";
-}
+using testing::parse_error;
 
 std::string round_trip(std::string_view text, const PrintOptions& options = {}) {
   Program program = parse_program(text);

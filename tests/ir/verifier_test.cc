@@ -3,6 +3,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "ir/ir_errors.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "kiln/ops.h"
@@ -12,15 +13,7 @@ namespace kiln {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string verify_error(const Program& program) {
-  try {
-    verify(program);
-  } catch (const Error& error) {
-    return error.message();
-  }
-  return "";
-}
+using testing::verify_error;
 
 const AbstractValue kF32x3({3}, DType::f32);
 
