@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "base/edit_distance.h"
 #include "kernels/element_convert.h"
 #include "kiln/ops.h"
 
@@ -30,21 +31,6 @@ const char* intern_file_name(std::string_view name) {
   auto found = names->find(name);
   if (found == names->end()) found = names->emplace(name).first;
   return found->c_str();
-}
-
-size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
 }
 
 std::string_view trim(std::string_view text) {

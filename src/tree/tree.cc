@@ -2,31 +2,13 @@
 // wording shared by the tree errors. Flattening lives in tree_def.cc, mapping in
 // tree_map.cc.
 #include <algorithm>
-#include <cctype>
 
+#include "base/edit_distance.h"
 #include "tree/tree_node.h"
 
 namespace kiln {
 namespace tree_detail {
 namespace {
-
-// Levenshtein distance, ignoring case, for the did-you-mean of a missing key.
-size_t edit_distance(std::string_view a, std::string_view b) {
-  auto lower = [](char c) { return std::tolower(static_cast<unsigned char>(c)); };
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      size_t above = row[j];
-      size_t substitute = diagonal + (lower(a[i - 1]) == lower(b[j - 1]) ? 0 : 1);
-      row[j] = std::min({above + 1, row[j - 1] + 1, substitute});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
 
 // The closest key, if it is close enough to be a likely typo. Ties go to the first in
 // key order, so the suggestion is deterministic.

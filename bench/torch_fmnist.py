@@ -1,0 +1,126 @@
+#!/usr/bin/python3
+"""The PyTorch side of kiln's training benchmarks: the same recipe as
+examples/fashion_mnist_{mlp,cnn}.toml, in the way a PyTorch user would write it.
+
+  mlp: Flatten, Linear 784-512, ReLU, Linear 512-512, ReLU, Linear 512-10
+  cnn: Conv 3x3 1->32 (no padding), ReLU, MaxPool 2, Conv 3x3 32->64, ReLU, MaxPool 2,
+       Flatten (1600), Linear 1600-128, ReLU, Linear 128-10
+  AdamW(lr 1e-3, weight decay 0.01), batch 128, cross-entropy, pixels / 255.
+
+Data: the IDX .gz files of Debian's dataset-fashion-mnist, decoded with numpy.
+A step = gather the batch, zero_grad, forward, loss, backward, optimizer step.
+
+  /usr/bin/python3 bench/torch_fmnist.py --model mlp --steps 60 --json    # step timing
+  /usr/bin/python3 bench/torch_fmnist.py --model mlp --epochs 3           # test accuracy
+  /usr/bin/python3 bench/torch_fmnist.py --model mlp --steps 1 --t0 $(date +%s.%N)
+
+--threads 0 (the default) leaves torch and its BLAS at their own settings, which is the
+fastest on this machine for the MLP (docs/performance.md); --threads N sets them to N.
+Run with Debian's /usr/bin/python3 (python3-torch, installed by scripts/setup --bench).
+"""
+import argparse
+import gzip
+import json
+import os
+import statistics
+import sys
+import time
+
+DATA_DIR = "/usr/share/datasets/fashion-mnist"
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", choices=["mlp", "cnn"], default="mlp")
+    parser.add_argument("--steps", type=int, default=60, help="steps to time (without --epochs)")
+    parser.add_argument("--warmup", type=int, default=10, help="untimed steps first")
+    parser.add_argument("--epochs", type=int, default=0, help="train full epochs, then evaluate")
+    parser.add_argument("--threads", type=int, default=0, help="0: torch's own default")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--t0", type=float, help="launch time ($(date +%%s.%%N)) for time to first step")
+    parser.add_argument("--json", action="store_true", help="one JSON line at the end")
+    return parser.parse_args()
+
+
+def read_idx(path):
+    import numpy as np
+    with gzip.open(path, "rb") as f:
+        raw = f.read()
+    ndims = raw[3]
+    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndims)]
+    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndims).reshape(dims)
+
+
+def build_model(torch, name):
+    nn = torch.nn
+    if name == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512),
+                             nn.ReLU(), nn.Linear(512, 10))
+    return nn.Sequential(nn.Conv2d(1, 32, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(32, 64, 3),
+                         nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(1600, 128), nn.ReLU(),
+                         nn.Linear(128, 10))
+
+
+def main():
+    args = parse_args()
+    if args.threads > 0:
+        for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+            os.environ[var] = str(args.threads)
+    import torch
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(args.seed)
+
+    images = torch.from_numpy(read_idx(f"{DATA_DIR}/train-images-idx3-ubyte.gz").copy())
+    labels = torch.from_numpy(read_idx(f"{DATA_DIR}/train-labels-idx1-ubyte.gz").astype("int64"))
+    x_all = (images.float() / 255.0).unsqueeze(1)  # N, 1, 28, 28
+    model = build_model(torch, args.model)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    loss_fn = torch.nn.CrossEntropyLoss()
+
+    def step(indices):
+        x = x_all.index_select(0, indices)
+        y = labels.index_select(0, indices)
+        optimizer.zero_grad()
+        loss = loss_fn(model(x), y)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    result = {"model": args.model, "threads": torch.get_num_threads()}
+    n = x_all.shape[0]
+    if args.epochs > 0:
+        for _ in range(args.epochs):
+            order = torch.randperm(n)
+            for begin in range(0, n, args.batch):
+                step(order[begin:begin + args.batch])
+        test_x = (torch.from_numpy(read_idx(f"{DATA_DIR}/t10k-images-idx3-ubyte.gz").copy())
+                  .float() / 255.0).unsqueeze(1)
+        test_y = torch.from_numpy(read_idx(f"{DATA_DIR}/t10k-labels-idx1-ubyte.gz").astype("int64"))
+        with torch.no_grad():
+            correct = (model(test_x).argmax(1) == test_y).sum().item()
+        result["test_accuracy"] = correct / test_y.shape[0]
+    else:
+        order = torch.randperm(n)
+        times = []
+        for i in range(args.warmup + args.steps):
+            begin = (i * args.batch) % (n - args.batch)
+            start = time.perf_counter()
+            step(order[begin:begin + args.batch])
+            times.append(time.perf_counter() - start)
+            if i == 0 and args.t0 is not None:
+                result["first_step_seconds"] = time.time() - args.t0
+        timed = times[args.warmup:] if len(times) > args.warmup else times
+        result["median_step_ms"] = 1e3 * statistics.median(timed)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        for key, value in result.items():
+            print(f"{key}: {value}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

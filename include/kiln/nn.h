@@ -1,0 +1,7 @@
+// kiln::nn: modules, initializers, activations, losses and metrics. See docs/training.md.
+#pragma once
+
+#include "kiln/nn/activations.h"
+#include "kiln/nn/initializers.h"
+#include "kiln/nn/losses.h"
+#include "kiln/nn/module.h"

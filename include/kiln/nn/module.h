@@ -1,0 +1,145 @@
+// Functional neural-network modules, in the style of Flax's linen and Haiku: a Module
+// holds only its configuration; its parameters live in a Tree that init creates and apply
+// reads, so a whole train step is an ordinary function of (params, state, batch) that
+// grad, vmap and jit transform.
+//
+//   nn::Module model = nn::Sequential({nn::Flatten(), nn::Dense(512), nn::Relu(),
+//                                      nn::Dense(10)});
+//   nn::Variables v = model.init(random::key(0), AbstractValue({1, 28, 28, 1}, DType::f32));
+//   v.params.leaves_with_paths();   // dense_1/bias, dense_1/kernel, dense_3/bias, ...
+//   auto [logits, state] = model.apply(v, images, {.train = true, .key = dropout_key});
+//
+// Sequential names its children "<kind>_<position>" ("dense_1", "conv2d_0"); a child
+// without parameters (or state) has no entry in the params (or state) tree, and a model
+// without any has a none tree. Errors name the child's path: "dense_3: Dense(10) expects
+// inputs whose last axis is 512, got f32[128,256]".
+//
+// Keys: Sequential initialises child i with random::fold_in(key, i), and a layer draws its
+// parameter j with random::fold_in(layer_key, j) (Dense: kernel 0, bias 1). In training,
+// child i that needs randomness (Dropout) gets random::fold_in(options.key, i), so nested
+// Dropouts all draw different masks from one key per step.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "kiln/array.h"
+#include "kiln/error.h"
+#include "kiln/nn/activations.h"
+#include "kiln/nn/initializers.h"
+#include "kiln/ops.h"
+#include "kiln/shape.h"
+#include "kiln/tree.h"
+
+namespace kiln::nn {
+
+struct Variables {
+  Tree params;  // trained by the optimizer
+  Tree state;   // updated by apply in training (BatchNorm's running statistics)
+};
+
+struct ApplyOptions {
+  bool train = false;
+  // Randomness for training-time layers (Dropout). Sequential folds each child's position
+  // into this key (random::fold_in(key, i)), so every Dropout along a path draws its own
+  // mask from one key per step. Required when train is true and the model has a Dropout
+  // with rate > 0.
+  Array key;
+};
+
+struct ApplyResult {
+  Array y;
+  Tree state;  // the new state (equal to the old one in evaluation)
+};
+
+namespace detail {
+class ModuleImpl;
+}  // namespace detail
+
+class Module {
+ public:
+  explicit Module(std::shared_ptr<const detail::ModuleImpl> impl) : impl_(std::move(impl)) {}
+
+  // Creates the parameters and state for inputs of type `input` (the batch axis first;
+  // its size does not matter). Checks that the input fits, naming the layer if not.
+  Variables init(const Array& key, const AbstractValue& input, CallSite site = {}) const;
+  ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& options = {},
+                    CallSite site = {}) const;
+  // The output type for an input type, without computing anything.
+  AbstractValue output_type(const AbstractValue& input, CallSite site = {}) const;
+
+  // "dense", "conv2d", "sequential", ...
+  std::string_view kind() const;
+  // A table with one line per layer: path, layer and configuration ("Conv2D(32, 3x3)"),
+  // output type for `input`, parameter count; then the total, as Keras' model.summary().
+  std::string summary(const AbstractValue& input) const;
+
+  const detail::ModuleImpl& impl() const { return *impl_; }
+
+ private:
+  std::shared_ptr<const detail::ModuleImpl> impl_;
+};
+
+// ----- layers ----------------------------------------------------------------------------
+struct DenseOptions {
+  bool use_bias = true;
+  Initializer kernel_init = lecun_normal();
+  Initializer bias_init = zeros_init();
+};
+// y = x @ kernel + bias over the last axis; kernel [in, features].
+Module Dense(int64_t features, DenseOptions options = {});
+
+struct Conv2DOptions {
+  Dims strides = {1, 1};
+  Padding padding = Padding::kValid;
+  Dims dilation = {1, 1};
+  bool use_bias = true;
+  Initializer kernel_init = lecun_normal();
+  Initializer bias_init = zeros_init();
+};
+// NHWC input, kernel HWIO [kh, kw, in, features].
+Module Conv2D(int64_t features, Dims kernel_size, Conv2DOptions options = {});
+
+Module MaxPool(Dims window, Dims strides = {}, Padding padding = Padding::kValid);  // strides
+Module AvgPool(Dims window, Dims strides = {},
+               Padding padding = Padding::kValid);  // default: window
+// Keeps the batch axis, flattens the rest.
+Module Flatten();
+
+struct NormOptions {
+  double epsilon = 1e-5;
+  bool use_scale = true;  // a learned scale (init 1)
+  bool use_bias = true;   // a learned bias (init 0); RMSNorm has none
+};
+// Over every axis but the last (the features). Training: batch statistics, and the
+// running ones move as running = momentum * running + (1 - momentum) * batch (the batch
+// variance unbiased, as PyTorch). Evaluation: the running statistics.
+Module BatchNorm(double momentum = 0.9, NormOptions options = {});
+Module LayerNorm(NormOptions options = {});  // over the last axis
+Module RMSNorm(NormOptions options = {});    // over the last axis, scale only
+
+// Zeroes each element with probability `rate` in training and scales the rest by
+// 1 / (1 - rate); the identity in evaluation.
+Module Dropout(double rate);
+// Integer indices [...] -> [..., features]; table [num_embeddings, features] ~ N(0, 1).
+Module Embedding(int64_t num_embeddings, int64_t features,
+                 Initializer embedding_init = normal_init(1.0));
+
+// An activation as a layer (no parameters): Activation("relu"), or the named shortcuts.
+Module Activation(std::string_view name);
+Module Relu();
+
+Module Sequential(std::vector<Module> layers);
+// x + inner(x); the inner module's output type must equal the input type. The Residual is
+// transparent: its params, state, keys and path are the inner module's own (a Residual at
+// "residual_1" around a Sequential has params {residual_1: {dense_0: ..., dense_2: ...}}).
+Module Residual(Module inner);
+
+// Number of scalar parameters in a params tree.
+int64_t parameter_count(const Tree& params);
+
+}  // namespace kiln::nn

@@ -1,0 +1,110 @@
+// `kiln train CONFIG`: one training run from a TOML config (see docs/training.md).
+#include <unistd.h>
+
+#include <ctime>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "train/config.h"
+#include "train/progress.h"
+#include "train/trainer.h"
+
+namespace kiln::cli {
+namespace {
+
+struct TrainCommandOptions {
+  std::string config;
+  std::vector<std::string> overrides;
+  bool no_progress = false;
+  bool quiet = false;
+  bool print_config = false;
+};
+
+// Seconds since the kernel started this process (its start time in /proc/self/stat, in
+// clock ticks since boot), so that "time to first step" includes loading the binary.
+double process_age_seconds() {
+  std::ifstream stat("/proc/self/stat");
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  size_t close = text.rfind(')');
+  if (close == std::string::npos) return 0;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  // Field 22 (starttime) is the 20th after the command name's closing parenthesis.
+  for (int i = 0; i < 20 && fields >> field; ++i) {
+  }
+  double start_ticks = 0;
+  try {
+    start_ticks = std::stod(field);
+  } catch (...) {
+    return 0;
+  }
+  timespec now{};
+  clock_gettime(CLOCK_BOOTTIME, &now);
+  double age = static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec) -
+               start_ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+  return age > 0 ? age : 0;
+}
+
+int run_train(const TrainCommandOptions& options) {
+  double started_age = process_age_seconds();
+  train::TrainConfig config = train::load_config(options.config, options.overrides);
+  if (options.print_config) {
+    fmt::print("{}", train::to_toml(config));
+    return 0;
+  }
+  train::TrainOptions train_options;
+  train_options.interactive = !options.no_progress && isatty(STDERR_FILENO) != 0;
+  train_options.quiet = options.quiet;
+  train_options.process_start_age_seconds = started_age;
+  try {
+    train::TrainSummary summary = train::train(config, train_options);
+    fmt::print(
+        "done: {} steps{} in {}; test accuracy {:.2f}%, test loss {:.4f}; median step {:.2f} ms; "
+        "first step {:.2f} s after process start\n",
+        summary.steps,
+        summary.skipped_steps ? fmt::format(" ({} skipped)", summary.skipped_steps) : "",
+        train::format_duration(summary.seconds), 100 * summary.test_accuracy, summary.test_loss,
+        summary.median_step_ms, summary.first_step_seconds);
+    fmt::print("params: {} (sha256 {})\n", (summary.run_dir / "params.safetensors").string(),
+               summary.params_sha256);
+    fmt::print("{}\n", summary.run_dir.string());
+    return 0;
+  } catch (const train::NonFiniteError& error) {
+    std::fprintf(stderr, "error: %s\n", error.what());
+    return 2;
+  }
+}
+
+}  // namespace
+
+Runner add_train_command(CLI::App& app) {
+  auto* command = app.add_subcommand(
+      "train",
+      "Train a model from a TOML config; writes runs/<experiment>/<run-id>/ (config, "
+      "metrics.jsonl, run.json, params.safetensors) and prints that directory last");
+  auto options = std::make_shared<TrainCommandOptions>();
+  command->add_option("config", options->config, "The TOML config (see examples/*.toml)")
+      ->required();
+  command
+      ->add_option("--set", options->overrides,
+                   "Override one key: --set optim.lr=3e-4 --set train.epochs=1 (repeatable)")
+      ->type_name("SECTION.KEY=VALUE");
+  command->add_flag("--no-progress", options->no_progress,
+                    "Plain progress lines even on a terminal (every train.log_every steps)");
+  command->add_flag("--quiet", options->quiet,
+                    "Print only the final summary (no config echo, no progress)");
+  command->add_flag("--print-config", options->print_config,
+                    "Print the resolved config (defaults and overrides applied) and exit");
+  command->footer(
+      "Exit status: 0 when the run completed, 1 on an error (config, data, model), 2 when a "
+      "non-finite loss or gradient stopped the run (train.on_nonfinite = \"stop\").");
+  return [options] { return run_train(*options); };
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,45 @@
+// Reader for IDX files (the MNIST / Fashion-MNIST format), plain or gzip-compressed, and
+// the Fashion-MNIST dataset built from them. The full data pipeline (contracts, sampler
+// with saved position, prefetching) comes later; this is the plain reader it will wrap.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "kiln/shape.h"
+
+namespace kiln::data {
+
+// An IDX file's contents: u8 elements (the only element type the MNIST files use; other
+// type codes are rejected with an error naming the file and the code).
+struct IdxArray {
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> values;  // row-major, product(dims) elements
+};
+
+// Reads `path` (gzip-compressed when it ends in .gz). Errors name the file and what is
+// wrong: missing, not gzip, bad magic, unsupported type code, truncated (expected vs
+// actual bytes), trailing bytes.
+IdxArray read_idx(const std::filesystem::path& path);
+
+struct ImageSplit {
+  IdxArray images;  // [n, 28, 28]
+  IdxArray labels;  // [n], values < num_classes
+};
+
+struct FashionMnist {
+  ImageSplit train;
+  ImageSplit test;
+  int64_t num_classes = 10;
+};
+
+// Reads {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz from `dir` and checks that images
+// and labels agree in count and that labels are < 10. A missing file is an error with the
+// install hint (Debian package dataset-fashion-mnist). `train_limit`/`test_limit` > 0 keep
+// only the first N examples.
+FashionMnist load_fashion_mnist(const std::filesystem::path& dir, int64_t train_limit = 0,
+                                int64_t test_limit = 0);
+
+}  // namespace kiln::data

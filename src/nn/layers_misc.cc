@@ -1,0 +1,291 @@
+// Dropout, activations as layers, and the two containers: Sequential (children named
+// "<kind>_<position>", child i initialised with random::fold_in(key, i) and, when it reads
+// one, applied with random::fold_in(options.key, i)) and Residual (x + inner(x); the inner
+// module's variables, keys and path are the Residual's own).
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "kiln/random.h"
+#include "nn/module_impl.h"
+
+namespace kiln::nn {
+namespace {
+
+using detail::InitResult;
+using detail::Scope;
+
+class DropoutImpl final : public detail::ModuleImpl {
+ public:
+  explicit DropoutImpl(double rate) : rate_(rate) {
+    if (!(rate >= 0 && rate <= 1)) {
+      fail(kUnknownSite, fmt::format("Dropout: rate must be in [0, 1], got {}", rate),
+           "rate is the probability of zeroing an element, e.g. 0.1");
+    }
+  }
+
+  std::string_view kind() const override { return "dropout"; }
+  std::string describe() const override { return fmt::format("Dropout({})", rate_); }
+
+  AbstractValue output_type(const AbstractValue& input, const Scope& scope) const override {
+    detail::check_float_input(input, 0, scope, *this);
+    return input;
+  }
+
+  bool uses_key(const ApplyOptions& options) const override { return options.train && rate_ > 0; }
+
+  ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& options,
+                    const Scope& scope) const override {
+    output_type(x.aval(), scope);
+    detail::check_entries(variables.params, {}, "params", scope, *this);
+    if (!uses_key(options)) return ApplyResult{x, variables.state};
+    if (!options.key.defined()) {
+      fail(
+          scope.site,
+          fmt::format("{}{} in training needs a random key, and ApplyOptions.key is empty",
+                      scope.prefix(), describe()),
+          "pass one key per step: apply(v, x, {.train = true, .key = random::fold_in(key, step)})");
+    }
+    CallSite site = scope.site;
+    Array zero = weak_scalar_like(0, true, x, site);
+    if (rate_ >= 1) return ApplyResult{mul(x, zero, site), variables.state};
+    Array keep = random::bernoulli(options.key, 1 - rate_, x.shape(), site);
+    Array y = where(keep, Operand(x, site) * (1 / (1 - rate_)), zero, site);
+    return ApplyResult{y, variables.state};
+  }
+
+ private:
+  double rate_;
+};
+
+class ActivationImpl final : public detail::ModuleImpl {
+ public:
+  explicit ActivationImpl(std::string_view name)
+      : name_(name), fn_(activation_by_name(name, kUnknownSite)) {}
+
+  std::string_view kind() const override { return name_; }
+  std::string describe() const override { return name_; }
+
+  AbstractValue output_type(const AbstractValue& input, const Scope& scope) const override {
+    detail::check_float_input(input, 0, scope, *this);
+    return input;
+  }
+
+  ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& /*options*/,
+                    const Scope& scope) const override {
+    output_type(x.aval(), scope);
+    detail::check_entries(variables.params, {}, "params", scope, *this);
+    return ApplyResult{fn_(x), variables.state};
+  }
+
+ private:
+  std::string name_;
+  ActivationFn fn_;
+};
+
+class SequentialImpl final : public detail::ModuleImpl {
+ public:
+  explicit SequentialImpl(std::vector<Module> layers) : layers_(std::move(layers)) {
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      names_.push_back(fmt::format("{}_{}", layers_[i].kind(), i));
+    }
+  }
+
+  std::string_view kind() const override { return "sequential"; }
+  std::string describe() const override {
+    return fmt::format("Sequential({} layer{})", layers_.size(), layers_.size() == 1 ? "" : "s");
+  }
+
+  AbstractValue output_type(const AbstractValue& input, const Scope& scope) const override {
+    AbstractValue type = input;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      type = layers_[i].impl().output_type(type, scope.child(names_[i]));
+    }
+    return type;
+  }
+
+  InitResult init(const Array& key, const AbstractValue& input, const Scope& scope) const override {
+    std::vector<Tree::Item> params, state;
+    AbstractValue type = input;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      Array child_key = random::fold_in(key, static_cast<uint32_t>(i), scope.site);
+      InitResult child = layers_[i].impl().init(child_key, type, scope.child(names_[i]));
+      if (!child.variables.params.is_none()) params.emplace_back(names_[i], child.variables.params);
+      if (!child.variables.state.is_none()) state.emplace_back(names_[i], child.variables.state);
+      type = child.output;
+    }
+    return InitResult{Variables{as_tree(std::move(params)), as_tree(std::move(state))}, type};
+  }
+
+  ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& options,
+                    const Scope& scope) const override {
+    check_children(variables.params, "params", scope);
+    check_children(variables.state, "state", scope);
+    std::vector<Tree::Item> state;
+    Array y = x;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      const detail::ModuleImpl& layer = layers_[i].impl();
+      Variables child{entry(variables.params, names_[i]), entry(variables.state, names_[i])};
+      ApplyOptions child_options{options.train, Array()};
+      if (layer.uses_key(options) && options.key.defined()) {
+        child_options.key = random::fold_in(options.key, static_cast<uint32_t>(i), scope.site);
+      }
+      ApplyResult result = layer.apply(child, y, child_options, scope.child(names_[i]));
+      if (!result.state.is_none()) state.emplace_back(names_[i], result.state);
+      y = result.y;
+    }
+    return ApplyResult{y, as_tree(std::move(state))};
+  }
+
+  int64_t count_params(const AbstractValue& input, const Scope& scope) const override {
+    int64_t total = 0;
+    AbstractValue type = input;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      total += layers_[i].impl().count_params(type, scope.child(names_[i]));
+      type = layers_[i].impl().output_type(type, scope.child(names_[i]));
+    }
+    return total;
+  }
+
+  bool uses_key(const ApplyOptions& options) const override {
+    for (const Module& layer : layers_) {
+      if (layer.impl().uses_key(options)) return true;
+    }
+    return false;
+  }
+
+  void summarize(const AbstractValue& input, const Scope& scope,
+                 std::vector<detail::SummaryRow>& rows) const override {
+    ModuleImpl::summarize(input, scope, rows);
+    summarize_children(input, scope, rows);
+  }
+
+  void summarize_children(const AbstractValue& input, const Scope& scope,
+                          std::vector<detail::SummaryRow>& rows) const override {
+    AbstractValue type = input;
+    for (size_t i = 0; i < layers_.size(); ++i) {
+      Scope child = scope.child(names_[i]);
+      layers_[i].impl().summarize(type, child, rows);
+      type = layers_[i].impl().output_type(type, child);
+    }
+  }
+
+ private:
+  static Tree as_tree(std::vector<Tree::Item> items) {
+    return items.empty() ? Tree() : Tree::dict(std::move(items));
+  }
+
+  static Tree entry(const Tree& tree, const std::string& name) {
+    return tree.contains(name) ? tree[name] : Tree();
+  }
+
+  // The params (or state) of a Sequential is none or a dict whose keys all name children;
+  // which children need an entry is checked by the children themselves.
+  void check_children(const Tree& tree, std::string_view what, const Scope& scope) const {
+    if (tree.is_none()) return;
+    auto names = [&] { return fmt::format("{}", fmt::join(names_, ", ")); };
+    if (!tree.is_dict()) {
+      fail(scope.site,
+           fmt::format("{}{} expects {} as a dict keyed by its layers' names ({}), got {}",
+                       scope.prefix(), describe(), what, names(), tree.to_string()),
+           "pass the variables that init returned for this model");
+    }
+    for (const std::string& key : tree.keys()) {
+      bool known = false;
+      for (const std::string& name : names_) known = known || name == key;
+      if (!known) {
+        fail(scope.site,
+             fmt::format("{}{} has no layer named '{}' (its layers are {}), but its {} have an "
+                         "entry for it",
+                         scope.prefix(), describe(), key, names(), what),
+             "pass the variables that init returned for this model; layers are named "
+             "<kind>_<position>");
+      }
+    }
+  }
+
+  std::vector<Module> layers_;
+  std::vector<std::string> names_;
+};
+
+class ResidualImpl final : public detail::ModuleImpl {
+ public:
+  explicit ResidualImpl(Module inner) : inner_(std::move(inner)) {}
+
+  std::string_view kind() const override { return "residual"; }
+  std::string describe() const override {
+    return fmt::format("Residual({})", inner_.impl().describe());
+  }
+
+  AbstractValue output_type(const AbstractValue& input, const Scope& scope) const override {
+    AbstractValue inner = inner_.impl().output_type(input, scope);
+    if (inner.shape != input.shape || inner.dtype != input.dtype) {
+      fail(scope.site,
+           fmt::format("{}Residual needs its inner module to keep the input type {}, but {} "
+                       "gives {}",
+                       scope.prefix(), input.to_string(), inner_.impl().describe(),
+                       inner.to_string()),
+           "x + inner(x) needs equal types: make the inner module's last layer output the "
+           "input's features");
+    }
+    return input;
+  }
+
+  InitResult init(const Array& key, const AbstractValue& input, const Scope& scope) const override {
+    output_type(input, scope);
+    InitResult result = inner_.impl().init(key, input, scope);
+    result.output = input;
+    return result;
+  }
+
+  ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& options,
+                    const Scope& scope) const override {
+    output_type(x.aval(), scope);
+    ApplyResult inner = inner_.impl().apply(variables, x, options, scope);
+    return ApplyResult{add(x, inner.y, scope.site), inner.state};
+  }
+
+  int64_t count_params(const AbstractValue& input, const Scope& scope) const override {
+    return inner_.impl().count_params(input, scope);
+  }
+
+  bool uses_key(const ApplyOptions& options) const override {
+    return inner_.impl().uses_key(options);
+  }
+
+  void summarize(const AbstractValue& input, const Scope& scope,
+                 std::vector<detail::SummaryRow>& rows) const override {
+    ModuleImpl::summarize(input, scope, rows);
+    inner_.impl().summarize_children(input, scope, rows);
+  }
+
+ private:
+  Module inner_;
+};
+
+}  // namespace
+
+Module Dropout(double rate) {
+  return Module(std::make_shared<DropoutImpl>(rate));
+}
+
+Module Activation(std::string_view name) {
+  return Module(std::make_shared<ActivationImpl>(name));
+}
+
+Module Relu() {
+  return Activation("relu");
+}
+
+Module Sequential(std::vector<Module> layers) {
+  return Module(std::make_shared<SequentialImpl>(std::move(layers)));
+}
+
+Module Residual(Module inner) {
+  return Module(std::make_shared<ResidualImpl>(std::move(inner)));
+}
+
+}  // namespace kiln::nn

@@ -1,0 +1,18 @@
+// From a validated config to the objects a run trains: the model (an nn::Module) and the
+// optimizer (an optim::GradientTransformation). The config has already checked names and
+// ranges; these only translate.
+#pragma once
+
+#include <cstdint>
+
+#include "kiln/nn/module.h"
+#include "kiln/optim.h"
+#include "train/config.h"
+
+namespace kiln::train {
+
+nn::Module build_model(const ModelConfig& config);
+// total_steps: the run's length, for schedules that decay over the whole run.
+optim::GradientTransformation build_optimizer(const OptimConfig& config, int64_t total_steps);
+
+}  // namespace kiln::train

@@ -1,0 +1,403 @@
+// Reading a training config: TOML text -> TrainConfig through the schema
+// (config_schema.h), then `--set section.key=value` overrides. Every error names where
+// (file:line:column, or the override), the key, what was expected and what was given.
+#include "train/config.h"
+
+#include <algorithm>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include "kiln/error.h"
+#include "train/config_schema.h"
+
+namespace kiln::train {
+namespace {
+
+using schema::Key;
+using schema::LayerField;
+using schema::LayerType;
+using schema::Section;
+using schema::Type;
+using schema::Value;
+
+[[noreturn]] void error(std::string_view where, std::string message, std::string hint = {}) {
+  fail(kUnknownSite, fmt::format("{}: {}", where, message), std::move(hint));
+}
+
+std::string position(const std::string& source, const toml::source_region& region) {
+  return fmt::format("{}:{}:{}", source, region.begin.line, region.begin.column);
+}
+
+std::string_view trim(std::string_view text) {
+  auto space = [](char c) { return c == ' ' || c == '\t'; };
+  while (!text.empty() && space(text.front())) text.remove_prefix(1);
+  while (!text.empty() && space(text.back())) text.remove_suffix(1);
+  return text;
+}
+
+// What the user wrote, for "got a string ("128")".
+std::string describe(const toml::node& node) {
+  auto shown = [](const toml::node& value) {
+    std::ostringstream out;
+    out << toml::toml_formatter(value, toml::format_flags::none);
+    std::string text = out.str();
+    if (text.size() > 60) text = text.substr(0, 57) + "...";
+    return text;
+  };
+  switch (node.type()) {
+    case toml::node_type::string:
+      return fmt::format("a string ({})", schema::format_value(node.as_string()->get()));
+    case toml::node_type::integer:
+      return fmt::format("an integer ({})", node.as_integer()->get());
+    case toml::node_type::floating_point:
+      return fmt::format("a float ({})", schema::format_value(node.as_floating_point()->get()));
+    case toml::node_type::boolean:
+      return fmt::format("a boolean ({})", node.as_boolean()->get());
+    case toml::node_type::array:
+      return fmt::format("an array ({})", shown(node));
+    case toml::node_type::table:
+      return "a table";
+    case toml::node_type::date:
+      return fmt::format("a date ({})", shown(node));
+    case toml::node_type::time:
+      return fmt::format("a time ({})", shown(node));
+    case toml::node_type::date_time:
+      return fmt::format("a date-time ({})", shown(node));
+    case toml::node_type::none:
+      break;
+  }
+  return "nothing";
+}
+
+// The node as `type`, or nothing when it is another type (an integer is a fine float).
+std::optional<Value> convert(const toml::node& node, Type type) {
+  switch (type) {
+    case Type::kString:
+      if (const auto* text = node.as_string()) return text->get();
+      break;
+    case Type::kInteger:
+      if (const auto* integer = node.as_integer()) return integer->get();
+      break;
+    case Type::kFloat:
+      if (const auto* real = node.as_floating_point()) return real->get();
+      if (const auto* integer = node.as_integer()) return static_cast<double>(integer->get());
+      break;
+    case Type::kBool:
+      if (const auto* flag = node.as_boolean()) return flag->get();
+      break;
+    case Type::kIntegerArray:
+      if (const auto* array = node.as_array()) {
+        std::vector<int64_t> values;
+        for (const toml::node& element : *array) {
+          const auto* integer = element.as_integer();
+          if (!integer) return std::nullopt;
+          values.push_back(integer->get());
+        }
+        return values;
+      }
+      break;
+    case Type::kLayers:
+      break;
+  }
+  return std::nullopt;
+}
+
+// Reads one value into `owner` after checking its type and constraint. `name` is how the
+// key is shown ("train.batch_size", "model.layers[2] (dense, line 14): features").
+template <class Owner>
+void read_field(const schema::Field<Owner>& field, const toml::node& node, std::string_view where,
+                std::string_view name, Owner& owner) {
+  std::optional<Value> value = convert(node, field.type);
+  if (!value) {
+    error(where, fmt::format("{}: expected {}, got {}", name, schema::type_phrase(field.type),
+                             describe(node)));
+  }
+  const schema::Constraint& rule = field.constraint;
+  if (!schema::satisfies(*value, rule)) {
+    std::string shown = schema::format_value(*value);
+    if (!rule.choices.empty()) {
+      std::string_view guess = schema::closest(std::get<std::string>(*value), rule.choices);
+      error(where,
+            fmt::format("{} = {} is not one of {}{}", name, shown, schema::join(rule.choices),
+                        guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess)));
+    }
+    bool scalar_number = field.type == Type::kInteger || field.type == Type::kFloat;
+    error(where, fmt::format("{} = {} is {}; expected {}", name, shown,
+                             scalar_number ? "out of range" : "not allowed",
+                             schema::rule_text(field.type, rule)));
+  }
+  field.set(owner, *value);
+}
+
+// A table's entries in the order they appear in the file (toml++ keeps them sorted by
+// name), so that the first mistake reported is the first one written.
+std::vector<std::pair<const toml::key*, const toml::node*>> in_file_order(
+    const toml::table& table) {
+  std::vector<std::pair<const toml::key*, const toml::node*>> entries;
+  for (const auto& [key, node] : table) entries.emplace_back(&key, &node);
+  std::stable_sort(entries.begin(), entries.end(), [](const auto& a, const auto& b) {
+    const auto& x = a.first->source().begin;
+    const auto& y = b.first->source().begin;
+    return x.line != y.line ? x.line < y.line : x.column < y.column;
+  });
+  return entries;
+}
+
+// The did-you-mean for an unknown "section.key": a close key of the same section (or one
+// of its aliases), the same key in another section, or a close "section.key" overall.
+std::string suggest_key(std::string_view section_name, std::string_view key_name) {
+  auto best_in = [&](const Section& section) -> std::string {
+    std::vector<std::string_view> names;
+    std::vector<const Key*> owners;
+    for (const Key& key : section.keys) {
+      names.push_back(key.name);
+      owners.push_back(&key);
+      for (std::string_view alias : key.aliases) {
+        names.push_back(alias);
+        owners.push_back(&key);
+      }
+    }
+    std::string_view guess = schema::closest(key_name, names);
+    if (guess.empty()) return {};
+    size_t at = static_cast<size_t>(std::find(names.begin(), names.end(), guess) - names.begin());
+    return fmt::format("{}.{}", section.name, owners[at]->name);
+  };
+  if (const Section* section = schema::find_section(section_name)) {
+    if (std::string guess = best_in(*section); !guess.empty()) return guess;
+  }
+  for (const Section& section : schema::sections()) {
+    for (const Key& key : section.keys) {
+      bool alias = std::find(key.aliases.begin(), key.aliases.end(), key_name) != key.aliases.end();
+      if (key.name == key_name || alias) return fmt::format("{}.{}", section.name, key.name);
+    }
+  }
+  std::vector<std::string> full_names;
+  for (const Section& section : schema::sections()) {
+    for (const Key& key : section.keys)
+      full_names.push_back(fmt::format("{}.{}", section.name, key.name));
+  }
+  std::vector<std::string_view> views(full_names.begin(), full_names.end());
+  std::string wanted =
+      section_name.empty() ? std::string(key_name) : fmt::format("{}.{}", section_name, key_name);
+  return std::string(schema::closest(wanted, views));
+}
+
+std::string_view suggest_section(std::string_view name) {
+  for (const auto& [alias, section] : schema::section_aliases()) {
+    if (alias == name) return section;
+  }
+  std::vector<std::string_view> names;
+  for (const Section& section : schema::sections()) names.push_back(section.name);
+  return schema::closest(name, names);
+}
+
+std::string keys_of(const Section& section) {
+  std::vector<std::string_view> names;
+  for (const Key& key : section.keys) names.push_back(key.name);
+  return fmt::format("[{}] takes: {}", section.name, schema::join(names));
+}
+
+[[noreturn]] void unknown_key(std::string_view where, std::string_view section_name,
+                              std::string_view key_name) {
+  std::string full =
+      section_name.empty() ? std::string(key_name) : fmt::format("{}.{}", section_name, key_name);
+  std::string guess = suggest_key(section_name, key_name);
+  const Section* section = schema::find_section(section_name);
+  error(where,
+        fmt::format("unknown key '{}'{}", full,
+                    guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess)),
+        section ? keys_of(*section) : "");
+}
+
+LayerConfig read_layer(const toml::node& node, size_t index, const std::string& source) {
+  std::string where = position(source, node.source());
+  const auto* table = node.as_table();
+  if (!table) {
+    error(where, fmt::format("model.layers[{}]: expected a table, got {}", index, describe(node)));
+  }
+  LayerConfig layer;
+  layer.line = static_cast<int64_t>(node.source().begin.line);
+  std::vector<std::string_view> type_names;
+  for (const LayerType& type : schema::layer_types()) type_names.push_back(type.name);
+  const toml::node* type_node = table->get("type");
+  if (!type_node) {
+    error(where, fmt::format("model.layers[{}] (line {}): missing 'type'", index, layer.line),
+          fmt::format("a layer's type is one of {}", schema::join(type_names)));
+  }
+  std::string type_where = position(source, type_node->source());
+  if (!type_node->is_string()) {
+    error(type_where, fmt::format("model.layers[{}] (line {}): type: expected a string, got {}",
+                                  index, layer.line, describe(*type_node)));
+  }
+  layer.type = type_node->as_string()->get();
+  const LayerType* type = schema::find_layer_type(layer.type);
+  if (!type) {
+    std::string_view guess = schema::closest(layer.type, type_names);
+    error(type_where,
+          fmt::format("model.layers[{}] (line {}): unknown layer type '{}'{}", index, layer.line,
+                      layer.type, guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess)),
+          fmt::format("a layer's type is one of {}", schema::join(type_names)));
+  }
+  std::string label = fmt::format("model.layers[{}] ({}, line {})", index, layer.type, layer.line);
+  std::string takes = type->fields().empty()
+                          ? fmt::format("{} takes no fields", type->name)
+                          : fmt::format("{} takes: {}", type->name, schema::join(type->fields()));
+  for (const auto& [key, value] : in_file_order(*table)) {
+    if (key->str() == "type") continue;
+    const LayerField* field = schema::find_layer_field(key->str());
+    if (!field || !type->takes(key->str())) {
+      std::string_view guess = schema::closest(key->str(), type->fields());
+      error(
+          position(source, key->source()),
+          fmt::format("{}: unknown field '{}' for a {} layer; {}{}", label, key->str(), type->name,
+                      guess.empty() ? "" : fmt::format("did you mean '{}'? ", guess), takes));
+    }
+    read_field(*field, *value, position(source, value->source()),
+               fmt::format("{}: {}", label, key->str()), layer);
+  }
+  for (std::string_view required : type->required) {
+    if (!table->contains(required)) {
+      error(where, fmt::format("{}: missing field '{}'; {}", label, required, takes));
+    }
+  }
+  return layer;
+}
+
+void read_layers(const toml::node& node, const std::string& source, TrainConfig& config) {
+  std::string where = position(source, node.source());
+  const auto* array = node.as_array();
+  if (!array) {
+    error(where, fmt::format("model.layers: expected an array of tables ([[model.layers]]), got {}",
+                             describe(node)));
+  }
+  if (array->empty()) {
+    error(where, "model.layers is empty; a model needs at least one layer",
+          "add [[model.layers]] tables, e.g. [[model.layers]] type = \"dense\" features = 10");
+  }
+  config.model.layers.clear();
+  for (size_t i = 0; i < array->size(); ++i) {
+    config.model.layers.push_back(read_layer(*array->get(i), i, source));
+  }
+}
+
+void read_section(const Section& section, const toml::key& name, const toml::node& node,
+                  const std::string& source, TrainConfig& config) {
+  const auto* table = node.as_table();
+  if (!table) {
+    error(position(source, name.source()),
+          fmt::format("{}: expected a table (a [{}] section), got {}", section.name, section.name,
+                      describe(node)));
+  }
+  for (const auto& [key, value] : in_file_order(*table)) {
+    const Key* spec = schema::find_key(section, key->str());
+    if (!spec) unknown_key(position(source, key->source()), section.name, key->str());
+    if (spec->type == Type::kLayers) {
+      read_layers(*value, source, config);
+      continue;
+    }
+    read_field(*spec, *value, position(source, value->source()),
+               fmt::format("{}.{}", section.name, spec->name), config);
+  }
+}
+
+// The override's value as the right-hand side of `x = value`; a bare word (or anything
+// else that is not TOML) is a string, and so is any value given to a string key.
+toml::table parse_override_value(std::string_view text, Type type) {
+  toml::table holder;
+  bool parsed = false;
+  try {
+    holder = toml::parse(fmt::format("x = {}", text), std::string_view("--set"));
+    parsed = holder.size() == 1 && holder.contains("x");
+  } catch (const toml::parse_error&) {
+  }
+  if (!parsed || (type == Type::kString && !holder["x"].is_string())) {
+    holder = toml::table{};
+    holder.insert("x", std::string(text));
+  }
+  return holder;
+}
+
+void apply_override(const std::string& text, TrainConfig& config) {
+  std::string where = fmt::format("--set {}", text);
+  size_t equals = text.find('=');
+  if (equals == std::string::npos) {
+    error(where, "expected section.key=value", "for example --set optim.lr=3e-4");
+  }
+  std::string_view path = trim(std::string_view(text).substr(0, equals));
+  std::string_view value = trim(std::string_view(text).substr(equals + 1));
+  size_t dot = path.find('.');
+  std::string_view section_name = dot == std::string_view::npos ? "" : path.substr(0, dot);
+  std::string_view key_name = dot == std::string_view::npos ? path : path.substr(dot + 1);
+  if (section_name == "model" && key_name.starts_with("layers")) {
+    error(where, "overriding model.layers is not supported",
+          "edit the [[model.layers]] tables in the config file");
+  }
+  const Section* section = schema::find_section(section_name);
+  const Key* key = section ? schema::find_key(*section, key_name) : nullptr;
+  if (!key) unknown_key(where, section_name, key_name);
+  toml::table holder = parse_override_value(value, key->type);
+  read_field(*key, *holder.get("x"), where, fmt::format("{}.{}", section->name, key->name), config);
+}
+
+}  // namespace
+
+TrainConfig parse_config(const std::string& text, const std::string& source_name,
+                         const std::vector<std::string>& overrides) {
+  toml::table root;
+  try {
+    root = toml::parse(text, std::string_view(source_name));
+  } catch (const toml::parse_error& e) {
+    error(position(source_name, e.source()), std::string(e.description()));
+  }
+  TrainConfig config;
+  config.source = source_name;
+  for (const auto& [name, node] : in_file_order(root)) {
+    const Section* section = schema::find_section(name->str());
+    if (section) {
+      read_section(*section, *name, *node, source_name, config);
+      continue;
+    }
+    std::string where = position(source_name, name->source());
+    if (!node->is_table()) unknown_key(where, "", name->str());
+    std::string_view guess = suggest_section(name->str());
+    std::vector<std::string_view> names;
+    for (const Section& known : schema::sections()) names.push_back(known.name);
+    error(where,
+          fmt::format("unknown section '{}'{}", name->str(),
+                      guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess)),
+          fmt::format("the sections are {}", schema::join(names)));
+  }
+  if (config.model.layers.empty()) {
+    error(source_name, "the config has no model: add [[model.layers]] tables",
+          "see examples/fashion_mnist_mlp.toml");
+  }
+  for (const std::string& override_text : overrides) apply_override(override_text, config);
+  return config;
+}
+
+TrainConfig load_config(const std::filesystem::path& path,
+                        const std::vector<std::string>& overrides) {
+  std::error_code code;
+  if (std::filesystem::is_directory(path, code)) {
+    fail(kUnknownSite, fmt::format("cannot read config '{}': it is a directory", path.string()));
+  }
+  std::ifstream file(path, std::ios::binary);
+  if (!file) {
+    bool exists = std::filesystem::exists(path, code);
+    fail(kUnknownSite,
+         fmt::format("cannot read config '{}': {}", path.string(),
+                     exists ? "permission denied or unreadable" : "no such file"),
+         exists ? ""
+                : "the examples are examples/fashion_mnist_mlp.toml and "
+                  "examples/fashion_mnist_cnn.toml");
+  }
+  std::ostringstream text;
+  text << file.rdbuf();
+  if (file.bad()) fail(kUnknownSite, fmt::format("cannot read config '{}'", path.string()));
+  return parse_config(text.str(), path.string(), overrides);
+}
+
+}  // namespace kiln::train

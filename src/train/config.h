@@ -1,0 +1,108 @@
+// The training configuration: a typed schema read from TOML. Every key is declared once in
+// the schema (name, type, default, allowed values, help), and everything else derives from
+// it: parsing with line/column errors, unknown keys rejected with a did-you-mean,
+// `--set section.key=value` overrides, the resolved config written back as TOML, and the
+// config reference in docs/training.md (a test keeps the two in step).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::train {
+
+// One layer of [[model.layers]]. Which fields a layer reads depends on its type; a field
+// given to a layer type that does not use it is an error.
+struct LayerConfig {
+  std::string type;      // dense, conv2d, max_pool, avg_pool, flatten, dropout, batch_norm,
+                         // layer_norm, rms_norm, or an activation name (relu, gelu, ...)
+  int64_t features = 0;  // dense, conv2d
+  std::vector<int64_t> kernel_size;  // conv2d, e.g. [3, 3]
+  std::vector<int64_t> window;       // max_pool, avg_pool
+  std::vector<int64_t> strides;      // conv2d, max_pool, avg_pool (default: 1 / window)
+  std::string padding = "valid";     // conv2d, max_pool, avg_pool: valid or same
+  double rate = 0;                   // dropout
+  int64_t line = 0;                  // where the layer starts in the file, for errors
+  // Compares `line` too: clear it to compare configs read from different texts.
+  friend bool operator==(const LayerConfig&, const LayerConfig&) = default;
+};
+
+struct ExperimentConfig {
+  std::string name = "default";
+  uint64_t seed = 0;
+  std::string runs_dir = "runs";
+  friend bool operator==(const ExperimentConfig&, const ExperimentConfig&) = default;
+};
+
+struct DataConfig {
+  std::string dataset = "fashion_mnist";
+  std::string dir = "/usr/share/datasets/fashion-mnist";
+  int64_t train_limit = 0;  // use only the first N training examples (0: all)
+  int64_t test_limit = 0;   // use only the first N test examples (0: all)
+  friend bool operator==(const DataConfig&, const DataConfig&) = default;
+};
+
+struct ModelConfig {
+  std::vector<LayerConfig> layers;
+  friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
+};
+
+struct OptimConfig {
+  std::string name = "adamw";  // sgd, momentum, nesterov, adam, adamw, rmsprop
+  double lr = 1e-3;
+  std::string schedule = "constant";  // constant, linear, cosine, warmup_cosine, exponential
+  int64_t warmup_steps = 0;
+  double end_lr = 0;        // linear / warmup_cosine / cosine (as alpha = end_lr / lr)
+  double decay_rate = 0.5;  // exponential: lr * decay_rate^(step / transition_steps)
+  int64_t transition_steps = 1000;
+  double b1 = 0.9;
+  double b2 = 0.999;
+  double eps = 1e-8;
+  double momentum = 0.9;           // momentum, nesterov; rmsprop's decay
+  double weight_decay = 0.01;      // adamw
+  std::string decay_mask = "all";  // adamw: all, or matrices (rank >= 2 leaves only)
+  double clip_global_norm = 0;     // 0: no clipping
+  friend bool operator==(const OptimConfig&, const OptimConfig&) = default;
+};
+
+struct TrainLoopConfig {
+  int64_t epochs = 3;
+  int64_t batch_size = 128;
+  int64_t eval_batch_size = 1000;
+  int64_t log_every = 100;            // plain progress lines every N steps (no terminal)
+  std::string on_nonfinite = "stop";  // stop or skip
+  int64_t max_steps = 0;              // stop after N steps in total (0: run all epochs)
+  friend bool operator==(const TrainLoopConfig&, const TrainLoopConfig&) = default;
+};
+
+struct TrainConfig {
+  ExperimentConfig experiment;
+  DataConfig data;
+  ModelConfig model;
+  OptimConfig optim;
+  TrainLoopConfig train;
+  std::string source;  // the file it was read from, for messages
+  // Compares `source` and the layers' lines too.
+  friend bool operator==(const TrainConfig&, const TrainConfig&) = default;
+};
+
+// Reads and validates `path`, then applies each "section.key=value" override in order
+// (the value is parsed as a TOML value; a bare word is a string, and a string key takes
+// the text as written unless it is quoted). Errors are kiln::Error naming the file, line
+// and column, the key path, and what was expected.
+TrainConfig load_config(const std::filesystem::path& path,
+                        const std::vector<std::string>& overrides = {});
+// The same from text (`source_name` is used in messages).
+TrainConfig parse_config(const std::string& text, const std::string& source_name,
+                         const std::vector<std::string>& overrides = {});
+
+// Every key with its value, as TOML that load_config reads back to an equal config.
+std::string to_toml(const TrainConfig& config);
+
+// The reference table for docs/training.md: one row per key (section, key, type, default,
+// meaning), generated from the schema.
+std::string schema_markdown();
+
+}  // namespace kiln::train

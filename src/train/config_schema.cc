@@ -1,0 +1,306 @@
+// The schema tables of the training config (config_schema.h): one row per key, bound to
+// its struct member, plus the layer types and their fields. To add a key: add the member
+// to config.h and one row here; the parser, to_toml and docs/training.md follow.
+#include "train/config_schema.h"
+
+#include <algorithm>
+
+namespace kiln::train::schema {
+namespace {
+
+template <class T>
+constexpr Type type_of() {
+  if constexpr (std::is_same_v<T, std::string>) return Type::kString;
+  if constexpr (std::is_same_v<T, int64_t> || std::is_same_v<T, uint64_t>) return Type::kInteger;
+  if constexpr (std::is_same_v<T, double>) return Type::kFloat;
+  if constexpr (std::is_same_v<T, bool>) return Type::kBool;
+  if constexpr (std::is_same_v<T, std::vector<int64_t>>) return Type::kIntegerArray;
+}
+
+// TOML integers are signed 64-bit; the seed is unsigned but kept to that range.
+template <class T>
+Value to_value(const T& value) {
+  if constexpr (std::is_same_v<T, uint64_t>) {
+    return static_cast<int64_t>(value);
+  } else {
+    return value;
+  }
+}
+
+template <class T>
+T from_value(const Value& value) {
+  if constexpr (std::is_same_v<T, uint64_t>) {
+    return static_cast<uint64_t>(std::get<int64_t>(value));
+  } else {
+    return std::get<T>(value);
+  }
+}
+
+// A section key bound to `config.*section.*member`.
+template <class S, class T>
+Key key(S TrainConfig::*section, T S::*member, std::string_view name, std::string_view help,
+        Constraint constraint = {}, std::vector<std::string_view> aliases = {}) {
+  Key key;
+  key.name = name;
+  key.type = type_of<T>();
+  key.help = help;
+  key.constraint = std::move(constraint);
+  key.aliases = std::move(aliases);
+  key.get = [=](const TrainConfig& config) { return to_value(config.*section.*member); };
+  key.set = [=](TrainConfig& config, const Value& value) {
+    config.*section.*member = from_value<T>(value);
+  };
+  return key;
+}
+
+template <class T>
+LayerField layer_field(T LayerConfig::*member, std::string_view name, std::string_view help,
+                       Constraint constraint, std::string_view default_doc = {}) {
+  LayerField field;
+  field.name = name;
+  field.type = type_of<T>();
+  field.help = help;
+  field.constraint = std::move(constraint);
+  field.default_doc = default_doc;
+  field.get = [=](const LayerConfig& layer) { return to_value(layer.*member); };
+  field.set = [=](LayerConfig& layer, const Value& value) { layer.*member = from_value<T>(value); };
+  return field;
+}
+
+Constraint one_of(std::vector<std::string_view> choices) {
+  Constraint constraint;
+  constraint.choices = std::move(choices);
+  return constraint;
+}
+
+Constraint at_least(double min) {
+  Constraint constraint;
+  constraint.min = min;
+  return constraint;
+}
+
+Constraint above(double min) {
+  Constraint constraint = at_least(min);
+  constraint.min_exclusive = true;
+  return constraint;
+}
+
+// [0, 1): rates, decays and moment coefficients.
+Constraint fraction() {
+  Constraint constraint = at_least(0);
+  constraint.max = 1;
+  constraint.max_exclusive = true;
+  return constraint;
+}
+
+Constraint pair_of_positive() {
+  Constraint constraint = at_least(1);
+  constraint.length = 2;
+  return constraint;
+}
+
+Constraint text(bool dir_name = false) {
+  Constraint constraint;
+  constraint.non_empty = true;
+  constraint.dir_name = dir_name;
+  return constraint;
+}
+
+std::vector<Section> make_sections() {
+  using C = TrainConfig;
+  Key layers;
+  layers.name = "layers";
+  layers.type = Type::kLayers;
+  layers.help = "the network, first layer first: `[[model.layers]]` tables (below)";
+  layers.default_doc = "required";
+  return {
+      {"experiment",
+       "What the run is called and where its directory goes.",
+       {key(&C::experiment, &ExperimentConfig::name, "name",
+            "the run directory is `<runs_dir>/<name>/<run-id>/`", text(true)),
+        key(&C::experiment, &ExperimentConfig::seed, "seed",
+            "seeds parameter init, shuffling and dropout: same seed, same weights", at_least(0),
+            {"random_seed", "rng_seed"}),
+        key(&C::experiment, &ExperimentConfig::runs_dir, "runs_dir",
+            "where run directories are created (relative to the working directory)", text(),
+            {"output_dir", "log_dir", "out_dir"})}},
+      {"data",
+       "The dataset, read from IDX files.",
+       {key(&C::data, &DataConfig::dataset, "dataset", "which dataset", one_of({"fashion_mnist"})),
+        key(&C::data, &DataConfig::dir, "dir",
+            "the directory holding the four IDX files (Debian package `dataset-fashion-mnist`)",
+            text(), {"path", "data_dir", "root"}),
+        key(&C::data, &DataConfig::train_limit, "train_limit",
+            "use only the first N training examples (0: all)", at_least(0)),
+        key(&C::data, &DataConfig::test_limit, "test_limit",
+            "use only the first N test examples (0: all)", at_least(0))}},
+      {"model", "The network: a stack of layers applied in order.", {layers}},
+      {"optim",
+       "The optimizer and its learning-rate schedule.",
+       {key(&C::optim, &OptimConfig::name, "name", "the update rule",
+            one_of({"sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop"}),
+            {"optimizer", "type"}),
+        key(&C::optim, &OptimConfig::lr, "lr",
+            "learning rate: the constant value, or the schedule's initial/peak value", above(0),
+            {"learning_rate", "lr0", "eta"}),
+        key(&C::optim, &OptimConfig::schedule, "schedule",
+            "how the learning rate changes with the step (decays run over all training steps)",
+            one_of({"constant", "linear", "cosine", "warmup_cosine", "exponential"}),
+            {"lr_schedule", "scheduler"}),
+        key(&C::optim, &OptimConfig::warmup_steps, "warmup_steps",
+            "warmup_cosine: steps of linear warmup from 0 to lr", at_least(0), {"warmup"}),
+        key(&C::optim, &OptimConfig::end_lr, "end_lr",
+            "linear, cosine, warmup_cosine: the learning rate at the last step", at_least(0),
+            {"final_lr", "min_lr", "eta_min"}),
+        key(&C::optim, &OptimConfig::decay_rate, "decay_rate",
+            "exponential: lr * decay_rate^(step / transition_steps)", above(0), {"gamma"}),
+        key(&C::optim, &OptimConfig::transition_steps, "transition_steps",
+            "exponential: steps per factor of decay_rate", at_least(1)),
+        key(&C::optim, &OptimConfig::b1, "b1", "adam, adamw: first-moment decay", fraction(),
+            {"beta1"}),
+        key(&C::optim, &OptimConfig::b2, "b2", "adam, adamw: second-moment decay", fraction(),
+            {"beta2"}),
+        key(&C::optim, &OptimConfig::eps, "eps", "adam, adamw, rmsprop: added to the denominator",
+            at_least(0), {"epsilon"}),
+        key(&C::optim, &OptimConfig::momentum, "momentum",
+            "momentum, nesterov: the velocity decay; rmsprop: the squared-gradient decay",
+            fraction(), {"beta", "alpha", "decay"}),
+        key(&C::optim, &OptimConfig::weight_decay, "weight_decay",
+            "adamw: decoupled weight decay (PyTorch's default 0.01)", at_least(0), {"wd"}),
+        key(&C::optim, &OptimConfig::decay_mask, "decay_mask",
+            "adamw: decay `all` parameters, or only `matrices` (rank >= 2: not biases or "
+            "norm scales)",
+            one_of({"all", "matrices"}), {"mask"}),
+        key(&C::optim, &OptimConfig::clip_global_norm, "clip_global_norm",
+            "rescale gradients whose global L2 norm exceeds this (0: no clipping)", at_least(0),
+            {"max_grad_norm", "clip_norm", "grad_clip"})}},
+      {"train",
+       "The training loop.",
+       {key(&C::train, &TrainLoopConfig::epochs, "epochs", "passes over the training set",
+            at_least(1), {"num_epochs", "n_epochs"}),
+        key(&C::train, &TrainLoopConfig::batch_size, "batch_size", "examples per step", at_least(1),
+            {"batch", "bs"}),
+        key(&C::train, &TrainLoopConfig::eval_batch_size, "eval_batch_size",
+            "examples per evaluation batch (does not change the results)", at_least(1),
+            {"test_batch_size"}),
+        key(&C::train, &TrainLoopConfig::log_every, "log_every",
+            "without a terminal, print a progress line every N steps", at_least(1),
+            {"log_interval", "print_every"}),
+        key(&C::train, &TrainLoopConfig::on_nonfinite, "on_nonfinite",
+            "a NaN or infinite loss or gradient: `stop` the run, or `skip` the step",
+            one_of({"stop", "skip"}), {"on_nan"}),
+        key(&C::train, &TrainLoopConfig::max_steps, "max_steps",
+            "stop after N steps in total (0: run all epochs)", at_least(0),
+            {"steps", "num_steps"})}},
+  };
+}
+
+}  // namespace
+
+bool LayerType::takes(std::string_view field) const {
+  auto has = [&](const std::vector<std::string_view>& names) {
+    return std::find(names.begin(), names.end(), field) != names.end();
+  };
+  return has(required) || has(optional);
+}
+
+std::vector<std::string_view> LayerType::fields() const {
+  std::vector<std::string_view> all = required;
+  all.insert(all.end(), optional.begin(), optional.end());
+  return all;
+}
+
+const std::vector<Section>& sections() {
+  static const auto* table = new std::vector<Section>(make_sections());
+  return *table;
+}
+
+const std::vector<LayerField>& layer_fields() {
+  static const auto* table = new std::vector<LayerField>{
+      layer_field(&LayerConfig::features, "features", "output units (dense) or channels (conv2d)",
+                  at_least(1), "required"),
+      layer_field(&LayerConfig::kernel_size, "kernel_size", "[height, width] of the kernel",
+                  pair_of_positive(), "required"),
+      layer_field(&LayerConfig::window, "window", "[height, width] of the pooling window",
+                  pair_of_positive(), "required"),
+      layer_field(&LayerConfig::strides, "strides", "[height, width] step between windows",
+                  pair_of_positive(), "`[1, 1]` (conv2d), the window (pools)"),
+      layer_field(&LayerConfig::padding, "padding",
+                  "`valid`: windows inside the input only; `same`: zero-pad so that the output "
+                  "is ceil(input / stride)",
+                  one_of({"valid", "same"})),
+      layer_field(&LayerConfig::rate, "rate", "probability of zeroing each element in training",
+                  fraction(), "required"),
+  };
+  return *table;
+}
+
+const std::vector<LayerType>& layer_types() {
+  // The activations are those nn::activation_by_name accepts (include/kiln/nn/activations.h).
+  static const auto* table = new std::vector<LayerType>{
+      {"dense", "x @ kernel + bias over the last axis", {"features"}, {}},
+      {"conv2d",
+       "2-D convolution over NHWC input",
+       {"features", "kernel_size"},
+       {"strides", "padding"}},
+      {"max_pool", "maximum over each window", {"window"}, {"strides", "padding"}},
+      {"avg_pool", "mean over each window", {"window"}, {"strides", "padding"}},
+      {"flatten", "keeps the batch axis, flattens the rest", {}, {}},
+      {"dropout", "zeroes elements in training, scales the rest by 1 / (1 - rate)", {"rate"}, {}},
+      {"batch_norm",
+       "normalises over all but the last axis (running statistics in evaluation)",
+       {},
+       {}},
+      {"layer_norm", "normalises over the last axis", {}, {}},
+      {"rms_norm", "scales by the root mean square over the last axis", {}, {}},
+      {"relu", "max(x, 0)", {}, {}},
+      {"leaky_relu", "x if x > 0, else 0.01 x", {}, {}},
+      {"elu", "x if x > 0, else exp(x) - 1", {}, {}},
+      {"gelu", "x * Phi(x) (exact, with erf)", {}, {}},
+      {"gelu_tanh", "gelu's tanh approximation", {}, {}},
+      {"silu", "x * sigmoid(x)", {}, {}},
+      {"sigmoid", "1 / (1 + exp(-x))", {}, {}},
+      {"tanh", "tanh(x)", {}, {}},
+      {"softplus", "log(1 + exp(x))", {}, {}},
+      {"identity", "x", {}, {}},
+  };
+  return *table;
+}
+
+const std::vector<std::pair<std::string_view, std::string_view>>& section_aliases() {
+  static const auto* table = new std::vector<std::pair<std::string_view, std::string_view>>{
+      {"optimizer", "optim"}, {"optimiser", "optim"}, {"training", "train"},
+      {"dataset", "data"},    {"network", "model"},   {"run", "experiment"},
+  };
+  return *table;
+}
+
+const Section* find_section(std::string_view name) {
+  for (const Section& section : sections()) {
+    if (section.name == name) return &section;
+  }
+  return nullptr;
+}
+
+const Key* find_key(const Section& section, std::string_view name) {
+  for (const Key& key : section.keys) {
+    if (key.name == name) return &key;
+  }
+  return nullptr;
+}
+
+const LayerField* find_layer_field(std::string_view name) {
+  for (const LayerField& field : layer_fields()) {
+    if (field.name == name) return &field;
+  }
+  return nullptr;
+}
+
+const LayerType* find_layer_type(std::string_view name) {
+  for (const LayerType& type : layer_types()) {
+    if (type.name == name) return &type;
+  }
+  return nullptr;
+}
+
+}  // namespace kiln::train::schema

@@ -1,0 +1,94 @@
+// The training config's schema: every section, key and layer field declared once, with
+// its type, default (read from the structs' default member initialisers in config.h),
+// allowed values and help. Parsing (config.cc), writing and the docs reference
+// (config_write.cc) all walk these tables, so they cannot drift apart.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+#include "train/config.h"
+
+namespace kiln::train::schema {
+
+enum class Type { kString, kInteger, kFloat, kBool, kIntegerArray, kLayers };
+
+// A key's value once read (integers where a float is expected are already converted).
+using Value = std::variant<std::string, int64_t, double, bool, std::vector<int64_t>>;
+
+// What a value must satisfy beyond its type. Numeric bounds apply to every entry of an
+// integer array.
+struct Constraint {
+  std::vector<std::string_view> choices;  // an enumeration; empty: any string
+  std::optional<double> min;
+  std::optional<double> max;
+  bool min_exclusive = false;
+  bool max_exclusive = false;
+  size_t length = 0;       // integer arrays: exact number of entries (0: any)
+  bool non_empty = false;  // strings
+  bool dir_name = false;   // strings used as one path component: no '/', not "." or ".."
+};
+
+// A field of `Owner`: TrainConfig for the sections' keys, LayerConfig for layer fields.
+template <class Owner>
+struct Field {
+  std::string_view name;
+  Type type = Type::kString;
+  std::string_view help;
+  Constraint constraint;
+  // Other names people write for this key (PyTorch's, optax's), for the did-you-mean.
+  std::vector<std::string_view> aliases;
+  // Shown in the docs instead of the struct's default when that depends on context.
+  std::string_view default_doc;
+  std::function<Value(const Owner&)> get;
+  std::function<void(Owner&, const Value&)> set;
+};
+using Key = Field<TrainConfig>;
+using LayerField = Field<LayerConfig>;
+
+struct Section {
+  std::string_view name;
+  std::string_view help;
+  std::vector<Key> keys;  // model has one, `layers`, of type kLayers (no get/set)
+};
+
+struct LayerType {
+  std::string_view name;
+  std::string_view help;
+  std::vector<std::string_view> required;
+  std::vector<std::string_view> optional;
+  bool takes(std::string_view field) const;
+  std::vector<std::string_view> fields() const;  // required, then optional
+};
+
+const std::vector<Section>& sections();
+const std::vector<LayerField>& layer_fields();  // every field but `type`, in docs order
+const std::vector<LayerType>& layer_types();
+// Other names people write for a section (optimizer -> optim), for the did-you-mean.
+const std::vector<std::pair<std::string_view, std::string_view>>& section_aliases();
+
+const Section* find_section(std::string_view name);
+const Key* find_key(const Section& section, std::string_view name);
+const LayerField* find_layer_field(std::string_view name);
+const LayerType* find_layer_type(std::string_view name);
+
+// The closest candidate to a mistyped `word` (case ignored, up to one edit in three
+// characters), or empty when none is close. Ties go to the first candidate.
+std::string_view closest(std::string_view word, const std::vector<std::string_view>& candidates);
+
+// "an integer", "a float", ... as in "expected an integer".
+std::string_view type_phrase(Type type);
+// The rule a value must follow, e.g. "an integer >= 1", "a float in [0, 1)", "one of valid,
+// same". `article` false drops the leading a/an (for the docs' type column).
+std::string rule_text(Type type, const Constraint& constraint, bool article = true);
+bool satisfies(const Value& value, const Constraint& constraint);
+// The value as TOML: strings quoted and escaped, floats always with a '.' or exponent.
+std::string format_value(const Value& value);
+std::string join(const std::vector<std::string_view>& words, std::string_view separator = ", ");
+
+}  // namespace kiln::train::schema

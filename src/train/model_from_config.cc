@@ -1,0 +1,54 @@
+// [[model.layers]] -> nn::Sequential.
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "kiln/error.h"
+#include "train/builders.h"
+
+namespace kiln::train {
+namespace {
+
+Padding padding_of(const LayerConfig& layer) {
+  return layer.padding == "same" ? Padding::kSame : Padding::kValid;
+}
+
+Dims dims_of(const std::vector<int64_t>& values) {
+  return Dims(values.begin(), values.end());
+}
+
+nn::Module build_layer(const LayerConfig& layer) {
+  const std::string& type = layer.type;
+  if (type == "dense") return nn::Dense(layer.features);
+  if (type == "conv2d") {
+    nn::Conv2DOptions options;
+    if (!layer.strides.empty()) options.strides = dims_of(layer.strides);
+    options.padding = padding_of(layer);
+    return nn::Conv2D(layer.features, dims_of(layer.kernel_size), options);
+  }
+  if (type == "max_pool") {
+    return nn::MaxPool(dims_of(layer.window), dims_of(layer.strides), padding_of(layer));
+  }
+  if (type == "avg_pool") {
+    return nn::AvgPool(dims_of(layer.window), dims_of(layer.strides), padding_of(layer));
+  }
+  if (type == "flatten") return nn::Flatten();
+  if (type == "dropout") return nn::Dropout(layer.rate);
+  if (type == "batch_norm") return nn::BatchNorm();
+  if (type == "layer_norm") return nn::LayerNorm();
+  if (type == "rms_norm") return nn::RMSNorm();
+  // Everything else the schema accepts is an activation name.
+  return nn::Activation(type);
+}
+
+}  // namespace
+
+nn::Module build_model(const ModelConfig& config) {
+  std::vector<nn::Module> layers;
+  layers.reserve(config.layers.size());
+  for (const LayerConfig& layer : config.layers) layers.push_back(build_layer(layer));
+  return nn::Sequential(std::move(layers));
+}
+
+}  // namespace kiln::train

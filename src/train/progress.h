@@ -1,0 +1,44 @@
+// Progress of a training run on stderr: on a terminal, one line redrawn in place (a bar
+// with step, loss, accuracy, samples/s and ETA), at most ten times a second; otherwise
+// (a log file, CI) a plain line every `log_every` steps. Messages (evaluations, warnings)
+// print on their own lines without breaking the bar. Silent prints nothing (tests, --quiet).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+
+namespace kiln::train {
+
+struct StepProgress {
+  int64_t step = 0;  // steps completed, 1-based
+  int64_t total_steps = 0;
+  int64_t epoch = 0;  // 1-based
+  int64_t epochs = 0;
+  double loss = 0;      // mean over the epoch so far
+  double accuracy = 0;  // over the epoch so far, in [0, 1]
+  double samples_per_second = 0;
+  double eta_seconds = 0;
+};
+
+class Progress {
+ public:
+  enum class Mode { kBar, kLines, kSilent };
+  Progress(Mode mode, int64_t log_every);
+  void update(const StepProgress& progress);
+  void message(const std::string& line);
+  // Ends the bar's line (if one is drawn).
+  void finish();
+
+ private:
+  void clear_bar();
+  Mode mode_;
+  int64_t log_every_;
+  bool bar_drawn_ = false;
+  std::chrono::steady_clock::time_point last_draw_{};
+};
+
+// "1:05" / "1:02:03": durations for ETAs and summaries.
+std::string format_duration(double seconds);
+
+}  // namespace kiln::train

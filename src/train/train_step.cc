@@ -1,0 +1,96 @@
+// Building the train and eval step functions and compiling them with jit.
+#include "train/train_step.h"
+
+#include <utility>
+#include <vector>
+
+#include "kiln/nn/losses.h"
+#include "kiln/ops.h"
+#include "kiln/transforms.h"
+
+namespace kiln::train {
+namespace {
+
+// Non-finite elements per leaf, as one i32 vector in leaf order (the order of
+// Tree::leaves_with_paths, so index i names parameter i).
+Array nonfinite_counts(const Tree& grads) {
+  std::vector<Array> counts;
+  for (const Array& leaf : grads.leaves()) {
+    counts.push_back(sum(astype(logical_not(is_finite(leaf)), DType::i32)));
+  }
+  if (counts.empty()) return zeros({0}, DType::i32);
+  return stack(counts);
+}
+
+// Leaf by leaf: `updated` where ok, else `previous` (a skipped step).
+Tree keep_if(const Array& ok, const Tree& updated, const Tree& previous) {
+  if (updated.num_leaves() == 0) return updated;
+  return tree_map([&ok](const Array& u, const Array& p) { return where(ok, u, p); }, updated,
+                  previous);
+}
+
+}  // namespace
+
+TrainStep::TrainStep(nn::Module model, optim::GradientTransformation optimizer, bool skip_nonfinite)
+    : step_(Fn([model, optimizer, skip_nonfinite](const Tree& params, const Tree& model_state,
+                                                  const Tree& opt_state, const Array& images,
+                                                  const Array& labels, const Array& key) {
+              auto loss_fn = [&](const Tree& p) {
+                nn::ApplyOptions options;
+                options.train = true;
+                options.key = key;
+                nn::ApplyResult out = model.apply(nn::Variables{p, model_state}, images, options);
+                Array loss = nn::softmax_cross_entropy(out.y, labels);
+                Tree aux = Tree::dict(
+                    {{"correct", nn::correct_count(out.y, labels)}, {"state", out.state}});
+                return std::make_pair(loss, aux);
+              };
+              auto [value, grads] = value_and_grad(loss_fn, HasAux{})(params);
+              const auto& [loss, aux] = value;
+              auto [updates, new_opt_state] = optimizer.update(grads, opt_state, params);
+              Tree new_params = optim::apply_updates(params, updates);
+              Tree new_model_state = aux["state"];
+              Array nonfinite = nonfinite_counts(grads);
+              if (skip_nonfinite) {
+                Array ok = is_finite(loss) & (sum(nonfinite) == 0);
+                new_params = keep_if(ok, new_params, params);
+                new_model_state = keep_if(ok, new_model_state, model_state);
+                new_opt_state = keep_if(ok, new_opt_state, opt_state);
+              }
+              std::optional<Array> lr = optimizer.learning_rate(new_opt_state);
+              Tree metrics = Tree::dict({{"correct", aux["correct"]},
+                                         {"loss", loss},
+                                         {"lr", lr ? *lr : zeros({})},
+                                         {"nonfinite", nonfinite}});
+              return Result(new_params, new_model_state, new_opt_state, metrics);
+            }),
+            JitOptions().named("train_step").donating({0, 1, 2})) {}
+
+StepMetrics TrainStep::run(TrainState& state, const Array& images, const Array& labels,
+                           const Array& key) const {
+  auto [params, model_state, opt_state, metrics] =
+      step_(state.params, state.model_state, state.opt_state, images, labels, key);
+  state = TrainState{std::move(params), std::move(model_state), std::move(opt_state)};
+  return StepMetrics{metrics["loss"].leaf(), metrics["correct"].leaf(), metrics["lr"].leaf(),
+                     metrics["nonfinite"].leaf()};
+}
+
+JitStats TrainStep::stats() const {
+  return step_.stats();
+}
+
+EvalStep::EvalStep(nn::Module model)
+    : eval_(Fn([model](const Tree& params, const Tree& model_state, const Array& images,
+                       const Array& labels) {
+              nn::ApplyResult out = model.apply(nn::Variables{params, model_state}, images);
+              Array loss_sum = sum(nn::softmax_cross_entropy_per_example(out.y, labels));
+              return std::make_pair(loss_sum, nn::correct_count(out.y, labels));
+            }),
+            JitOptions().named("eval_step")) {}
+
+EvalSums EvalStep::run(const TrainState& state, const Array& images, const Array& labels) const {
+  auto [loss_sum, correct] = eval_(state.params, state.model_state, images, labels);
+  return EvalSums{loss_sum, correct};
+}
+
+}  // namespace kiln::train

@@ -1,0 +1,67 @@
+// The compiled train and eval steps. One train step is one jit program: forward, loss,
+// gradient, optimizer update, and the step's metrics (loss, correct predictions, the
+// learning rate, and a count of non-finite gradient elements per parameter, so that a
+// failure can name the parameter). Params, model state and optimizer state are donated,
+// so each step updates them in place instead of allocating a second copy.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <tuple>
+
+#include "kiln/array.h"
+#include "kiln/jit.h"
+#include "kiln/nn/module.h"
+#include "kiln/optim.h"
+#include "kiln/tree.h"
+
+namespace kiln::train {
+
+struct TrainState {
+  Tree params;
+  Tree model_state;
+  Tree opt_state;
+};
+
+// What one step reports, still on the device (read later, so the host does not wait on
+// the step it just queued).
+struct StepMetrics {
+  Array loss;       // f32[]: mean over the batch
+  Array correct;    // i32[]: correct predictions in the batch
+  Array lr;         // f32[]: the learning rate this step used
+  Array nonfinite;  // i32[num_params]: non-finite gradient elements per parameter leaf
+};
+
+class TrainStep {
+ public:
+  // skip_nonfinite: a step whose loss or gradients are not finite leaves the state as it
+  // was (the selection is part of the program); otherwise the caller stops the run.
+  TrainStep(nn::Module model, optim::GradientTransformation optimizer, bool skip_nonfinite);
+  StepMetrics run(TrainState& state, const Array& images, const Array& labels,
+                  const Array& key) const;
+  JitStats stats() const;
+
+ private:
+  using Result = std::tuple<Tree, Tree, Tree, Tree>;
+  using Fn = std::function<Result(const Tree&, const Tree&, const Tree&, const Array&, const Array&,
+                                  const Array&)>;
+  Jitted<Fn> step_;
+};
+
+struct EvalSums {
+  Array loss_sum;  // f32[]: summed per-example loss
+  Array correct;   // i32[]
+};
+
+class EvalStep {
+ public:
+  explicit EvalStep(nn::Module model);
+  EvalSums run(const TrainState& state, const Array& images, const Array& labels) const;
+
+ private:
+  using Fn =
+      std::function<std::pair<Array, Array>(const Tree&, const Tree&, const Array&, const Array&)>;
+  Jitted<Fn> eval_;
+};
+
+}  // namespace kiln::train

@@ -1,0 +1,159 @@
+// Errors in a training config: TOML syntax, unknown sections and keys (with did-you-mean),
+// wrong types, values out of range or not in an enumeration, and bad [[model.layers]],
+// each with the file's line and column, the key, what was expected and what was given.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "train/config_test_util.h"
+
+namespace kiln::train {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace config_test;
+
+TEST(ConfigErrors, TomlSyntaxHasLineAndColumn) {
+  std::string message = parse_error("[train]\nepochs = 3\nbatch_size = [1,,2]\n");
+  EXPECT_THAT(message, HasSubstr("config.toml:3:"));
+  EXPECT_EQ(message.rfind("config.toml:3:17: ", 0), 0u) << message;
+  EXPECT_THAT(parse_error("[train\n"), HasSubstr("config.toml:1:"));
+  EXPECT_THAT(parse_error("a = \"unterminated\n"), HasSubstr("config.toml:1:"));
+}
+
+TEST(ConfigErrors, UnknownKeySuggestsTheClosest) {
+  EXPECT_EQ(parse_error(kOneLayer + "[optim]\nname = \"adam\"\nlearning_rate = 1e-3\n"),
+            "config.toml:6:1: unknown key 'optim.learning_rate'; did you mean 'optim.lr'?");
+  EXPECT_EQ(parse_error(kOneLayer + "[optim]\n  lrr = 1e-3\n"),
+            "config.toml:5:3: unknown key 'optim.lrr'; did you mean 'optim.lr'?");
+  EXPECT_EQ(parse_error(kOneLayer + "[train]\nBatch_Size = 3\n"),
+            "config.toml:5:1: unknown key 'train.Batch_Size'; did you mean 'train.batch_size'?");
+  // The right key in the wrong section.
+  EXPECT_EQ(parse_error(kOneLayer + "[train]\nlr = 1\n"),
+            "config.toml:5:1: unknown key 'train.lr'; did you mean 'optim.lr'?");
+  // Outside any section.
+  EXPECT_EQ(parse_error("epochs = 2\n" + kOneLayer),
+            "config.toml:1:1: unknown key 'epochs'; did you mean 'train.epochs'?");
+  // Nothing close: no guess, but the hint lists the section's keys.
+  std::string far = kOneLayer + "[train]\nzebra = 1\n";
+  EXPECT_EQ(parse_error(far), "config.toml:5:1: unknown key 'train.zebra'");
+  EXPECT_THAT(hint_of(far), HasSubstr("[train] takes: epochs, batch_size"));
+}
+
+TEST(ConfigErrors, TheFirstMistakeInTheFileIsReported) {
+  // toml++ keeps keys sorted; the error must still be the first one written.
+  EXPECT_THAT(parse_error(kOneLayer + "[train]\nzz = 1\naa = 2\n"), HasSubstr("'train.zz'"));
+}
+
+TEST(ConfigErrors, UnknownSection) {
+  EXPECT_EQ(parse_error(kOneLayer + "[optimizer]\nlr = 1\n"),
+            "config.toml:4:2: unknown section 'optimizer'; did you mean 'optim'?");
+  EXPECT_EQ(parse_error(kOneLayer + "[trian]\n"),
+            "config.toml:4:2: unknown section 'trian'; did you mean 'train'?");
+  EXPECT_EQ(parse_error(kOneLayer + "[logging]\n"), "config.toml:4:2: unknown section 'logging'");
+}
+
+TEST(ConfigErrors, WrongTypeNamesKeyExpectedAndGiven) {
+  EXPECT_EQ(parse_error(kOneLayer + "[train]\nbatch_size = \"128\"\n"),
+            "config.toml:5:14: train.batch_size: expected an integer, got a string (\"128\")");
+  EXPECT_EQ(parse_error(kOneLayer + "[train]\nepochs = 1.5\n"),
+            "config.toml:5:10: train.epochs: expected an integer, got a float (1.5)");
+  EXPECT_EQ(parse_error(kOneLayer + "[optim]\nlr = \"fast\"\n"),
+            "config.toml:5:6: optim.lr: expected a float, got a string (\"fast\")");
+  EXPECT_EQ(parse_error(kOneLayer + "[optim]\nname = true\n"),
+            "config.toml:5:8: optim.name: expected a string, got a boolean (true)");
+  EXPECT_EQ(parse_error(kOneLayer + "[optim]\nlr = [1, 2]\n"),
+            "config.toml:5:6: optim.lr: expected a float, got an array ([ 1, 2 ])");
+  EXPECT_EQ(parse_error("optim = 3\n" + kOneLayer),
+            "config.toml:1:1: optim: expected a table (a [optim] section), got an integer (3)");
+}
+
+TEST(ConfigErrors, OutOfRangeNamesValueAndAllowedRange) {
+  EXPECT_EQ(parse_error(kOneLayer + "[train]\nbatch_size = 0\n"),
+            "config.toml:5:14: train.batch_size = 0 is out of range; expected an integer >= 1");
+  EXPECT_EQ(parse_error(kOneLayer + "[optim]\nlr = -0.1\n"),
+            "config.toml:5:6: optim.lr = -0.1 is out of range; expected a float > 0");
+  EXPECT_EQ(parse_error(kOneLayer + "[optim]\nb1 = 1\n"),
+            "config.toml:5:6: optim.b1 = 1.0 is out of range; expected a float in [0, 1)");
+  EXPECT_THAT(parse_error(kOneLayer + "[optim]\nlr = nan\n"), HasSubstr("optim.lr = nan is out"));
+  EXPECT_THAT(parse_error(kOneLayer + "[optim]\nlr = inf\n"), HasSubstr("optim.lr = inf is out"));
+  EXPECT_EQ(parse_error(kOneLayer + "[experiment]\nseed = -1\n"),
+            "config.toml:5:8: experiment.seed = -1 is out of range; expected an integer >= 0");
+  EXPECT_EQ(parse_error(kOneLayer + "[experiment]\nname = \"a/b\"\n"),
+            "config.toml:5:8: experiment.name = \"a/b\" is not allowed; expected a string naming "
+            "a directory (no '/')");
+  EXPECT_THAT(parse_error(kOneLayer + "[data]\ndir = \"\"\n"),
+              HasSubstr("data.dir = \"\" is not allowed; expected a non-empty string"));
+}
+
+TEST(ConfigErrors, NotInEnumListsChoicesAndSuggests) {
+  EXPECT_EQ(parse_error(kOneLayer + "[optim]\nname = \"adan\"\n"),
+            "config.toml:5:8: optim.name = \"adan\" is not one of sgd, momentum, nesterov, adam, "
+            "adamw, rmsprop; did you mean 'adam'?");
+  EXPECT_EQ(parse_error(kOneLayer + "[optim]\nschedule = \"cosine_warmup\"\n"),
+            "config.toml:5:12: optim.schedule = \"cosine_warmup\" is not one of constant, linear, "
+            "cosine, warmup_cosine, exponential");
+  EXPECT_THAT(parse_error(kOneLayer + "[train]\non_nonfinite = \"skp\"\n"),
+              HasSubstr("is not one of stop, skip; did you mean 'skip'?"));
+  EXPECT_THAT(parse_error(kOneLayer + "[optim]\ndecay_mask = \"matrixes\"\n"),
+              HasSubstr("did you mean 'matrices'?"));
+}
+
+TEST(ConfigErrors, Layers) {
+  auto layers_error = [](const std::string& layers) {
+    return parse_error("[train]\nepochs = 1\n\n" + layers);
+  };
+  EXPECT_EQ(layers_error("[[model.layers]]\ntype = \"flatten\"\n\n[[model.layers]]\n"
+                         "type = \"dense\"\nfeatures = 10\nkernel_size = [3, 3]\n"),
+            "config.toml:10:1: model.layers[1] (dense, line 7): unknown field 'kernel_size' for a "
+            "dense layer; dense takes: features");
+  EXPECT_EQ(layers_error("[[model.layers]]\ntype = \"dense\"\nfeature = 10\n"),
+            "config.toml:6:1: model.layers[0] (dense, line 4): unknown field 'feature' for a dense "
+            "layer; did you mean 'features'? dense takes: features");
+  EXPECT_EQ(layers_error("[[model.layers]]\ntype = \"relu\"\nfeatures = 10\n"),
+            "config.toml:6:1: model.layers[0] (relu, line 4): unknown field 'features' for a relu "
+            "layer; relu takes no fields");
+  EXPECT_EQ(layers_error("[[model.layers]]\ntype = \"conv2d\"\nfeatures = 4\n"),
+            "config.toml:4:1: model.layers[0] (conv2d, line 4): missing field 'kernel_size'; "
+            "conv2d takes: features, kernel_size, strides, padding");
+  EXPECT_EQ(layers_error("[[model.layers]]\nfeatures = 4\n"),
+            "config.toml:4:1: model.layers[0] (line 4): missing 'type'");
+  EXPECT_EQ(layers_error("[[model.layers]]\ntype = \"dens\"\n"),
+            "config.toml:5:8: model.layers[0] (line 4): unknown layer type 'dens'; did you mean "
+            "'dense'?");
+  EXPECT_EQ(layers_error("[[model.layers]]\ntype = 3\n"),
+            "config.toml:5:8: model.layers[0] (line 4): type: expected a string, got an integer "
+            "(3)");
+  EXPECT_EQ(layers_error("[[model.layers]]\ntype = \"max_pool\"\nwindow = [2]\n"),
+            "config.toml:6:10: model.layers[0] (max_pool, line 4): window = [2] is not allowed; "
+            "expected an array of 2 integers >= 1");
+  EXPECT_EQ(layers_error("[[model.layers]]\ntype = \"conv2d\"\nfeatures = 4\n"
+                         "kernel_size = [3, 3.0]\n"),
+            "config.toml:7:15: model.layers[0] (conv2d, line 4): kernel_size: expected an array "
+            "of integers, got an array ([ 3, 3.0 ])");
+  EXPECT_EQ(layers_error("[[model.layers]]\ntype = \"dense\"\nfeatures = 0\n"),
+            "config.toml:6:12: model.layers[0] (dense, line 4): features = 0 is out of range; "
+            "expected an integer >= 1");
+  EXPECT_EQ(layers_error("[[model.layers]]\ntype = \"avg_pool\"\nwindow = [2, 2]\n"
+                         "padding = \"full\"\n"),
+            "config.toml:7:11: model.layers[0] (avg_pool, line 4): padding = \"full\" is not one "
+            "of valid, same");
+  EXPECT_EQ(layers_error("[[model.layers]]\ntype = \"dropout\"\nrate = 1\n"),
+            "config.toml:6:8: model.layers[0] (dropout, line 4): rate = 1.0 is out of range; "
+            "expected a float in [0, 1)");
+}
+
+TEST(ConfigErrors, LayerListShape) {
+  EXPECT_EQ(parse_error("[model]\nlayers = []\n"),
+            "config.toml:2:10: model.layers is empty; a model needs at least one layer");
+  EXPECT_EQ(parse_error("[model]\nlayers = 3\n"),
+            "config.toml:2:10: model.layers: expected an array of tables ([[model.layers]]), got "
+            "an integer (3)");
+  EXPECT_EQ(parse_error("[model]\nlayers = [1]\n"),
+            "config.toml:2:11: model.layers[0]: expected a table, got an integer (1)");
+  EXPECT_EQ(parse_error("[train]\nepochs = 1\n"),
+            "config.toml: the config has no model: add [[model.layers]] tables");
+  EXPECT_EQ(parse_error(""), "config.toml: the config has no model: add [[model.layers]] tables");
+}
+
+}  // namespace
+}  // namespace kiln::train
