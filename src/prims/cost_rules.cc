@@ -126,6 +126,15 @@ Cost reduce_window_cost(std::span<const AbstractValue> inputs,
   return moves_all(inputs, outputs, elements(outputs[0]) * window);
 }
 
+// One comparison per window element per source element, then one add per source element.
+Cost select_and_scatter_add_cost(std::span<const AbstractValue> inputs,
+                                 std::span<const AbstractValue> outputs, const Params& params) {
+  const auto& p = std::get<ReduceWindowParams>(params);
+  double window = 1;
+  for (int64_t size : p.window_dimensions) window *= static_cast<double>(size);
+  return moves_all(inputs, outputs, elements(inputs[0]) * (window + 1));
+}
+
 // Integer operations of one Threefry-2x32 block (one element of each result): 20 rounds of
 // (add, rotate = shift + shift + or, xor) = 100, five key injections of three adds = 15,
 // and two xors for the third key word. Counted as FLOPs, as XLA counts integer ops.
@@ -206,6 +215,7 @@ void register_cost_rules(PrimTable& table) {
   table[dot_general].cost = dot_general_cost;
   table[conv_general_dilated].cost = conv_cost;
   set(table, {reduce_window_max, reduce_window_sum}, reduce_window_cost);
+  table[select_and_scatter_add].cost = select_and_scatter_add_cost;
   table[threefry2x32].cost = threefry_cost;
   table[sort].cost = sort_cost;
 }

@@ -1,7 +1,7 @@
-// Abstract evaluation of the window family: reduce_window_max and reduce_window_sum. One
-// window size, stride and low/high padding per operand axis; output axis size is
-// floor((padded - window) / stride) + 1, or 0 when the window is larger than the padded
-// axis (as XLA's shape inference does).
+// Abstract evaluation of the window family: reduce_window_max, reduce_window_sum and
+// select_and_scatter_add (reduce_window_max's transpose). One window size, stride and
+// low/high padding per operand axis; output axis size is floor((padded - window) / stride)
+// + 1, or 0 when the window is larger than the padded axis (as XLA's shape inference does).
 #include <cstdint>
 
 #include <fmt/format.h>
@@ -57,11 +57,35 @@ std::vector<AbstractValue> window_rule(std::span<const AbstractValue> inputs, co
   return {out};
 }
 
+// select_and_scatter_add(source, operand): operand is a float reduce_window_max input,
+// source a cotangent shaped like that reduce_window_max's result; the result is shaped
+// like operand.
+std::vector<AbstractValue> select_and_scatter_add_rule(std::span<const AbstractValue> inputs,
+                                                       const Params& params,
+                                                       const RuleContext& context) {
+  const AbstractValue& source = inputs[0];
+  const AbstractValue& operand = inputs[1];
+  if (!is_floating(operand.dtype) || source.dtype != operand.dtype) {
+    context.fail(fmt::format("needs float source and operand of one dtype, got source {} and "
+                             "operand {}",
+                             source.to_string(), operand.to_string()),
+                 "convert first, e.g. astype(source, operand.dtype())");
+  }
+  AbstractValue windows = window_rule(inputs.subspan(1, 1), params, context)[0];
+  if (source.shape != windows.shape) {
+    context.fail(fmt::format("source {} must have the windows' shape {} (windows of operand {})",
+                             source.to_string(), windows.shape.to_string(), operand.to_string()),
+                 "source is the cotangent of reduce_window_max(operand) with the same params");
+  }
+  return {operand};
+}
+
 }  // namespace
 
 void register_window_rules(PrimTable& table) {
   table[PrimId::reduce_window_max].abstract_eval = window_rule;
   table[PrimId::reduce_window_sum].abstract_eval = window_rule;
+  table[PrimId::select_and_scatter_add].abstract_eval = select_and_scatter_add_rule;
 }
 
 }  // namespace kiln

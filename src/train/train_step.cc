@@ -11,15 +11,17 @@
 namespace kiln::train {
 namespace {
 
-// Non-finite elements per leaf, as one i32 vector in leaf order (the order of
-// Tree::leaves_with_paths, so index i names parameter i).
-Array nonfinite_counts(const Tree& grads) {
-  std::vector<Array> counts;
+// Per leaf, whether its gradient holds a NaN or an infinity, as one bool vector in leaf
+// order (the order of Tree::leaves_with_paths, so index i names parameter i). max and min
+// propagate NaN and see +-inf, so two reductions without temporaries decide it; counting
+// the non-finite elements would cost a full elementwise pass and an integer reduction.
+Array nonfinite_flags(const Tree& grads) {
+  std::vector<Array> flags;
   for (const Array& leaf : grads.leaves()) {
-    counts.push_back(sum(astype(logical_not(is_finite(leaf)), DType::i32)));
+    flags.push_back(logical_not(is_finite(max(leaf)) & is_finite(min(leaf))));
   }
-  if (counts.empty()) return zeros({0}, DType::i32);
-  return stack(counts);
+  if (flags.empty()) return zeros({0}, DType::bool_);
+  return stack(flags);
 }
 
 // Leaf by leaf: `updated` where ok, else `previous` (a skipped step).
@@ -50,9 +52,9 @@ TrainStep::TrainStep(nn::Module model, optim::GradientTransformation optimizer, 
               auto [updates, new_opt_state] = optimizer.update(grads, opt_state, params);
               Tree new_params = optim::apply_updates(params, updates);
               Tree new_model_state = aux["state"];
-              Array nonfinite = nonfinite_counts(grads);
+              Array nonfinite = nonfinite_flags(grads);
               if (skip_nonfinite) {
-                Array ok = is_finite(loss) & (sum(nonfinite) == 0);
+                Array ok = is_finite(loss) & (sum(astype(nonfinite, DType::i32)) == 0);
                 new_params = keep_if(ok, new_params, params);
                 new_model_state = keep_if(ok, new_model_state, model_state);
                 new_opt_state = keep_if(ok, new_opt_state, opt_state);

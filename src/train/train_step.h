@@ -1,7 +1,7 @@
 // The compiled train and eval steps. One train step is one jit program: forward, loss,
 // gradient, optimizer update, and the step's metrics (loss, correct predictions, the
-// learning rate, and a count of non-finite gradient elements per parameter, so that a
-// failure can name the parameter). Params, model state and optimizer state are donated,
+// learning rate, and per parameter whether its gradient is finite, so that a failure can
+// name the parameter). Params, model state and optimizer state are donated,
 // so each step updates them in place instead of allocating a second copy.
 #pragma once
 
@@ -29,7 +29,7 @@ struct StepMetrics {
   Array loss;       // f32[]: mean over the batch
   Array correct;    // i32[]: correct predictions in the batch
   Array lr;         // f32[]: the learning rate this step used
-  Array nonfinite;  // i32[num_params]: non-finite gradient elements per parameter leaf
+  Array nonfinite;  // bool[num_params]: the parameter's gradient has a NaN or infinity
 };
 
 class TrainStep {

@@ -41,6 +41,14 @@ double median(std::vector<double> values) {
   return values.size() % 2 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
 }
 
+std::vector<bool> host_bools(const Array& flags) {
+  HostArray host = flags.to_host();
+  std::vector<bool> values(static_cast<size_t>(flags.size()));
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = host.element<bool>(static_cast<int64_t>(i));
+  return values;
+}
+
 // A step whose metrics are still on the device.
 struct PendingStep {
   int64_t step;   // 1-based
@@ -228,7 +236,7 @@ void Run::process(const PendingStep& pending) {
   double loss = m.loss.item<double>();
   int64_t correct = m.correct.item<int64_t>();
   double lr = m.lr.item<double>();
-  std::vector<int32_t> nonfinite = m.nonfinite.to_vector<int32_t>();
+  std::vector<bool> nonfinite = host_bools(m.nonfinite);
   Clock::time_point now = Clock::now();
   if (pending.step == 1) {
     summary_.first_step_seconds = options_.process_start_age_seconds + seconds_since(start_);
@@ -241,12 +249,12 @@ void Run::process(const PendingStep& pending) {
   }
   last_completion_ = now;
 
-  auto bad = std::find_if(nonfinite.begin(), nonfinite.end(), [](int32_t n) { return n > 0; });
+  auto bad = std::find(nonfinite.begin(), nonfinite.end(), true);
   if (!std::isfinite(loss) || bad != nonfinite.end()) {
     std::string where = "none (the loss alone)";
     if (bad != nonfinite.end()) {
       size_t leaf = static_cast<size_t>(bad - nonfinite.begin());
-      where = fmt::format("{} ({} non-finite elements)", param_paths_[leaf], *bad);
+      where = param_paths_[leaf];
     }
     bool skip = config_.train.on_nonfinite == "skip";
     std::string text = fmt::format("step {} (epoch {}): loss is {}; first non-finite gradient: {}",

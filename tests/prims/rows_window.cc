@@ -1,6 +1,7 @@
-// op_table rows for the window family: reduce_window_max and reduce_window_sum. The
-// oracle walks each output cell's window over the conceptually padded operand (padding is
-// -inf for max, 0 for sum) in double, integers exactly and wrapped.
+// op_table rows for the window family: reduce_window_max, reduce_window_sum and
+// select_and_scatter_add. The oracles walk each output cell's window over the conceptually
+// padded operand (padding is -inf for max, 0 for sum) in double, integers exactly and
+// wrapped; select_and_scatter_add's finds each window's first maximum and adds its source.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -202,6 +203,133 @@ std::vector<OpCase> window_grad_cases(bool is_max) {
   return cases;
 }
 
+// ----- select_and_scatter_add ------------------------------------------------------------
+
+Shape windows_shape(const Shape& in, const ReduceWindowParams& p) {
+  std::vector<int64_t> sizes;
+  for (int64_t axis = 0; axis < in.rank(); ++axis) {
+    size_t a = static_cast<size_t>(axis);
+    int64_t padded = in[axis] + p.padding_low[a] + p.padding_high[a];
+    int64_t window = p.window_dimensions[a];
+    sizes.push_back(padded < window ? 0 : (padded - window) / p.window_strides[a] + 1);
+  }
+  return Shape{std::span<const int64_t>(sizes)};
+}
+
+// The window specs plus strides beyond the window, size-1 axes and hand-made windows: all
+// -inf with padding around, several NaNs, ties between +0 and -0.
+std::vector<std::pair<WindowSpec, std::vector<double>>> scatter_specs() {
+  std::vector<std::pair<WindowSpec, std::vector<double>>> specs;
+  for (const WindowSpec& spec : window_specs()) specs.push_back({spec, {}});
+  specs.push_back({{"2x2 stride 3", Shape{2, 8, 7, 3}, hw({2, 2}, {3, 3})}, {}});
+  specs.push_back({{"3x3 stride 1 overlapping", Shape{2, 5, 6, 2}, hw({3, 3}, {1, 1})}, {}});
+  specs.push_back({{"size-1 axes", Shape{1, 1, 5, 1}, hw({1, 2}, {1, 1}, {0, 1}, {0, 0})}, {}});
+  double inf = std::numeric_limits<double>::infinity();
+  specs.push_back({{"-inf with padding", Shape{1, 2, 2, 1}, hw({3, 3}, {1, 1}, {1, 1}, {1, 1})},
+                   {-inf, -inf, -inf, -inf}});
+  specs.push_back({{"NaNs and signed zeros", Shape{1, 3, 3, 1}, hw({2, 2}, {1, 1})},
+                   {0.0, -0.0, NAN, -0.0, NAN, 1.0, 0.0, -1.0, NAN}});
+  return specs;
+}
+
+std::vector<OpCase> scatter_cases() {
+  std::vector<OpCase> cases;
+  Rng rng(77);
+  size_t index = 0;
+  for (DType dtype : kFloatDTypes) {
+    for (const auto& [spec, values] : scatter_specs()) {
+      if (spec.large && !wants_large_cases(dtype)) continue;
+      TestArray x;
+      if (!values.empty()) {
+        x = make_array(dtype, spec.shape, values);
+      } else {
+        // Every other spec draws from few values, so windows hold ties.
+        bool ties = index++ % 2 == 0;
+        x = random_array(dtype, spec.shape, rng, [&](Rng& r) {
+          return ties ? std::floor(uniform(r, -2, 2)) : uniform(r, -4, 4);
+        });
+        insert_specials(x);
+      }
+      TestArray source = random_array(dtype, windows_shape(spec.shape, spec.params), rng,
+                                      [](Rng& r) { return uniform(r, -4, 4); });
+      cases.push_back(
+          {fmt::format("{} {} {}", dtype_name(dtype), spec.label, spec.shape.to_string()),
+           {source, x},
+           spec.params});
+    }
+  }
+  return cases;
+}
+
+// Each window's source value goes to the window's first maximum in row-major window
+// order, a NaN maximum being the window's first NaN; padding never receives.
+std::vector<TestArray> scatter_oracle(const OpCase& c) {
+  const auto& p = std::get<ReduceWindowParams>(c.params);
+  const TestArray& source = c.inputs[0];
+  const TestArray& x = c.inputs[1];
+  const Shape& in = x.aval.shape;
+  const Shape& windows = source.aval.shape;
+  int64_t rank = in.rank();
+  int64_t window_cells = 1;
+  for (int64_t size : p.window_dimensions) window_cells *= size;
+  TestArray out{x.aval, std::vector<double>(x.values.size(), 0.0)};
+  for (int64_t flat = 0; flat < windows.num_elements(); ++flat) {
+    std::vector<int64_t> at(static_cast<size_t>(rank));
+    for (int64_t axis = rank - 1, rest = flat; axis >= 0; --axis) {
+      at[static_cast<size_t>(axis)] = rest % windows[axis];
+      rest /= windows[axis];
+    }
+    // The maximum first (NaN if any), then its first occurrence.
+    std::vector<int64_t> cells;
+    for (int64_t cell = 0; cell < window_cells; ++cell) {
+      int64_t offset = 0;
+      bool inside = true;
+      for (int64_t axis = rank - 1, rest = cell, stride = 1; axis >= 0; --axis) {
+        size_t a = static_cast<size_t>(axis);
+        int64_t pos =
+            at[a] * p.window_strides[a] + rest % p.window_dimensions[a] - p.padding_low[a];
+        rest /= p.window_dimensions[a];
+        if (pos < 0 || pos >= in[axis]) inside = false;
+        offset += pos * stride;
+        stride *= in[axis];
+      }
+      if (inside) cells.push_back(offset);
+    }
+    if (cells.empty()) continue;
+    double best = -std::numeric_limits<double>::infinity();
+    bool saw_nan = false;
+    for (int64_t cell : cells) {
+      double value = x.values[static_cast<size_t>(cell)];
+      saw_nan = saw_nan || std::isnan(value);
+      best = std::max(best, value);
+    }
+    for (int64_t cell : cells) {
+      double value = x.values[static_cast<size_t>(cell)];
+      if (saw_nan ? std::isnan(value) : value == best) {
+        out.values[static_cast<size_t>(cell)] += source.values[static_cast<size_t>(flat)];
+        break;
+      }
+    }
+  }
+  return {out};
+}
+
+// f64 operands with distinct values (the selection, and so the result, does not move under
+// the finite-difference step: the operand's cotangent is zero) and random sources.
+std::vector<OpCase> scatter_grad_cases() {
+  std::vector<OpCase> cases;
+  Rng rng(808);
+  for (const auto& [spec, values] : scatter_specs()) {
+    if (spec.large || !values.empty()) continue;
+    TestArray x = distinct_values(spec.shape, rng);
+    TestArray source = random_array(DType::f64, windows_shape(spec.shape, spec.params), rng,
+                                    [](Rng& r) { return uniform(r, -1, 1); });
+    cases.push_back(
+        {fmt::format("f64 {} {}", spec.label, spec.shape.to_string()), {source, x}, spec.params});
+  }
+  return cases;
+}
+
 }  // namespace
 
 std::vector<OpRow> window_rows() {
@@ -215,6 +343,13 @@ std::vector<OpRow> window_rows() {
             {},
             {},
             [] { return window_grad_cases(false); },
+            /*second_order=*/true},
+      OpRow{PrimId::select_and_scatter_add,
+            scatter_cases,
+            scatter_oracle,
+            {},
+            exact,
+            scatter_grad_cases,
             /*second_order=*/true},
   };
 }

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cstdint>
+#include <type_traits>
 
 #include "base/compute_pool.h"
 #include "kiln/shape.h"
@@ -105,6 +106,28 @@ void for_each_run(const BroadcastLayout<K>& layout, ComputePool& pool, int64_t m
           base[k] -= layout.outer_strides[k][a] * (layout.outer[a] - 1);
       }
     }
+  });
+}
+
+// Calls fn with each operand's inner step (0 or 1) as a compile-time constant, so that
+// the loop over a run has fixed strides the compiler can vectorise (with runtime strides
+// it keeps a scalar loop). Used by the kernels without a hand-written SIMD loop.
+template <typename Fn>
+void with_inner_steps(bool contiguous_a, bool contiguous_b, Fn&& fn) {
+  using Zero = std::integral_constant<size_t, 0>;
+  using One = std::integral_constant<size_t, 1>;
+  if (contiguous_a && contiguous_b) return fn(One{}, One{});
+  if (contiguous_a) return fn(One{}, Zero{});
+  if (contiguous_b) return fn(Zero{}, One{});
+  return fn(Zero{}, Zero{});
+}
+template <typename Fn>
+void with_inner_steps(bool contiguous_a, bool contiguous_b, bool contiguous_c, Fn&& fn) {
+  using Zero = std::integral_constant<size_t, 0>;
+  using One = std::integral_constant<size_t, 1>;
+  with_inner_steps(contiguous_a, contiguous_b, [&](auto step_a, auto step_b) {
+    if (contiguous_c) return fn(step_a, step_b, One{});
+    return fn(step_a, step_b, Zero{});
   });
 }
 

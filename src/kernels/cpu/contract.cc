@@ -219,6 +219,7 @@ void register_cpu_contract(PrimTable& table) {
   table[PrimId::conv_general_dilated].cpu_kernel = cpu_conv_general_dilated;
   table[PrimId::reduce_window_max].cpu_kernel = cpu_reduce_window_max;
   table[PrimId::reduce_window_sum].cpu_kernel = cpu_reduce_window_sum;
+  table[PrimId::select_and_scatter_add].cpu_kernel = cpu_select_and_scatter_add;
 }
 
 }  // namespace kiln

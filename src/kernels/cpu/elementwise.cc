@@ -104,10 +104,12 @@ void cpu_binary(const KernelCall& call) {
                      } else if constexpr (vector_op.has_value() && std::is_same_v<S, double>) {
                        simd::binary_f64(*vector_op, pa, step_a, pb, step_b, po, count);
                      } else {
-                       for (size_t i = 0; i < count; ++i) {
-                         po[i] =
-                             convert_element<R>(Op{}(widen(pa[i * step_a]), widen(pb[i * step_b])));
-                       }
+                       with_inner_steps(step_a != 0, step_b != 0, [&](auto sa, auto sb) {
+                         for (size_t i = 0; i < count; ++i) {
+                           po[i] = convert_element<R>(
+                               Op{}(widen(pa[i * sa.value]), widen(pb[i * sb.value])));
+                         }
+                       });
                      }
                    });
     } else {
@@ -127,16 +129,25 @@ void cpu_select(const KernelCall& call) {
     const S* on_true = static_cast<const S*>(call.inputs[1].data);
     const S* on_false = static_cast<const S*>(call.inputs[2].data);
     S* out = static_cast<S*>(y.data);
-    int64_t step[3];
-    for (size_t k = 0; k < 3; ++k) step[k] = layout.inner_contiguous[k] ? 1 : 0;
-    for_each_run(layout, call.pool, kMinChunk,
-                 [&](int64_t at, const std::array<int64_t, 3>& offset, int64_t length) {
-                   for (int64_t i = 0; i < length; ++i) {
-                     out[at + i] = pred[offset[0] + i * step[0]]
-                                       ? on_true[offset[1] + i * step[1]]
-                                       : on_false[offset[2] + i * step[2]];
-                   }
-                 });
+    const auto& contiguous = layout.inner_contiguous;
+    with_inner_steps(contiguous[0], contiguous[1], contiguous[2], [&](auto sp, auto st, auto sf) {
+      for_each_run(layout, call.pool, kMinChunk,
+                   [&](int64_t at, const std::array<int64_t, 3>& offset, int64_t length) {
+                     const bool* p = pred + offset[0];
+                     const S* t = on_true + offset[1];
+                     const S* f = on_false + offset[2];
+                     S* o = out + at;
+                     if constexpr (sizeof(S) == 4) {
+                       simd::select_32(p, sp.value, reinterpret_cast<const uint32_t*>(t), st.value,
+                                       reinterpret_cast<const uint32_t*>(f), sf.value,
+                                       reinterpret_cast<uint32_t*>(o), static_cast<size_t>(length));
+                     } else {
+                       for (int64_t i = 0; i < length; ++i) {
+                         o[i] = p[i * sp.value] ? t[i * st.value] : f[i * sf.value];
+                       }
+                     }
+                   });
+    });
   });
 }
 

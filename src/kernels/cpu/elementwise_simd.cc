@@ -281,6 +281,32 @@ void BinaryF64(BinaryOp op, const double* a, size_t sa, const double* b, size_t 
   binary_dispatch(op, a, sa, b, sb, y, n, stream);
 }
 
+// y = pred ? on_true : on_false for 4-byte elements, moved as bit patterns (so f32, i32
+// and u32 share it and NaN payloads pass unchanged). The bool predicate is read as bytes
+// and widened to a lane mask. Operands may be scalars (stride 0).
+void Select32(const bool* pred, size_t pred_stride, const uint32_t* on_true, size_t true_stride,
+              const uint32_t* on_false, size_t false_stride, uint32_t* y, size_t n) {
+  const hn::ScalableTag<uint32_t> d;
+  const hn::Rebind<uint8_t, decltype(d)> d8;
+  const size_t lanes = hn::Lanes(d);
+  const auto zero = hn::Zero(d);
+  size_t i = 0;
+  if (pred_stride == 1) {
+    const auto scalar_true = hn::Set(d, on_true[0]);
+    const auto scalar_false = hn::Set(d, on_false[0]);
+    const auto* p8 = reinterpret_cast<const uint8_t*>(pred);
+    for (; i + lanes <= n; i += lanes) {
+      const auto mask = hn::Ne(hn::PromoteTo(d, hn::LoadU(d8, p8 + i)), zero);
+      const auto t = true_stride ? hn::LoadU(d, on_true + i) : scalar_true;
+      const auto f = false_stride ? hn::LoadU(d, on_false + i) : scalar_false;
+      hn::StoreU(hn::IfThenElse(mask, t, f), d, y + i);
+    }
+  }
+  for (; i < n; ++i) {
+    y[i] = pred[i * pred_stride] ? on_true[i * true_stride] : on_false[i * false_stride];
+  }
+}
+
 const char* TargetName() {
   return hwy::TargetName(HWY_TARGET);
 }
@@ -296,6 +322,7 @@ HWY_EXPORT(UnaryF64);
 HWY_EXPORT(BinaryF32);
 HWY_EXPORT(BinaryF64);
 HWY_EXPORT(TargetName);
+HWY_EXPORT(Select32);
 
 void unary_f32(UnaryOp op, const float* x, float* y, size_t n, Store store) {
   HWY_DYNAMIC_DISPATCH(UnaryF32)(op, x, y, n, store == Store::kStream);
@@ -314,6 +341,12 @@ void binary_f64(BinaryOp op, const double* a, size_t a_stride, const double* b, 
 
 const char* target_name() {
   return HWY_DYNAMIC_DISPATCH(TargetName)();
+}
+
+void select_32(const bool* pred, size_t pred_stride, const uint32_t* on_true, size_t true_stride,
+               const uint32_t* on_false, size_t false_stride, uint32_t* y, size_t n) {
+  HWY_DYNAMIC_DISPATCH(Select32)
+  (pred, pred_stride, on_true, true_stride, on_false, false_stride, y, n);
 }
 
 }  // namespace kiln::simd

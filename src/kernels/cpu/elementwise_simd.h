@@ -32,6 +32,10 @@ enum class Store : uint8_t { kAuto, kStream };
 // Operand b (or a) may be a single repeated element: a_stride/b_stride are 1 or 0.
 void unary_f32(UnaryOp op, const float* x, float* y, size_t n, Store store = Store::kAuto);
 void unary_f64(UnaryOp op, const double* x, double* y, size_t n, Store store = Store::kAuto);
+// y = pred ? on_true : on_false over 4-byte elements (f32, i32, u32 as bits); strides
+// are 1 or 0 (a repeated scalar).
+void select_32(const bool* pred, size_t pred_stride, const uint32_t* on_true, size_t true_stride,
+               const uint32_t* on_false, size_t false_stride, uint32_t* y, size_t n);
 void binary_f32(BinaryOp op, const float* a, size_t a_stride, const float* b, size_t b_stride,
                 float* y, size_t n, Store store = Store::kAuto);
 void binary_f64(BinaryOp op, const double* a, size_t a_stride, const double* b, size_t b_stride,

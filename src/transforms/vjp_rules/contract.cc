@@ -67,12 +67,28 @@ Array dot_operand_cotangent(const Array& g, const DotSide& side, CallSite site) 
   auto nx = static_cast<int64_t>(x_free.size());
   auto ny = static_cast<int64_t>(y_free.size());
   Dims g_y_free = side.x_is_lhs ? iota_dims(nb + nx, nb + nx + ny) : iota_dims(nb, nb + ny);
-  Array product =
-      dot_general(g, side.y, g_y_free, y_free, iota_dims(0, nb), side.y_batch, std::nullopt, site);
-  Dims produced = side.x_batch;
-  for (int64_t axis : x_free) produced.push_back(axis);
+  // x's contracting axes in the order of their partners in y.
+  Dims x_contracting_by_y;
   for (int64_t k : argsort(side.y_contracting)) {
-    produced.push_back(side.x_contracting[static_cast<size_t>(k)]);
+    x_contracting_by_y.push_back(side.x_contracting[static_cast<size_t>(k)]);
+  }
+  // dot_general(g, y) yields [batch, x free, x contracting]; dot_general(y, g) yields
+  // [batch, x contracting, x free]. Whichever is already in x's axis order needs no
+  // transpose: for a dense layer's kernel (x^T g) that saves a copy of the whole gradient.
+  Dims produced = side.x_batch, swapped = side.x_batch;
+  for (int64_t axis : x_free) produced.push_back(axis);
+  for (int64_t axis : x_contracting_by_y) produced.push_back(axis);
+  for (int64_t axis : x_contracting_by_y) swapped.push_back(axis);
+  for (int64_t axis : x_free) swapped.push_back(axis);
+  Array product;
+  if (!std::is_sorted(produced.begin(), produced.end()) &&
+      std::is_sorted(swapped.begin(), swapped.end())) {
+    product = dot_general(side.y, g, y_free, g_y_free, side.y_batch, iota_dims(0, nb), std::nullopt,
+                          site);
+    produced = swapped;
+  } else {
+    product = dot_general(g, side.y, g_y_free, y_free, iota_dims(0, nb), side.y_batch, std::nullopt,
+                          site);
   }
   Dims permutation = argsort(produced);
   if (!std::is_sorted(produced.begin(), produced.end())) {

@@ -1,9 +1,8 @@
 // VJP rules of the window family. reduce_window_sum's cotangent is its transpose: the
 // cotangent spread out by the strides and padded, then summed over the same window (as
 // JAX's _reduce_window_sum_transpose_rule). reduce_window_max routes each window's
-// cotangent to the window's first maximum, like XLA's select_and_scatter_add; kiln has no
-// such primitive, so the rule builds it from slices, comparisons, selects and pads, which
-// trace and differentiate like any other ops.
+// cotangent to the window's first maximum with select_and_scatter_add (as XLA), whose own
+// VJP gathers from the same positions, built from slices, comparisons and selects.
 #include <limits>
 
 #include "prims/bind.h"
@@ -43,20 +42,36 @@ std::vector<Array> reduce_window_sum_vjp(const VjpArgs& args) {
                 ReduceWindowParams{p.window_dimensions, ones, none, none}, args.site)};
 }
 
-// For each window offset k (in row-major order, as XLA's select_and_scatter visits the
-// window), the strided slice of the padded input holding every window's k-th cell is
-// compared with the result; a window's cotangent goes to the first k that matches (a
-// running "taken" mask) and is padded back into place (interior padding undoes the
-// stride). A NaN result matches the window's first NaN. Padding cells never match unless
-// the whole window is padding, and their share is cropped away.
+// Each window's cotangent goes to the window's first maximum: select_and_scatter_add, one
+// kernel (its semantics are documented with the primitive in prim_list.def).
 std::vector<Array> reduce_window_max_vjp(const VjpArgs& args) {
-  const auto& p = std::get<ReduceWindowParams>(args.params);
   const Array& x = args.inputs[0];
-  const Array& y = args.outputs[0];
-  CallSite site = args.site;
   if (!is_floating(x.dtype())) return vjp_util::none(args);
   Array g = vjp_util::cotangent_or_zeros(args, 0);
-  if (x.size() == 0 || g.size() == 0) return {zeros_like(x, site)};
+  if (x.size() == 0 || g.size() == 0) return {zeros_like(x, args.site)};
+  return {bind1(PrimId::select_and_scatter_add, {g, x}, args.params, args.site)};
+}
+
+// select_and_scatter_add is linear in its source, and its transpose gathers: each window
+// takes the cotangent at its selected cell. Built from ops (only second derivatives of
+// max pooling come here): for each window offset k in row-major order, the strided slice of
+// the padded operand holding every window's k-th cell is compared with the windows'
+// maximum; a window takes the first k that matches (a running "taken" mask), a NaN maximum
+// matching the window's first NaN. Padding cells never match. The selection is piecewise
+// constant in the operand, whose cotangent is zero.
+std::vector<Array> select_and_scatter_add_vjp(const VjpArgs& args) {
+  const auto& p = std::get<ReduceWindowParams>(args.params);
+  const Array& source = args.inputs[0];
+  const Array& x = args.inputs[1];
+  CallSite site = args.site;
+  std::vector<Array> result = vjp_util::none(args);
+  if (!args.wanted[0]) return result;
+  if (x.size() == 0 || source.size() == 0) {
+    result[0] = zeros_like(source, site);
+    return result;
+  }
+  Array ct = vjp_util::cotangent_or_zeros(args, 0);
+  Array y = bind1(PrimId::reduce_window_max, {x}, args.params, site);
   auto rank = static_cast<size_t>(x.rank());
   bool padded = false;
   int64_t window_cells = 1;
@@ -64,42 +79,40 @@ std::vector<Array> reduce_window_max_vjp(const VjpArgs& args) {
     padded = padded || p.padding_low[a] > 0 || p.padding_high[a] > 0;
     window_cells *= p.window_dimensions[a];
   }
-  Array x_padded =
-      pad(x, p.padding_low, p.padding_high, {}, -std::numeric_limits<double>::infinity(), site);
-  // 1 on the input's cells, 0 on padding: only needed when some window reaches padding.
+  double lowest = -std::numeric_limits<double>::infinity();
+  Array x_padded = pad(x, p.padding_low, p.padding_high, {}, lowest, site);
+  Array ct_padded = pad(ct, p.padding_low, p.padding_high, {}, 0, site);
+  // 1 on the operand's cells, 0 on padding: only needed when some window reaches padding.
   Array inside =
       padded ? pad(ones_like(x, site), p.padding_low, p.padding_high, {}, 0, site) : Array();
-  Array zero = zeros_like(g, site);
-  Dims offset(rank, 0), strides = p.window_strides;
+  Array zero = zeros_like(source, site);
+  Dims offset(rank, 0);
   Array taken, total;
   for (int64_t cell = 0; cell < window_cells; ++cell) {
-    Dims start, limit, low, high, interior;
+    Dims start, limit;
     for (size_t a = 0; a < rank; ++a) {
-      auto axis = static_cast<int64_t>(a);
-      int64_t span = dilated(g.dim(axis), strides[a]);
       start.push_back(offset[a]);
-      limit.push_back(offset[a] + span);
-      low.push_back(offset[a] - p.padding_low[a]);
-      high.push_back(x.dim(axis) - low.back() - span);
-      interior.push_back(strides[a] - 1);
+      limit.push_back(offset[a] +
+                      dilated(source.dim(static_cast<int64_t>(a)), p.window_strides[a]));
     }
-    Array candidate = slice(x_padded, start, limit, strides, site);
+    Array candidate = slice(x_padded, start, limit, p.window_strides, site);
     Array hit = bitwise_or(equal(candidate, y, site), not_equal(candidate, candidate, site), site);
     if (inside.defined()) {
-      Array real = not_equal(slice(inside, start, limit, strides, site), zero, site);
+      Array real = not_equal(slice(inside, start, limit, p.window_strides, site), zero, site);
       hit = bitwise_and(hit, real, site);
     }
     if (taken.defined()) hit = bitwise_and(hit, logical_not(taken, site), site);
     if (cell + 1 < window_cells) taken = taken.defined() ? bitwise_or(taken, hit, site) : hit;
-    Array placed = pad(where(hit, g, zero, site), low, high, interior, 0, site);
-    total = total.defined() ? add(total, placed, site) : placed;
+    Array picked = where(hit, slice(ct_padded, start, limit, p.window_strides, site), zero, site);
+    total = total.defined() ? add(total, picked, site) : picked;
     // Next offset in row-major order.
     for (size_t a = rank; a-- > 0;) {
       if (++offset[a] < p.window_dimensions[a]) break;
       offset[a] = 0;
     }
   }
-  return {total};
+  result[0] = total;
+  return result;
 }
 
 }  // namespace
@@ -107,6 +120,7 @@ std::vector<Array> reduce_window_max_vjp(const VjpArgs& args) {
 void register_vjp_window(PrimTable& table) {
   table[PrimId::reduce_window_max].vjp = reduce_window_max_vjp;
   table[PrimId::reduce_window_sum].vjp = reduce_window_sum_vjp;
+  table[PrimId::select_and_scatter_add].vjp = select_and_scatter_add_vjp;
 }
 
 }  // namespace kiln
