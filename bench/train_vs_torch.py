@@ -22,6 +22,10 @@ import tempfile
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# PyTorch's fastest thread setting on this machine (research/baselines.md, remeasured for
+# docs/performance.md): for the MLP its default (1 intra-op thread, OpenBLAS with 2), for
+# the CNN 2 threads (its convolutions and pooling run on ATen's pool).
+TORCH_THREADS = {"mlp": "0", "cnn": "2"}
 
 
 def run(command, env=None):
@@ -67,7 +71,7 @@ def main():
         for _ in range(args.pairs):
             k = last_json(run([bench, "--config", config, "--steps", str(steps), "--json"])[0])
             t = last_json(run(["/usr/bin/python3", torch_script, "--model", model, "--steps",
-                               str(steps), "--json"])[0])
+                               str(steps), "--threads", TORCH_THREADS[model], "--json"])[0])
             kiln_ms.append(k["median_step_ms"])
             torch_ms.append(t["median_step_ms"])
             ratios.append(t["median_step_ms"] / k["median_step_ms"])
