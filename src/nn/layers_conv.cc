@@ -82,14 +82,10 @@ class Conv2DImpl final : public detail::ModuleImpl {
   InitResult init(const Array& key, const AbstractValue& input, const Scope& scope) const override {
     AbstractValue output = output_type(input, scope);
     DType dtype = detail::param_dtype(input);
-    std::vector<Tree::Item> params;
-    params.emplace_back("kernel", options_.kernel_init(random::fold_in(key, 0, scope.site),
-                                                       kernel_shape(input.shape[3]), dtype));
-    if (options_.use_bias) {
-      params.emplace_back(
-          "bias", options_.bias_init(random::fold_in(key, 1, scope.site), Shape{features_}, dtype));
-    }
-    return InitResult{Variables{Tree::dict(std::move(params)), Tree()}, output};
+    Tree params =
+        detail::kernel_and_bias(key, options_.kernel_init, kernel_shape(input.shape[3]),
+                                options_.use_bias, options_.bias_init, features_, dtype, scope);
+    return InitResult{Variables{std::move(params), Tree()}, output};
   }
 
   ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& /*options*/,

@@ -46,14 +46,10 @@ class DenseImpl final : public detail::ModuleImpl {
     AbstractValue output = output_type(input, scope);
     int64_t in = input.shape[input.shape.rank() - 1];
     DType dtype = detail::param_dtype(input);
-    std::vector<Tree::Item> params;
-    params.emplace_back("kernel", options_.kernel_init(random::fold_in(key, 0, scope.site),
-                                                       Shape{in, features_}, dtype));
-    if (options_.use_bias) {
-      params.emplace_back(
-          "bias", options_.bias_init(random::fold_in(key, 1, scope.site), Shape{features_}, dtype));
-    }
-    return InitResult{Variables{Tree::dict(std::move(params)), Tree()}, output};
+    Tree params =
+        detail::kernel_and_bias(key, options_.kernel_init, Shape{in, features_}, options_.use_bias,
+                                options_.bias_init, features_, dtype, scope);
+    return InitResult{Variables{std::move(params), Tree()}, output};
   }
 
   ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& /*options*/,

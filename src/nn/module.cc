@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "kiln/random.h"
 #include "nn/module_impl.h"
 
 namespace kiln::nn {
@@ -89,6 +90,19 @@ void check_nhwc_input(const AbstractValue& input, const Scope& scope, const Modu
 
 DType param_dtype(const AbstractValue& input) {
   return is_floating(input.dtype) ? input.dtype : DType::f32;
+}
+
+Tree kernel_and_bias(const Array& key, const Initializer& kernel_init, const Shape& kernel_shape,
+                     bool use_bias, const Initializer& bias_init, int64_t features, DType dtype,
+                     const Scope& scope) {
+  std::vector<Tree::Item> params;
+  params.emplace_back("kernel",
+                      kernel_init(random::fold_in(key, 0, scope.site), kernel_shape, dtype));
+  if (use_bias) {
+    params.emplace_back("bias",
+                        bias_init(random::fold_in(key, 1, scope.site), Shape{features}, dtype));
+  }
+  return Tree::dict(std::move(params));
 }
 
 namespace {

@@ -80,6 +80,11 @@ void check_float_input(const AbstractValue& input, int64_t min_rank, const Scope
 void check_nhwc_input(const AbstractValue& input, const Scope& scope, const ModuleImpl& layer);
 // The dtype parameters are created in: the input's when it is floating point, else f32.
 DType param_dtype(const AbstractValue& input);
+// The {kernel, bias} params of Dense and Conv2D: the kernel drawn with fold_in(key, 0),
+// the bias (of `features` elements, when use_bias) with fold_in(key, 1).
+Tree kernel_and_bias(const Array& key, const Initializer& kernel_init, const Shape& kernel_shape,
+                     bool use_bias, const Initializer& bias_init, int64_t features, DType dtype,
+                     const Scope& scope);
 
 // The params (or state) dict of a layer must hold exactly `names`; fails naming the layer
 // and the keys it has otherwise. `what` is "params" or "state".

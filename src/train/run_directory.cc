@@ -13,23 +13,15 @@
 namespace kiln::train {
 namespace fs = std::filesystem;
 
-std::string utc_timestamp() {
-  std::time_t now = std::time(nullptr);
-  std::tm parts{};
-  gmtime_r(&now, &parts);
-  char text[32];
-  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &parts);
-  return text;
-}
-
 namespace {
 
-std::string compact_utc_time() {
+// The current UTC time formatted with strftime's `format`.
+std::string utc_now(const char* format) {
   std::time_t now = std::time(nullptr);
   std::tm parts{};
   gmtime_r(&now, &parts);
   char text[32];
-  std::strftime(text, sizeof text, "%Y%m%d-%H%M%S", &parts);
+  std::strftime(text, sizeof text, format, &parts);
   return text;
 }
 
@@ -38,6 +30,10 @@ void write_text(const fs::path& path, const std::string& text) {
 }
 
 }  // namespace
+
+std::string utc_timestamp() {
+  return utc_now("%Y-%m-%dT%H:%M:%SZ");
+}
 
 RunDirectory RunDirectory::create(const fs::path& runs_dir, const std::string& experiment,
                                   const std::string& resolved_config, nlohmann::json run_info) {
@@ -50,7 +46,7 @@ RunDirectory RunDirectory::create(const fs::path& runs_dir, const std::string& e
          "set experiment.runs_dir to a writable directory");
   }
   std::string config_hash = io::sha256_hex(resolved_config);
-  std::string base = fmt::format("{}-{}", compact_utc_time(), config_hash.substr(0, 8));
+  std::string base = fmt::format("{}-{}", utc_now("%Y%m%d-%H%M%S"), config_hash.substr(0, 8));
   // create_directory is the atomic test: two processes never get the same directory.
   std::string run_id = base;
   for (int suffix = 2; !fs::create_directory(parent / run_id, error); ++suffix) {

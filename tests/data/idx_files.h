@@ -1,5 +1,5 @@
-// Test helpers for the data layer: a fresh temporary directory per test, and writers of
-// raw, plain and gzip-compressed files (IDX files are built byte by byte in the tests).
+// Test helpers for the data layer: writers of raw, plain and gzip-compressed files (IDX
+// files are built byte by byte in the tests).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -14,25 +14,9 @@
 
 #include <fmt/format.h>
 
+#include "support/scratch_dir.h"
+
 namespace kiln::testing {
-
-// A directory under the system temp dir named after the running test, removed afterwards.
-class ScratchDir {
- public:
-  ScratchDir() {
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            fmt::format("kiln_{}_{}_{}", info->test_suite_name(), info->name(), ::getpid());
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~ScratchDir() { std::filesystem::remove_all(path_); }
-  const std::filesystem::path& path() const { return path_; }
-  std::filesystem::path operator/(const std::string& name) const { return path_ / name; }
-
- private:
-  std::filesystem::path path_;
-};
 
 using Bytes = std::vector<uint8_t>;
 

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/cpu/contract_kernels.h"
+#include "kernels/cpu/window_layout.h"
 #include "kernels/element_convert.h"
 
 namespace kiln {
@@ -18,15 +19,8 @@ namespace {
 constexpr int64_t kElementsPerChunk = 1 << 15;
 
 bool is_nhwc_pool(const KernelCall& call) {
-  const auto& p = std::get<ReduceWindowParams>(call.params);
-  if (call.inputs[0].aval->shape.rank() != 4) return false;
-  for (size_t axis : {size_t{0}, size_t{3}}) {
-    if (p.window_dimensions[axis] != 1 || p.window_strides[axis] != 1 || p.padding_low[axis] != 0 ||
-        p.padding_high[axis] != 0) {
-      return false;
-    }
-  }
-  return true;
+  return windows_span_hw_only(std::get<ReduceWindowParams>(call.params),
+                              call.inputs[0].aval->shape);
 }
 
 struct MaxFold {

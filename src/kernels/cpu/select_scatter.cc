@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/contract_kernels.h"
 #include "kernels/cpu/shape_copy.h"
+#include "kernels/cpu/window_layout.h"
 
 namespace kiln {
 namespace {
@@ -20,15 +21,8 @@ constexpr int64_t kElementsPerChunk = 1 << 15;
 constexpr int64_t kLanes = 16;
 
 bool is_nhwc_windows(const KernelCall& call) {
-  const auto& p = std::get<ReduceWindowParams>(call.params);
-  if (call.inputs[1].aval->shape.rank() != 4) return false;
-  for (size_t axis : {size_t{0}, size_t{3}}) {
-    if (p.window_dimensions[axis] != 1 || p.window_strides[axis] != 1 || p.padding_low[axis] != 0 ||
-        p.padding_high[axis] != 0) {
-      return false;
-    }
-  }
-  return true;
+  return windows_span_hw_only(std::get<ReduceWindowParams>(call.params),
+                              call.inputs[1].aval->shape);
 }
 
 // Selects each channel's first maximum over the taps (offsets of a window's pixels inside
