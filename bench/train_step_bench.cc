@@ -35,9 +35,7 @@ using namespace kiln;
 namespace {
 
 double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  size_t middle = values.size() / 2;
-  return values.size() % 2 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
+  return profile::summarize(0, std::move(values)).median_s;
 }
 
 double seconds_of(const std::function<void()>& fn) {
@@ -103,10 +101,10 @@ int main(int argc, char** argv) {
   if (!roofline) {
     std::vector<double> samples;
     for (int i = 0; i < steps; ++i) samples.push_back(seconds_of(one_step));
-    out["median_step_ms"] = 1e3 * median(samples);
-    std::sort(samples.begin(), samples.end());
-    out["p10_step_ms"] = 1e3 * samples[samples.size() / 10];
-    out["p90_step_ms"] = 1e3 * samples[samples.size() * 9 / 10];
+    profile::Timing timing = profile::summarize(first_ms / 1e3, std::move(samples));
+    out["median_step_ms"] = 1e3 * timing.median_s;
+    out["p10_step_ms"] = 1e3 * timing.p10_s;
+    out["p90_step_ms"] = 1e3 * timing.p90_s;
   } else {
     // The dense layers' shapes, read from the params (kernel [in, out]).
     std::vector<GemmBuffers> gemms;

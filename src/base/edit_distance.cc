@@ -30,4 +30,18 @@ size_t edit_distance(std::string_view a, std::string_view b) {
   return previous[b.size()];
 }
 
+std::string_view closest_match(std::string_view word,
+                               std::span<const std::string_view> candidates) {
+  std::string_view best;
+  size_t best_distance = std::max<size_t>(1, word.size() / 3) + 1;
+  for (std::string_view candidate : candidates) {
+    size_t distance = edit_distance(word, candidate);
+    if (distance < best_distance) {
+      best = candidate;
+      best_distance = distance;
+    }
+  }
+  return best;
+}
+
 }  // namespace kiln

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <span>
 #include <string_view>
 
 namespace kiln {
@@ -11,5 +12,9 @@ namespace kiln {
 // neighbours turning `a` into `b` (optimal string alignment), ignoring ASCII case: a
 // swapped pair or a key typed in the wrong case is a likely typo too.
 size_t edit_distance(std::string_view a, std::string_view b);
+
+// The candidate closest to `word` if it is a likely typo (up to a third of the word may
+// differ, one edit for short words), else empty. Ties go to the first candidate.
+std::string_view closest_match(std::string_view word, std::span<const std::string_view> candidates);
 
 }  // namespace kiln

@@ -222,16 +222,7 @@ void read_equation_comment(const Comment& comment, Equation& equation) {
 }
 
 std::string did_you_mean(std::string_view word, std::span<const std::string_view> candidates) {
-  std::string_view best;
-  // Up to a third of the word may differ (one edit for short words).
-  size_t best_distance = std::max<size_t>(1, word.size() / 3) + 1;
-  for (std::string_view candidate : candidates) {
-    size_t distance = edit_distance(word, candidate);
-    if (distance < best_distance) {
-      best = candidate;
-      best_distance = distance;
-    }
-  }
+  std::string_view best = closest_match(word, candidates);
   return best.empty() ? std::string() : fmt::format(" (did you mean '{}'?)", best);
 }
 

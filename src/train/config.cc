@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 #include <toml++/toml.h>
 
+#include "base/edit_distance.h"
 #include "kiln/error.h"
 #include "train/config_schema.h"
 
@@ -119,7 +120,7 @@ void read_field(const schema::Field<Owner>& field, const toml::node& node, std::
   if (!schema::satisfies(*value, rule)) {
     std::string shown = schema::format_value(*value);
     if (!rule.choices.empty()) {
-      std::string_view guess = schema::closest(std::get<std::string>(*value), rule.choices);
+      std::string_view guess = closest_match(std::get<std::string>(*value), rule.choices);
       error(where,
             fmt::format("{} = {} is not one of {}{}", name, shown, schema::join(rule.choices),
                         guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess)));
@@ -160,7 +161,7 @@ std::string suggest_key(std::string_view section_name, std::string_view key_name
         owners.push_back(&key);
       }
     }
-    std::string_view guess = schema::closest(key_name, names);
+    std::string_view guess = closest_match(key_name, names);
     if (guess.empty()) return {};
     size_t at = static_cast<size_t>(std::find(names.begin(), names.end(), guess) - names.begin());
     return fmt::format("{}.{}", section.name, owners[at]->name);
@@ -182,7 +183,7 @@ std::string suggest_key(std::string_view section_name, std::string_view key_name
   std::vector<std::string_view> views(full_names.begin(), full_names.end());
   std::string wanted =
       section_name.empty() ? std::string(key_name) : fmt::format("{}.{}", section_name, key_name);
-  return std::string(schema::closest(wanted, views));
+  return std::string(closest_match(wanted, views));
 }
 
 std::string_view suggest_section(std::string_view name) {
@@ -191,7 +192,7 @@ std::string_view suggest_section(std::string_view name) {
   }
   std::vector<std::string_view> names;
   for (const Section& section : schema::sections()) names.push_back(section.name);
-  return schema::closest(name, names);
+  return closest_match(name, names);
 }
 
 std::string keys_of(const Section& section) {
@@ -235,7 +236,7 @@ LayerConfig read_layer(const toml::node& node, size_t index, const std::string& 
   layer.type = type_node->as_string()->get();
   const LayerType* type = schema::find_layer_type(layer.type);
   if (!type) {
-    std::string_view guess = schema::closest(layer.type, type_names);
+    std::string_view guess = closest_match(layer.type, type_names);
     error(type_where,
           fmt::format("model.layers[{}] (line {}): unknown layer type '{}'{}", index, layer.line,
                       layer.type, guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess)),
@@ -249,7 +250,7 @@ LayerConfig read_layer(const toml::node& node, size_t index, const std::string& 
     if (key->str() == "type") continue;
     const LayerField* field = schema::find_layer_field(key->str());
     if (!field || !type->takes(key->str())) {
-      std::string_view guess = schema::closest(key->str(), type->fields());
+      std::string_view guess = closest_match(key->str(), type->fields());
       error(
           position(source, key->source()),
           fmt::format("{}: unknown field '{}' for a {} layer; {}{}", label, key->str(), type->name,

@@ -7,23 +7,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "base/edit_distance.h"
 #include "train/config_schema.h"
 
 namespace kiln::train::schema {
-
-std::string_view closest(std::string_view word, const std::vector<std::string_view>& candidates) {
-  std::string_view best;
-  size_t best_distance = std::max<size_t>(1, word.size() / 3) + 1;
-  for (std::string_view candidate : candidates) {
-    size_t distance = edit_distance(word, candidate);
-    if (distance < best_distance) {
-      best = candidate;
-      best_distance = distance;
-    }
-  }
-  return best;
-}
 
 std::string_view type_phrase(Type type) {
   switch (type) {

@@ -77,10 +77,6 @@ const Key* find_key(const Section& section, std::string_view name);
 const LayerField* find_layer_field(std::string_view name);
 const LayerType* find_layer_type(std::string_view name);
 
-// The closest candidate to a mistyped `word` (case ignored, up to one edit in three
-// characters), or empty when none is close. Ties go to the first candidate.
-std::string_view closest(std::string_view word, const std::vector<std::string_view>& candidates);
-
 // "an integer", "a float", ... as in "expected an integer".
 std::string_view type_phrase(Type type);
 // The rule a value must follow, e.g. "an integer >= 1", "a float in [0, 1)", "one of valid,

@@ -17,6 +17,7 @@
 #include "data/idx.h"
 #include "kiln/device.h"
 #include "kiln/nn/module.h"
+#include "kiln/profile.h"
 #include "kiln/random.h"
 #include "kiln/safetensors.h"
 #include "train/batches.h"
@@ -32,13 +33,6 @@ using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
-}
-
-double median(std::vector<double> values) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  size_t middle = values.size() / 2;
-  return values.size() % 2 ? values[middle] : 0.5 * (values[middle - 1] + values[middle]);
 }
 
 std::vector<bool> host_bools(const Array& flags) {
@@ -217,7 +211,7 @@ TrainSummary Run::execute() {
     progress_->finish();
     summary_.steps = step_number;
     summary_.seconds = seconds_since(start_);
-    summary_.median_step_ms = 1e3 * median(step_seconds_);
+    summary_.median_step_ms = 1e3 * profile::summarize(0, step_seconds_).median_s;
     JitStats stats = step.stats();
     run_->info()["jit"] = {{"compiles", stats.compiles},
                            {"compile_seconds", stats.compile_seconds},

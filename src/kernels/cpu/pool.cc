@@ -92,14 +92,8 @@ void pool_nhwc(const KernelCall& call) {
       for (int64_t ow = 0; ow < out[2]; ++ow) {
         // The window's cells inside the operand, in the reference's order.
         taps.clear();
-        for (int64_t kh = 0; kh < p.window_dimensions[1]; ++kh) {
-          int64_t ih = oh * p.window_strides[1] + kh - p.padding_low[1];
-          if (ih < 0 || ih >= h) continue;
-          for (int64_t kw = 0; kw < p.window_dimensions[2]; ++kw) {
-            int64_t iw = ow * p.window_strides[2] + kw - p.padding_low[2];
-            if (iw >= 0 && iw < w) taps.push_back(x + ((n * h + ih) * w + iw) * c);
-          }
-        }
+        for_each_window_cell(p, h, w, oh, ow,
+                             [&](int64_t cell) { taps.push_back(x + (n * h * w + cell) * c); });
         S* dst = y + (line * out[2] + ow) * c;
         int64_t channel = 0;
         for (; channel + kLanes <= c; channel += kLanes) {

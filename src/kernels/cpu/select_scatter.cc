@@ -67,14 +67,7 @@ void scatter_image(const ReduceWindowParams& p, const Shape& in, const Shape& wi
   for (int64_t oh = 0; oh < windows[1]; ++oh) {
     for (int64_t ow = 0; ow < windows[2]; ++ow) {
       taps.clear();
-      for (int64_t kh = 0; kh < p.window_dimensions[1]; ++kh) {
-        int64_t ih = oh * p.window_strides[1] + kh - p.padding_low[1];
-        if (ih < 0 || ih >= h) continue;
-        for (int64_t kw = 0; kw < p.window_dimensions[2]; ++kw) {
-          int64_t iw = ow * p.window_strides[2] + kw - p.padding_low[2];
-          if (iw >= 0 && iw < w) taps.push_back((ih * w + iw) * c);
-        }
-      }
+      for_each_window_cell(p, h, w, oh, ow, [&](int64_t cell) { taps.push_back(cell * c); });
       if (taps.empty()) continue;  // a window of padding only sends nothing
       const S* src = source + (oh * windows[2] + ow) * c;
       int64_t channel = 0;
