@@ -106,6 +106,7 @@ HWY_INLINE V apply_unary(D d, V x) {
   if constexpr (kOp == UnaryOp::kLog) return safe_log(d, x);
   if constexpr (kOp == UnaryOp::kTanh) return safe_tanh(d, x);
   if constexpr (kOp == UnaryOp::kLogistic) return safe_logistic(d, x);
+  if constexpr (kOp == UnaryOp::kCopy) return x;
 }
 
 template <BinaryOp kOp, class D, class V>
@@ -130,24 +131,34 @@ constexpr size_t kStreamElements = size_t{1} << 15;
 // Prefetching past the end of an array is harmless (prefetches never fault).
 constexpr size_t kPrefetchAhead = 1024;
 
+// How a loop stores its results. Non-temporal stores are weakly ordered: a fence must
+// follow them before another thread may read the results. A kernel call fences its own
+// stores; a fused program's blocks leave that to the end of the chunk (one fence per
+// block made the fused loop a third slower).
+enum class Stores : uint8_t {
+  kAuto,            // regular stores, or streamed and fenced for a run >= kStreamElements
+  kStream,          // streamed and fenced
+  kStreamUnfenced,  // streamed; the caller fences (flush_streams) before the results are read
+};
+
 // Writes y[0, n): full(i) gives the vector for elements [i, i + lanes); partial(i, count)
 // computes `count` < lanes elements through a padded vector and stores them. Every element
 // goes through the same vector code wherever it sits, so results do not depend on
 // alignment, chunking or the store used.
 template <typename T, class Full, class Partial>
-HWY_INLINE void store_all(T* HWY_RESTRICT y, size_t n, bool stream, const Full& full,
+HWY_INLINE void store_all(T* HWY_RESTRICT y, size_t n, Stores stores, const Full& full,
                           const Partial& partial) {
   const hn::ScalableTag<T> d;
   const size_t lanes = hn::Lanes(d);
   size_t i = 0;
-  if (stream || n >= kStreamElements) {
+  if (stores != Stores::kAuto || n >= kStreamElements) {
     size_t misaligned = (reinterpret_cast<uintptr_t>(y) % (lanes * sizeof(T))) / sizeof(T);
     if (misaligned != 0) {
       i = std::min(n, lanes - misaligned);
       partial(0, i);
     }
     for (; i + lanes <= n; i += lanes) hn::Stream(full(i), d, y + i);
-    hwy::FlushStream();
+    if (stores != Stores::kStreamUnfenced) hwy::FlushStream();
   } else {
     for (; i + lanes <= n; i += lanes) hn::StoreU(full(i), d, y + i);
   }
@@ -155,10 +166,10 @@ HWY_INLINE void store_all(T* HWY_RESTRICT y, size_t n, bool stream, const Full& 
 }
 
 template <UnaryOp kOp, typename T>
-void unary_loop(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t n, bool stream) {
+void unary_loop(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t n, Stores stores) {
   const hn::ScalableTag<T> d;
   store_all(
-      y, n, stream,
+      y, n, stores,
       [&](size_t i) {
         hwy::Prefetch(x + i + kPrefetchAhead);
         return apply_unary<kOp>(d, hn::LoadU(d, x + i));
@@ -173,7 +184,7 @@ void unary_loop(const T* HWY_RESTRICT x, T* HWY_RESTRICT y, size_t n, bool strea
 
 template <BinaryOp kOp, typename T>
 void binary_loop(const T* HWY_RESTRICT a, size_t a_stride, const T* HWY_RESTRICT b, size_t b_stride,
-                 T* HWY_RESTRICT y, size_t n, bool stream) {
+                 T* HWY_RESTRICT y, size_t n, Stores stores) {
   const hn::ScalableTag<T> d;
   auto partial = [&](size_t i, size_t count) {
     HWY_ALIGN T buffer_a[hn::MaxLanes(d)] = {};
@@ -187,7 +198,7 @@ void binary_loop(const T* HWY_RESTRICT a, size_t a_stride, const T* HWY_RESTRICT
   };
   if (a_stride == 1 && b_stride == 1) {
     store_all(
-        y, n, stream,
+        y, n, stores,
         [&](size_t i) {
           hwy::Prefetch(a + i + kPrefetchAhead);
           hwy::Prefetch(b + i + kPrefetchAhead);
@@ -197,7 +208,7 @@ void binary_loop(const T* HWY_RESTRICT a, size_t a_stride, const T* HWY_RESTRICT
   } else if (a_stride == 1) {
     const auto vb = hn::Set(d, b[0]);
     store_all(
-        y, n, stream,
+        y, n, stores,
         [&](size_t i) {
           hwy::Prefetch(a + i + kPrefetchAhead);
           return apply_binary<kOp>(d, hn::LoadU(d, a + i), vb);
@@ -206,7 +217,7 @@ void binary_loop(const T* HWY_RESTRICT a, size_t a_stride, const T* HWY_RESTRICT
   } else if (b_stride == 1) {
     const auto va = hn::Set(d, a[0]);
     store_all(
-        y, n, stream,
+        y, n, stores,
         [&](size_t i) {
           hwy::Prefetch(b + i + kPrefetchAhead);
           return apply_binary<kOp>(d, va, hn::LoadU(d, b + i));
@@ -215,70 +226,99 @@ void binary_loop(const T* HWY_RESTRICT a, size_t a_stride, const T* HWY_RESTRICT
   } else {
     const auto value = apply_binary<kOp>(d, hn::Set(d, a[0]), hn::Set(d, b[0]));
     store_all(
-        y, n, stream, [&](size_t) { return value; }, partial);
+        y, n, stores, [&](size_t) { return value; }, partial);
   }
 }
 
 template <typename T>
-void unary_dispatch(UnaryOp op, const T* x, T* y, size_t n, bool stream) {
+void unary_dispatch(UnaryOp op, const T* x, T* y, size_t n, Stores stores) {
   switch (op) {
     case UnaryOp::kNeg:
-      return unary_loop<UnaryOp::kNeg>(x, y, n, stream);
+      return unary_loop<UnaryOp::kNeg>(x, y, n, stores);
     case UnaryOp::kAbs:
-      return unary_loop<UnaryOp::kAbs>(x, y, n, stream);
+      return unary_loop<UnaryOp::kAbs>(x, y, n, stores);
     case UnaryOp::kSqrt:
-      return unary_loop<UnaryOp::kSqrt>(x, y, n, stream);
+      return unary_loop<UnaryOp::kSqrt>(x, y, n, stores);
     case UnaryOp::kRsqrt:
-      return unary_loop<UnaryOp::kRsqrt>(x, y, n, stream);
+      return unary_loop<UnaryOp::kRsqrt>(x, y, n, stores);
     case UnaryOp::kFloor:
-      return unary_loop<UnaryOp::kFloor>(x, y, n, stream);
+      return unary_loop<UnaryOp::kFloor>(x, y, n, stores);
     case UnaryOp::kCeil:
-      return unary_loop<UnaryOp::kCeil>(x, y, n, stream);
+      return unary_loop<UnaryOp::kCeil>(x, y, n, stores);
     case UnaryOp::kRound:
-      return unary_loop<UnaryOp::kRound>(x, y, n, stream);
+      return unary_loop<UnaryOp::kRound>(x, y, n, stores);
     case UnaryOp::kExp:
-      return unary_loop<UnaryOp::kExp>(x, y, n, stream);
+      return unary_loop<UnaryOp::kExp>(x, y, n, stores);
     case UnaryOp::kLog:
-      return unary_loop<UnaryOp::kLog>(x, y, n, stream);
+      return unary_loop<UnaryOp::kLog>(x, y, n, stores);
     case UnaryOp::kTanh:
-      return unary_loop<UnaryOp::kTanh>(x, y, n, stream);
+      return unary_loop<UnaryOp::kTanh>(x, y, n, stores);
     case UnaryOp::kLogistic:
-      return unary_loop<UnaryOp::kLogistic>(x, y, n, stream);
+      return unary_loop<UnaryOp::kLogistic>(x, y, n, stores);
+    case UnaryOp::kCopy:
+      return unary_loop<UnaryOp::kCopy>(x, y, n, stores);
   }
 }
 
 template <typename T>
 void binary_dispatch(BinaryOp op, const T* a, size_t sa, const T* b, size_t sb, T* y, size_t n,
-                     bool stream) {
+                     Stores stores) {
   switch (op) {
     case BinaryOp::kAdd:
-      return binary_loop<BinaryOp::kAdd>(a, sa, b, sb, y, n, stream);
+      return binary_loop<BinaryOp::kAdd>(a, sa, b, sb, y, n, stores);
     case BinaryOp::kSub:
-      return binary_loop<BinaryOp::kSub>(a, sa, b, sb, y, n, stream);
+      return binary_loop<BinaryOp::kSub>(a, sa, b, sb, y, n, stores);
     case BinaryOp::kMul:
-      return binary_loop<BinaryOp::kMul>(a, sa, b, sb, y, n, stream);
+      return binary_loop<BinaryOp::kMul>(a, sa, b, sb, y, n, stores);
     case BinaryOp::kDiv:
-      return binary_loop<BinaryOp::kDiv>(a, sa, b, sb, y, n, stream);
+      return binary_loop<BinaryOp::kDiv>(a, sa, b, sb, y, n, stores);
     case BinaryOp::kMax:
-      return binary_loop<BinaryOp::kMax>(a, sa, b, sb, y, n, stream);
+      return binary_loop<BinaryOp::kMax>(a, sa, b, sb, y, n, stores);
     case BinaryOp::kMin:
-      return binary_loop<BinaryOp::kMin>(a, sa, b, sb, y, n, stream);
+      return binary_loop<BinaryOp::kMin>(a, sa, b, sb, y, n, stores);
   }
 }
 
+Stores stores_for(bool stream) {
+  return stream ? Stores::kStream : Stores::kAuto;
+}
 void UnaryF32(UnaryOp op, const float* x, float* y, size_t n, bool stream) {
-  unary_dispatch(op, x, y, n, stream);
+  unary_dispatch(op, x, y, n, stores_for(stream));
 }
 void UnaryF64(UnaryOp op, const double* x, double* y, size_t n, bool stream) {
-  unary_dispatch(op, x, y, n, stream);
+  unary_dispatch(op, x, y, n, stores_for(stream));
 }
 void BinaryF32(BinaryOp op, const float* a, size_t sa, const float* b, size_t sb, float* y,
                size_t n, bool stream) {
-  binary_dispatch(op, a, sa, b, sb, y, n, stream);
+  binary_dispatch(op, a, sa, b, sb, y, n, stores_for(stream));
 }
 void BinaryF64(BinaryOp op, const double* a, size_t sa, const double* b, size_t sb, double* y,
                size_t n, bool stream) {
-  binary_dispatch(op, a, sa, b, sb, y, n, stream);
+  binary_dispatch(op, a, sa, b, sb, y, n, stores_for(stream));
+}
+
+// The steps of a fused program, one vector loop each: a block's slots stay in L1 cache
+// from one step to the next, and a step costs one switch instead of a kernel call.
+template <typename T>
+void run_program(const ProgramStep* steps, size_t count, T* const* slots, size_t n) {
+  for (size_t s = 0; s < count; ++s) {
+    const ProgramStep& step = steps[s];
+    const T* a = slots[step.a];
+    T* y = slots[step.y];
+    const Stores stores = step.stream ? Stores::kStreamUnfenced : Stores::kAuto;
+    if (!step.binary) {
+      unary_dispatch(static_cast<UnaryOp>(step.op), a, y, n, stores);
+    } else {
+      binary_dispatch(static_cast<BinaryOp>(step.op), a, step.a_scalar ? 0 : 1, slots[step.b],
+                      step.b_scalar ? 0 : 1, y, n, stores);
+    }
+  }
+}
+void RunProgramF32(const ProgramStep* steps, size_t count, float* const* slots, size_t n) {
+  run_program(steps, count, slots, n);
+}
+void RunProgramF64(const ProgramStep* steps, size_t count, double* const* slots, size_t n) {
+  run_program(steps, count, slots, n);
 }
 
 // y = pred ? on_true : on_false for 4-byte elements, moved as bit patterns (so f32, i32
@@ -323,6 +363,18 @@ HWY_EXPORT(BinaryF32);
 HWY_EXPORT(BinaryF64);
 HWY_EXPORT(TargetName);
 HWY_EXPORT(Select32);
+HWY_EXPORT(RunProgramF32);
+HWY_EXPORT(RunProgramF64);
+
+void run_program_f32(const ProgramStep* steps, size_t count, float* const* slots, size_t n) {
+  HWY_DYNAMIC_DISPATCH(RunProgramF32)(steps, count, slots, n);
+}
+void flush_streams() {
+  hwy::FlushStream();
+}
+void run_program_f64(const ProgramStep* steps, size_t count, double* const* slots, size_t n) {
+  HWY_DYNAMIC_DISPATCH(RunProgramF64)(steps, count, slots, n);
+}
 
 void unary_f32(UnaryOp op, const float* x, float* y, size_t n, Store store) {
   HWY_DYNAMIC_DISPATCH(UnaryF32)(op, x, y, n, store == Store::kStream);

@@ -20,7 +20,8 @@ enum class UnaryOp : uint8_t {
   kExp,
   kLog,
   kTanh,
-  kLogistic
+  kLogistic,
+  kCopy  // y = x bit for bit (jit's fused programs: a result copied out to memory)
 };
 enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin };
 
@@ -40,6 +41,23 @@ void binary_f32(BinaryOp op, const float* a, size_t a_stride, const float* b, si
                 float* y, size_t n, Store store = Store::kAuto);
 void binary_f64(BinaryOp op, const double* a, size_t a_stride, const double* b, size_t b_stride,
                 double* y, size_t n, Store store = Store::kAuto);
+
+// One instruction of a straight-line vector program (jit's fused loops): y = op(a) or
+// y = op(a, b) over a block, each operand a run of elements or one repeated element. The
+// program reads and writes `slots`, one pointer per slot, set by the caller per block.
+// A result never shares its slot with one of its own operands.
+struct ProgramStep {
+  bool binary = false;
+  uint8_t op = 0;  // a UnaryOp or BinaryOp
+  bool a_scalar = false, b_scalar = false;
+  bool stream = false;  // results go to memory nobody reads soon: non-temporal stores
+  uint16_t a = 0, b = 0, y = 0;
+};
+// Runs the steps in order over n elements of every slot. Streamed results are not fenced:
+// call flush_streams() on the same thread before anything else reads them.
+void run_program_f32(const ProgramStep* steps, size_t count, float* const* slots, size_t n);
+void run_program_f64(const ProgramStep* steps, size_t count, double* const* slots, size_t n);
+void flush_streams();
 
 // Which instruction set the dispatcher chose (for `kiln devices`).
 const char* target_name();

@@ -31,6 +31,30 @@ std::vector<int64_t> broadcast_strides(const Shape& shape) {
   return strides;
 }
 
+// Writes `count` copies of the element at `from` (of `item` bytes) to `out`.
+void repeat_element(const std::byte* from, int64_t item, int64_t count, std::byte* out) {
+  auto fill = [&](auto tag) {
+    using Word = decltype(tag);
+    Word value;
+    std::memcpy(&value, from, sizeof(Word));
+    auto* words = reinterpret_cast<Word*>(out);  // tiles are aligned; rows of them by item
+    std::fill(words, words + count, value);
+  };
+  switch (item) {
+    case 1:
+      return fill(uint8_t{});
+    case 2:
+      return fill(uint16_t{});
+    case 4:
+      return fill(uint32_t{});
+    case 8:
+      return fill(uint64_t{});
+    default:
+      for (int64_t i = 0; i < count; ++i)
+        std::memcpy(out + i * item, from, static_cast<size_t>(item));
+  }
+}
+
 // Copies elements [begin, end) of `source` broadcast to `shape` (by `strides`) into `tile`,
 // one run along the last axis at a time: a run is a contiguous copy (stride 1) or one
 // element repeated (stride 0).
@@ -57,8 +81,7 @@ void expand_into(const std::byte* source, const std::vector<int64_t>& strides, c
     const int64_t run = std::min(row - index[last], end - k);
     const std::byte* from = source + offset * item;
     if (last_stride == 0) {
-      for (int64_t i = 0; i < run; ++i)
-        std::memcpy(out + i * item, from, static_cast<size_t>(item));
+      repeat_element(from, item, run, out);
     } else {  // stride 1: the operand's own row
       std::memcpy(out, from, static_cast<size_t>(run * item));
     }
@@ -145,6 +168,124 @@ void choose_vector_loop(const Equation& equation, const Program& program, Kernel
   }
 }
 
+// Bytes of one program tile: a dozen live tiles stay within L1 cache.
+constexpr int64_t kProgramTileBytes = 2048;
+
+// The group as one straight-line program, or nothing when a member is not a plain vector
+// op of the group's float dtype (comparisons, selects, broadcasts, integer ops...).
+std::optional<FusedProgram> build_program(const FusedLoop& loop) {
+  FusedProgram program;
+  const FusedMember::Vector unary = loop.members[0].vector;
+  if (unary == FusedMember::Vector::kUnaryF32 || unary == FusedMember::Vector::kBinaryF32) {
+    program.dtype = DType::f32;
+  } else if (unary == FusedMember::Vector::kUnaryF64 || unary == FusedMember::Vector::kBinaryF64) {
+    program.dtype = DType::f64;
+  } else {
+    return std::nullopt;
+  }
+  const bool f32 = program.dtype == DType::f32;
+  for (const FusedMember& member : loop.members) {
+    const bool is_unary =
+        member.vector == (f32 ? FusedMember::Vector::kUnaryF32 : FusedMember::Vector::kUnaryF64);
+    const bool is_binary =
+        member.vector == (f32 ? FusedMember::Vector::kBinaryF32 : FusedMember::Vector::kBinaryF64);
+    if (!is_unary && !is_binary) return std::nullopt;
+    if (member.result_tiles.size() != 1) return std::nullopt;
+    for (const FusedOperand& operand : member.operands) {
+      if (operand.kind == FusedOperand::Kind::kExpanded) return std::nullopt;
+    }
+  }
+  const auto num_externals = static_cast<int64_t>(loop.externals.size());
+  const auto num_exports = static_cast<int64_t>(loop.exports.size());
+  program.external_scalar.assign(loop.externals.size(), false);
+  // The last member that reads each tile, so that its slot can be reused after it.
+  std::vector<int64_t> last_reader(loop.tile_dtypes.size(), -1);
+  for (size_t m = 0; m < loop.members.size(); ++m) {
+    for (const FusedOperand& operand : loop.members[m].operands) {
+      if (operand.kind == FusedOperand::Kind::kTile)
+        last_reader[static_cast<size_t>(operand.tile)] = static_cast<int64_t>(m);
+      if (operand.kind == FusedOperand::Kind::kScalar)
+        program.external_scalar[static_cast<size_t>(operand.source)] = true;
+    }
+  }
+  const bool stream = loop.shape.num_elements() >= kStreamResultElements;
+  std::vector<int64_t> slot_of_tile(loop.tile_dtypes.size(), -1);
+  std::vector<bool> tile_slot_busy;
+  auto allocate = [&] {
+    auto free_slot = std::find(tile_slot_busy.begin(), tile_slot_busy.end(), false);
+    auto index = static_cast<int64_t>(free_slot - tile_slot_busy.begin());
+    if (free_slot == tile_slot_busy.end()) tile_slot_busy.push_back(true);
+    tile_slot_busy[static_cast<size_t>(index)] = true;
+    return num_externals + num_exports + index;
+  };
+  auto release = [&](int64_t slot) {
+    tile_slot_busy[static_cast<size_t>(slot - num_externals - num_exports)] = false;
+  };
+  auto slot_of = [&](const FusedOperand& operand) {
+    return operand.kind == FusedOperand::Kind::kTile
+               ? slot_of_tile[static_cast<size_t>(operand.tile)]
+               : operand.source;
+  };
+  auto exported = [&](int64_t tile) {
+    return std::any_of(loop.exports.begin(), loop.exports.end(),
+                       [&](const auto& entry) { return entry.first == tile; });
+  };
+  std::vector<simd::ProgramStep> copies;
+  for (size_t m = 0; m < loop.members.size(); ++m) {
+    const FusedMember& member = loop.members[m];
+    simd::ProgramStep step;
+    step.op = member.vector_op;
+    step.binary = member.operands.size() == 2;
+    step.a = static_cast<uint16_t>(slot_of(member.operands[0]));
+    step.a_scalar = member.operands[0].kind == FusedOperand::Kind::kScalar;
+    if (step.binary) {
+      step.b = static_cast<uint16_t>(slot_of(member.operands[1]));
+      step.b_scalar = member.operands[1].kind == FusedOperand::Kind::kScalar;
+    }
+    const int64_t tile = member.result_tiles[0];
+    int64_t export_index = -1;
+    for (size_t j = 0; j < loop.exports.size(); ++j) {
+      if (loop.exports[j].first == tile) export_index = static_cast<int64_t>(j);
+    }
+    const bool read_later = last_reader[static_cast<size_t>(tile)] > static_cast<int64_t>(m);
+    const bool last = m + 1 == loop.members.size();
+    if (export_index >= 0 && last && !read_later) {  // straight to memory
+      step.y = static_cast<uint16_t>(num_externals + export_index);
+      step.stream = stream;
+    } else {  // into a tile (allocated before the operands' tiles free: never in place)
+      int64_t slot = allocate();
+      slot_of_tile[static_cast<size_t>(tile)] = slot;
+      step.y = static_cast<uint16_t>(slot);
+      if (export_index >= 0) {
+        simd::ProgramStep copy;
+        copy.op = static_cast<uint8_t>(simd::UnaryOp::kCopy);
+        copy.a = step.y;
+        copy.y = static_cast<uint16_t>(num_externals + export_index);
+        copy.stream = stream;
+        copies.push_back(copy);
+      }
+    }
+    program.steps.push_back(step);
+    auto release_if_done = [&](int64_t t) {
+      int64_t& slot = slot_of_tile[static_cast<size_t>(t)];
+      if (slot >= 0 && last_reader[static_cast<size_t>(t)] <= static_cast<int64_t>(m) &&
+          !exported(t)) {
+        release(slot);
+        slot = -1;
+      }
+    };
+    for (const FusedOperand& operand : member.operands) {
+      if (operand.kind == FusedOperand::Kind::kTile) release_if_done(operand.tile);
+    }
+    release_if_done(tile);  // a result nothing reads
+  }
+  // Results go out to memory only after every step has read its operands: the memory
+  // plan may have put a result over an operand that a later step still reads.
+  program.steps.insert(program.steps.end(), copies.begin(), copies.end());
+  program.num_tiles = static_cast<int64_t>(tile_slot_busy.size());
+  return program;
+}
+
 }  // namespace
 
 FusedLoop FusedLoop::build(const Program& program, std::span<const size_t> equations,
@@ -223,11 +364,68 @@ FusedLoop FusedLoop::build(const Program& program, std::span<const size_t> equat
         last.direct_export = static_cast<int64_t>(j);
     }
   }
+  loop.program = build_program(loop);
   return loop;
+}
+
+void FusedLoop::run_program(std::span<const void* const> external_data,
+                            std::span<void* const> export_data, ComputePool& pool) const {
+  const int64_t n = shape.num_elements();
+  const int64_t item = dtype_size(program->dtype);
+  const int64_t block = kProgramTileBytes / item;
+  const size_t num_externals = externals.size();
+  const size_t num_exports = exports.size();
+  const size_t num_slots = num_externals + num_exports + static_cast<size_t>(program->num_tiles);
+  // A result written over one of the loop's own operands (the memory plan puts results in
+  // place) is stored normally: its lines are in cache, having just been read, and a
+  // non-temporal store would first have to evict them.
+  std::vector<simd::ProgramStep> in_place_steps;
+  const simd::ProgramStep* steps = program->steps.data();
+  for (size_t j = 0; j < num_exports; ++j) {
+    if (std::find(external_data.begin(), external_data.end(), export_data[j]) ==
+        external_data.end())
+      continue;
+    if (in_place_steps.empty()) in_place_steps = program->steps;
+    for (simd::ProgramStep& step : in_place_steps) {
+      if (step.y == num_externals + j) step.stream = false;
+    }
+    steps = in_place_steps.data();
+  }
+  const int64_t chunks = chunk_count(n, kChunkElements);
+  pool.parallel_for(chunks, [&](int64_t chunk) {
+    thread_local std::vector<std::byte> scratch_storage;
+    thread_local std::vector<std::byte*> slots;
+    const auto scratch_bytes = static_cast<size_t>(program->num_tiles * kProgramTileBytes + 64);
+    if (scratch_storage.size() < scratch_bytes) scratch_storage.resize(scratch_bytes);
+    slots.resize(num_slots);
+    auto base = reinterpret_cast<uintptr_t>(scratch_storage.data());
+    auto* scratch = reinterpret_cast<std::byte*>((base + 63) / 64 * 64);
+    for (int64_t t = 0; t < program->num_tiles; ++t)
+      slots[num_externals + num_exports + static_cast<size_t>(t)] = scratch + t * kProgramTileBytes;
+    const int64_t chunk_begin = n * chunk / chunks, chunk_end = n * (chunk + 1) / chunks;
+    for (int64_t begin = chunk_begin; begin < chunk_end; begin += block) {
+      const auto length = static_cast<size_t>(std::min(block, chunk_end - begin));
+      for (size_t i = 0; i < num_externals; ++i) {
+        auto* data = static_cast<std::byte*>(const_cast<void*>(external_data[i]));
+        slots[i] = program->external_scalar[i] ? data : data + begin * item;
+      }
+      for (size_t j = 0; j < num_exports; ++j)
+        slots[num_externals + j] = static_cast<std::byte*>(export_data[j]) + begin * item;
+      if (program->dtype == DType::f32) {
+        simd::run_program_f32(steps, program->steps.size(),
+                              reinterpret_cast<float* const*>(slots.data()), length);
+      } else {
+        simd::run_program_f64(steps, program->steps.size(),
+                              reinterpret_cast<double* const*>(slots.data()), length);
+      }
+    }
+    simd::flush_streams();  // the streamed results are complete before the chunk ends
+  });
 }
 
 void FusedLoop::run(std::span<const void* const> external_data, std::span<void* const> export_data,
                     ComputePool& pool) const {
+  if (program) return run_program(external_data, export_data, pool);
   const int64_t n = shape.num_elements();
   // Tile buffers, 64-byte aligned, one after another in a per-thread scratch block.
   std::vector<int64_t> tile_offset(tile_dtypes.size());

@@ -3,16 +3,21 @@
 // the tile, reading operands from the previous members' tiles or from memory. Members
 // therefore compute exactly what they compute eagerly (same kernel, same per-element
 // operations: elementwise kernels give a result that does not depend on the element's
-// position), while intermediate values never travel to memory.
+// position), while intermediate values never travel to memory. A group made only of the
+// float ops that have vector loops (an optimizer update, a chain of arithmetic) runs as a
+// FusedProgram instead: the same vector loops, called back to back on 2 KiB tiles with
+// no per-member kernel set-up, streaming results to memory without a fence per tile.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
 #include <vector>
 
 #include "base/compute_pool.h"
 #include "ir/program.h"
+#include "kernels/cpu/elementwise_simd.h"
 
 namespace kiln::detail {
 
@@ -47,12 +52,24 @@ struct FusedMember {
   std::vector<DType> result_dtypes;
 };
 
+// The fast form of a group whose members are all vector ops of one float dtype reading
+// tiles, memory or single elements: one straight-line program (simd::run_program_*) run
+// block by block over small tiles that stay in L1 cache, with tiles reused once dead.
+// Slots: the loop's externals, then its exports (both set per block), then the tiles.
+struct FusedProgram {
+  DType dtype = DType::f32;
+  std::vector<simd::ProgramStep> steps;
+  std::vector<bool> external_scalar;  // per external: one element, read whole
+  int64_t num_tiles = 0;
+};
+
 struct FusedLoop {
   Shape shape;  // every member's result shape
   std::vector<FusedMember> members;
   std::vector<DType> tile_dtypes;                  // per tile buffer
   std::vector<VarId> externals;                    // values read from memory
   std::vector<std::pair<int64_t, VarId>> exports;  // tile -> value written to memory
+  std::optional<FusedProgram> program;             // when every member can run in one
 
   // Builds the loop for `equations` (a StepPlan's) of `program`; kernels[e] is the kernel
   // equation e runs eagerly; in_memory(v) says whether value v must be written to memory
@@ -65,6 +82,10 @@ struct FusedLoop {
   // the memory of exports[j].
   void run(std::span<const void* const> external_data, std::span<void* const> export_data,
            ComputePool& pool) const;
+
+ private:
+  void run_program(std::span<const void* const> external_data, std::span<void* const> export_data,
+                   ComputePool& pool) const;
 };
 
 }  // namespace kiln::detail
