@@ -73,16 +73,21 @@ int main(int argc, char** argv) {
   app.add_flag("--roofline", roofline,
                "Compare with the GEMMs + optimizer bytes limit (dense models)");
   app.add_flag("--json", json, "One JSON line instead of text");
+  std::vector<std::string> overrides;
+  app.add_option("--set", overrides,
+                 "Override a config key, as in `kiln train` (e.g. train.flush_denormals=false)");
   CLI11_PARSE(app, argc, argv);
 
-  train::TrainConfig config = train::load_config(config_path);
+  train::TrainConfig config = train::load_config(config_path, overrides);
   int64_t batch = config.train.batch_size;
   nn::Module model = train::build_model(config.model);
   AbstractValue input(Shape{batch, 28, 28, 1}, DType::f32);
   nn::Variables variables = model.init(random::key(0), input);
   optim::GradientTransformation optimizer = train::build_optimizer(config.optim, 100000);
   train::TrainState state{variables.params, variables.state, optimizer.init(variables.params)};
-  train::TrainStep step(model, optimizer, false);
+  train::StepOptions step_options;
+  step_options.flush_denormals = config.train.flush_denormals;
+  train::TrainStep step(model, optimizer, step_options);
   Array images = random::uniform(random::key(1), input.shape);
   // Speed does not depend on the label values: 0, 1, ..., 9, 0, 1, ...
   std::vector<int32_t> label_values(static_cast<size_t>(batch));

@@ -5,6 +5,7 @@
 #include <exception>
 #include <string>
 
+#include "base/float_control.h"
 #include "base/spin_wait.h"
 #include "kiln/error.h"
 
@@ -13,6 +14,7 @@ namespace kiln {
 struct ComputePool::Job {
   const std::function<void(int64_t)>* fn;
   int64_t num_chunks;
+  uint32_t float_control;  // the caller's: every chunk runs under it
   std::atomic<int64_t> next{0};
   // Written under the pool's mutex_ (so condition-variable waits see them), read without
   // it by a caller that spins before sleeping.
@@ -35,6 +37,7 @@ ComputePool::~ComputePool() {
 }
 
 void ComputePool::run_chunks(Job& job) {
+  ScopedFloatControl float_mode(job.float_control);
   int64_t done = 0;
   std::exception_ptr error;
   for (;;) {
@@ -88,6 +91,7 @@ void ComputePool::parallel_for(int64_t num_chunks, const std::function<void(int6
   Job job;
   job.fn = &fn;
   job.num_chunks = num_chunks;
+  job.float_control = float_control();
   {
     std::lock_guard lock(mutex_);
     jobs_.push_back(&job);

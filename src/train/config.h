@@ -74,6 +74,7 @@ struct TrainLoopConfig {
   int64_t log_every = 100;            // plain progress lines every N steps (no terminal)
   std::string on_nonfinite = "stop";  // stop or skip
   int64_t max_steps = 0;              // stop after N steps in total (0: run all epochs)
+  bool flush_denormals = true;        // subnormal floats as zero in the jitted steps
   friend bool operator==(const TrainLoopConfig&, const TrainLoopConfig&) = default;
 };
 

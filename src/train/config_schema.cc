@@ -190,8 +190,11 @@ std::vector<Section> make_sections() {
             "a NaN or infinite loss or gradient: `stop` the run, or `skip` the step",
             one_of({"stop", "skip"}), {"on_nan"}),
         key(&C::train, &TrainLoopConfig::max_steps, "max_steps",
-            "stop after N steps in total (0: run all epochs)", at_least(0),
-            {"steps", "num_steps"})}},
+            "stop after N steps in total (0: run all epochs)", at_least(0), {"steps", "num_steps"}),
+        key(&C::train, &TrainLoopConfig::flush_denormals, "flush_denormals",
+            "run the train and eval steps with subnormal floats flushed to zero (faster where "
+            "gradients or optimizer moments underflow; false: IEEE gradual underflow)",
+            {}, {"ftz", "denormals_are_zero"})}},
   };
 }
 

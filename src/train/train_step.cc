@@ -33,10 +33,10 @@ Tree keep_if(const Array& ok, const Tree& updated, const Tree& previous) {
 
 }  // namespace
 
-TrainStep::TrainStep(nn::Module model, optim::GradientTransformation optimizer, bool skip_nonfinite)
-    : step_(Fn([model, optimizer, skip_nonfinite](const Tree& params, const Tree& model_state,
-                                                  const Tree& opt_state, const Array& images,
-                                                  const Array& labels, const Array& key) {
+TrainStep::TrainStep(nn::Module model, optim::GradientTransformation optimizer, StepOptions options)
+    : step_(Fn([model, optimizer, skip_nonfinite = options.skip_nonfinite](
+                   const Tree& params, const Tree& model_state, const Tree& opt_state,
+                   const Array& images, const Array& labels, const Array& key) {
               auto loss_fn = [&](const Tree& p) {
                 nn::ApplyOptions options;
                 options.train = true;
@@ -66,7 +66,10 @@ TrainStep::TrainStep(nn::Module model, optim::GradientTransformation optimizer, 
                                          {"nonfinite", nonfinite}});
               return Result(new_params, new_model_state, new_opt_state, metrics);
             }),
-            JitOptions().named("train_step").donating({0, 1, 2})) {}
+            JitOptions()
+                .named("train_step")
+                .donating({0, 1, 2})
+                .flushing_denormals(options.flush_denormals)) {}
 
 StepMetrics TrainStep::run(TrainState& state, const Array& images, const Array& labels,
                            const Array& key) const {
@@ -81,14 +84,14 @@ JitStats TrainStep::stats() const {
   return step_.stats();
 }
 
-EvalStep::EvalStep(nn::Module model)
+EvalStep::EvalStep(nn::Module model, bool flush_denormals)
     : eval_(Fn([model](const Tree& params, const Tree& model_state, const Array& images,
                        const Array& labels) {
               nn::ApplyResult out = model.apply(nn::Variables{params, model_state}, images);
               Array loss_sum = sum(nn::softmax_cross_entropy_per_example(out.y, labels));
               return std::make_pair(loss_sum, nn::correct_count(out.y, labels));
             }),
-            JitOptions().named("eval_step")) {}
+            JitOptions().named("eval_step").flushing_denormals(flush_denormals)) {}
 
 EvalSums EvalStep::run(const TrainState& state, const Array& images, const Array& labels) const {
   auto [loss_sum, correct] = eval_(state.params, state.model_state, images, labels);

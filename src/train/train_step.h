@@ -32,11 +32,17 @@ struct StepMetrics {
   Array nonfinite;  // bool[num_params]: the parameter's gradient has a NaN or infinity
 };
 
+struct StepOptions {
+  // A step whose loss or gradients are not finite leaves the state as it was (the
+  // selection is part of the program); otherwise the caller stops the run.
+  bool skip_nonfinite = false;
+  // Subnormal floats flushed to zero while the step runs (JitOptions::flush_denormals).
+  bool flush_denormals = false;
+};
+
 class TrainStep {
  public:
-  // skip_nonfinite: a step whose loss or gradients are not finite leaves the state as it
-  // was (the selection is part of the program); otherwise the caller stops the run.
-  TrainStep(nn::Module model, optim::GradientTransformation optimizer, bool skip_nonfinite);
+  TrainStep(nn::Module model, optim::GradientTransformation optimizer, StepOptions options);
   StepMetrics run(TrainState& state, const Array& images, const Array& labels,
                   const Array& key) const;
   JitStats stats() const;
@@ -55,7 +61,7 @@ struct EvalSums {
 
 class EvalStep {
  public:
-  explicit EvalStep(nn::Module model);
+  explicit EvalStep(nn::Module model, bool flush_denormals = false);
   EvalSums run(const TrainState& state, const Array& images, const Array& labels) const;
 
  private:

@@ -167,8 +167,11 @@ TrainSummary Run::execute() {
   progress_.emplace(mode, c.train.log_every);
 
   try {
-    TrainStep step(model, optimizer, c.train.on_nonfinite == "skip");
-    EvalStep eval(model);
+    StepOptions step_options;
+    step_options.skip_nonfinite = c.train.on_nonfinite == "skip";
+    step_options.flush_denormals = c.train.flush_denormals;
+    TrainStep step(model, optimizer, step_options);
+    EvalStep eval(model, c.train.flush_denormals);
     std::deque<PendingStep> pending;
     int64_t step_number = 0;
     for (int64_t epoch = 1; epoch <= c.train.epochs && step_number < total_steps_; ++epoch) {

@@ -93,18 +93,18 @@ TEST(FusionPlan, AMergeThatWouldFormACycleIsRefused) {
   expect_valid_schedule(program, steps);
   // The broadcast may fuse with e, but c's group cannot: it must run before the reduction.
   for (const auto& group : fused_groups(program, steps)) {
-    bool has_c = std::find(group.begin(), group.end(), program.equations[0].outputs[0]) !=
-                 group.end();
-    bool has_e = std::find(group.begin(), group.end(), program.equations[3].outputs[0]) !=
-                 group.end();
+    bool has_c =
+        std::find(group.begin(), group.end(), program.equations[0].outputs[0]) != group.end();
+    bool has_e =
+        std::find(group.begin(), group.end(), program.equations[3].outputs[0]) != group.end();
     EXPECT_FALSE(has_c && has_e) << detail::steps_to_string(program, steps);
   }
   EXPECT_EQ(fused_groups(program, steps).size(), 1u) << detail::steps_to_string(program, steps);
 }
 
 TEST(FusionPlan, WithoutFusionStepsAreTheEquationsInOrder) {
-  Program program = parse_program(
-      "{ lambda ; a:f32[4]. let b:f32[4] = mul a a c:f32[4] = add b a in (c) }");
+  Program program =
+      parse_program("{ lambda ; a:f32[4]. let b:f32[4] = mul a a c:f32[4] = add b a in (c) }");
   auto steps = detail::plan_steps(program, false);
   ASSERT_EQ(steps.size(), 2u);
   EXPECT_EQ(steps[0].equations, std::vector<size_t>{0});
@@ -144,7 +144,7 @@ TEST(FusionPlan, RandomGraphsGetValidSchedules) {
       }
     }
     Program program = parse_program("{ lambda ; a:f32[6,5] b:f32[6,5]. let " + body + "in (" +
-                                     big.back() + ") }");
+                                    big.back() + ") }");
     auto steps = detail::plan_steps(program, true);
     SCOPED_TRACE(body);
     expect_valid_schedule(program, steps);
@@ -199,8 +199,8 @@ TEST(FusedLoop, SpecialValuesAndBothFloatTypesMatchEager) {
   auto f = [](const Array& x, const Array& y) {
     return maximum(x * y - 1.0f, y) / (abs(x) + 0.5f) + exp(minimum(x, y));
   };
-  std::vector<float> values{0.0f, -0.0f, 1.0f, -1.0f, INFINITY, -INFINITY, NAN, 1e-40f, 3e38f,
-                            -2.5f, 7.0f, 0.25f, -1e-45f, 88.0f, -90.0f, 2.0f, 3.0f};
+  std::vector<float> values{0.0f,  -0.0f, 1.0f,  -1.0f,   INFINITY, -INFINITY, NAN,  1e-40f, 3e38f,
+                            -2.5f, 7.0f,  0.25f, -1e-45f, 88.0f,    -90.0f,    2.0f, 3.0f};
   std::vector<float> others(values.rbegin(), values.rend());
   for (DType dtype : {DType::f32, DType::f64}) {
     Array x = astype(from_host<float>(values, {17}), dtype);
@@ -208,6 +208,21 @@ TEST(FusedLoop, SpecialValuesAndBothFloatTypesMatchEager) {
     EXPECT_TRUE(same_bits(jit(f)(x, y), f(x, y))) << dtype_name(dtype);
   }
 }
+
+#if defined(__x86_64__)  // elsewhere the option is a no-op
+TEST(JitFloatMode, FlushingDenormalsIsAnOptionOfTheCompiledProgramOnly) {
+  // 2^-140 is subnormal in f32; halving it stays subnormal under IEEE.
+  Array x = from_host<float>({0x1p-140f, 1.0f, -0x1p-140f, 0x1p-126f}, {4});
+  auto half = [](const Array& a) { return a * 0.5f; };
+  std::vector<float> ieee = jit(half)(x).to_vector<float>();
+  std::vector<float> flushed = jit(half, JitOptions().flushing_denormals())(x).to_vector<float>();
+  EXPECT_EQ(ieee, (std::vector<float>{0x1p-141f, 0.5f, -0x1p-141f, 0x1p-127f}));
+  // Subnormal inputs read as zero and subnormal results are written as zero.
+  EXPECT_EQ(flushed, (std::vector<float>{0.0f, 0.5f, -0.0f, 0.0f}));
+  // The device's threads are IEEE again afterwards: eager ops are unaffected.
+  EXPECT_EQ(half(x).to_vector<float>(), ieee);
+}
+#endif
 
 }  // namespace
 }  // namespace kiln

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "base/float_control.h"
 #include "prims/bind.h"
 #include "runtime/device_array.h"
 #include "transforms/eval.h"
@@ -57,6 +58,7 @@ std::shared_ptr<const Executable> Executable::compile(const Program& program,
   executable->program_ = std::make_shared<const Program>(optimize(program, dumper));
   const Program& optimized = *executable->program_;
   executable->donated_ = donated;
+  executable->flush_denormals_ = options.flush_denormals;
   executable->interpreted_ = needs_interpreter(optimized);
   if (!executable->interpreted_) {
     executable->steps_ = plan_steps(optimized, options.fuse);
@@ -231,6 +233,8 @@ std::vector<Array> Executable::run(std::span<const Array> inputs, CallSite site,
 }
 
 void Executable::execute(RunState& state) const {
+  // On the device's thread for the run; the pool's chunks take it from there.
+  ScopedFloatControl float_mode(with_flush_denormals(float_control(), flush_denormals_));
   Frame frame;
   frame.pool = state.pool;
   for (const InputBuffer& input : state.inputs) {

@@ -18,7 +18,8 @@ namespace kiln::detail {
 
 struct CompileOptions {
   bool fuse = true;
-  std::string name = "jit";  // for KILN_DUMP_IR file names
+  bool flush_denormals = false;  // subnormal floats read and written as zero while it runs
+  std::string name = "jit";      // for KILN_DUMP_IR file names
 };
 
 // The sub-programs of a control-flow equation (scan's body; cond's branches; while's cond
@@ -79,6 +80,7 @@ class Executable : public std::enable_shared_from_this<Executable> {
   MemoryPlan plan_;
   std::vector<bool> donated_;
   bool interpreted_ = false;  // holds primitives without kernels: runs through eval_program
+  bool flush_denormals_ = false;
   double compile_seconds_ = 0;
 };
 

@@ -163,6 +163,7 @@ std::shared_ptr<const JitCore::Entry> JitCore::compile(CallSignature signature,
   TracedProgram traced = trace_flat(fn, types, site);
   CompileOptions options;
   options.name = options_.name;
+  options.flush_denormals = options_.flush_denormals;
   std::shared_ptr<const Executable> executable =
       Executable::compile(*traced.program, donated_leaves(signature), options);
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
