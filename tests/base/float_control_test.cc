@@ -55,8 +55,7 @@ TEST(FloatControl, ClearingTheFlushLeavesOtherBitsAlone) {
   const uint32_t control = float_control();
   EXPECT_EQ(with_flush_denormals(with_flush_denormals(control, true), false),
             with_flush_denormals(control, false));
-  EXPECT_EQ(with_flush_denormals(control, false) & ~with_flush_denormals(0xffffffffu, false),
-            0u);
+  EXPECT_EQ(with_flush_denormals(control, false) & ~with_flush_denormals(0xffffffffu, false), 0u);
 }
 
 }  // namespace
