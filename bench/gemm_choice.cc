@@ -27,6 +27,7 @@
 
 #include "base/compute_pool.h"
 #include "kernels/cpu/gemm.h"
+#include "kiln/profile.h"
 
 extern "C" {
 void openblas_set_num_threads(int num_threads);
@@ -191,11 +192,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
+using kiln::profile::median;
 
 std::vector<float> random_matrix(size_t count, std::mt19937& rng) {
   std::uniform_real_distribution<float> dist(-0.5f, 0.5f);

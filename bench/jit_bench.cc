@@ -30,47 +30,16 @@ namespace {
 
 using namespace kiln;
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values.empty() ? 0.0 : values[values.size() / 2];
-}
+using profile::Alternation;
+using profile::format_ratios;
+using profile::median;
 
-// Seconds per call of `fn` (synchronised), the median of a few calls.
-double seconds_per_call(const std::function<void()>& fn, int calls) {
-  std::vector<double> samples;
-  for (int i = 0; i < calls; ++i) {
-    double start = profile::now_seconds();
-    fn();
-    samples.push_back(profile::now_seconds() - start);
-  }
-  return median(samples);
-}
-
-struct Pairs {
-  std::vector<double> a, b;
-  std::vector<double> ratios() const {  // b / a per pair: how many times faster a is
-    std::vector<double> r;
-    for (size_t i = 0; i < a.size(); ++i) r.push_back(b[i] / a[i]);
-    return r;
-  }
-};
-
-Pairs alternate(int rounds, int calls, const std::function<void()>& a,
-                const std::function<void()>& b) {
-  Pairs pairs;
-  a();  // warm both (compilation, allocator caches)
-  b();
-  for (int round = 0; round < rounds; ++round) {
-    pairs.a.push_back(seconds_per_call(a, calls));
-    pairs.b.push_back(seconds_per_call(b, calls));
-  }
-  return pairs;
-}
-
-std::string ratio_list(const std::vector<double>& ratios) {
-  std::string text;
-  for (double r : ratios) text += fmt::format("{}{:.2f}", text.empty() ? "" : " ", r);
-  return text;
+Alternation alternate(int rounds, int calls, const std::function<void()>& a,
+                      const std::function<void()>& b) {
+  profile::AlternateOptions options;
+  options.rounds = rounds;
+  options.calls = calls;
+  return profile::alternate(a, b, options);
 }
 
 Array normal(uint32_t seed, Shape shape, double scale) {
@@ -116,10 +85,10 @@ void bench_mlp(int rounds) {
       for (const Array& g : grads) g.block_until_ready();
     };
   };
-  Pairs pairs = alternate(rounds, 10, run(jit_step), run(eager_step));
+  Alternation pairs = alternate(rounds, 10, run(jit_step), run(eager_step));
   fmt::print("{:<10} {:>12} {:>12}   {}\n", "", "jit ms", "eager ms", "eager/jit per round");
-  fmt::print("{:<10} {:>12.2f} {:>12.2f}   {}  (median {:.2f}x)\n", "step", median(pairs.a) * 1e3,
-             median(pairs.b) * 1e3, ratio_list(pairs.ratios()), median(pairs.ratios()));
+  fmt::print("{:<10} {:>12.2f} {:>12.2f}   {}  (median {:.2f}x)\n", "step", median(pairs.a_s) * 1e3,
+             median(pairs.b_s) * 1e3, format_ratios(pairs.ratios()), pairs.median_ratio());
   JitStats stats = jit_step.stats();
   fmt::print("jit compilations: {} (calls {}), compile {:.1f} ms\n", stats.compiles, stats.calls,
              stats.compile_seconds * 1e3);
@@ -141,7 +110,7 @@ void bench_compile(int rounds) {
     Compiled compiled = step.compile(params, x, labels);
     seconds.push_back(profile::now_seconds() - start);
   }
-  fmt::print("compile ms per round: {}  (median {:.1f} ms)\n", ratio_list([&] {
+  fmt::print("compile ms per round: {}  (median {:.1f} ms)\n", format_ratios([&] {
                std::vector<double> ms;
                for (double s : seconds) ms.push_back(s * 1e3);
                return ms;
@@ -176,24 +145,25 @@ void bench_chain(int rounds) {
   auto run_fused = [&] { fused(x).block_until_ready(); };
   auto run_stream = [&] { profile::stream_add(a.data(), b.data(), c.data(), n, pool); };
   auto run_eager = [&] { chain8(x).block_until_ready(); };
-  Pairs vs_stream = alternate(rounds, 5, run_fused, run_stream);
-  Pairs vs_eager = alternate(rounds, 3, run_fused, run_eager);
+  Alternation vs_stream = alternate(rounds, 5, run_fused, run_stream);
+  Alternation vs_eager = alternate(rounds, 3, run_fused, run_eager);
   const double chain_bytes = 8.0 * static_cast<double>(n);
   const double stream_bytes = 12.0 * static_cast<double>(n);
   std::vector<double> bandwidth_ratios;
-  for (size_t i = 0; i < vs_stream.a.size(); ++i) {
-    bandwidth_ratios.push_back((chain_bytes / vs_stream.a[i]) / (stream_bytes / vs_stream.b[i]));
+  for (size_t i = 0; i < vs_stream.a_s.size(); ++i) {
+    bandwidth_ratios.push_back((chain_bytes / vs_stream.a_s[i]) /
+                               (stream_bytes / vs_stream.b_s[i]));
   }
   fmt::print(
       "fused jit: {:.1f} GB/s; STREAM add: {:.1f} GB/s; fused/STREAM bandwidth per round: "
       "{}  (median {:.2f})\n",
-      chain_bytes / median(vs_stream.a) / 1e9, stream_bytes / median(vs_stream.b) / 1e9,
-      ratio_list(bandwidth_ratios), median(bandwidth_ratios));
+      chain_bytes / median(vs_stream.a_s) / 1e9, stream_bytes / median(vs_stream.b_s) / 1e9,
+      format_ratios(bandwidth_ratios), median(bandwidth_ratios));
   fmt::print(
       "eager (8 kernels): {:.1f} ms; fused jit: {:.1f} ms; eager/jit per round: {}  "
       "(median {:.2f}x)\n",
-      median(vs_eager.b) * 1e3, median(vs_eager.a) * 1e3, ratio_list(vs_eager.ratios()),
-      median(vs_eager.ratios()));
+      median(vs_eager.b_s) * 1e3, median(vs_eager.a_s) * 1e3, format_ratios(vs_eager.ratios()),
+      vs_eager.median_ratio());
   fmt::print("steps: {}", fused.compile(x).steps_text());
 }
 
@@ -237,16 +207,16 @@ void bench_remat(int rounds) {
       for (const Array& g : step(weights, x)) g.block_until_ready();
     };
   };
-  Pairs pairs = alternate(rounds, 3, run(remat), run(plain));
+  Alternation pairs = alternate(rounds, 3, run(remat), run(plain));
   auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); };
   fmt::print("{:<18} {:>16} {:>16} {:>12}\n", "", "peak MiB (plan)", "temps MiB", "step ms");
   fmt::print("{:<18} {:>16.1f} {:>16.1f} {:>12.2f}\n", "no checkpoint", mib(plain_plan.peak_bytes),
-             mib(plain_plan.temp_bytes), median(pairs.b) * 1e3);
+             mib(plain_plan.temp_bytes), median(pairs.b_s) * 1e3);
   fmt::print("{:<18} {:>16.1f} {:>16.1f} {:>12.2f}\n", "checkpoint", mib(remat_plan.peak_bytes),
-             mib(remat_plan.temp_bytes), median(pairs.a) * 1e3);
+             mib(remat_plan.temp_bytes), median(pairs.a_s) * 1e3);
   std::vector<double> slowdown;
   for (double r : pairs.ratios()) slowdown.push_back(1.0 / r);
-  fmt::print("checkpoint/plain step time per round: {}  (median {:.2f})\n", ratio_list(slowdown),
+  fmt::print("checkpoint/plain step time per round: {}  (median {:.2f})\n", format_ratios(slowdown),
              median(slowdown));
 }
 

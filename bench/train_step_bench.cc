@@ -34,9 +34,7 @@ using namespace kiln;
 
 namespace {
 
-double median(std::vector<double> values) {
-  return profile::summarize(0, std::move(values)).median_s;
-}
+using profile::median;
 
 double seconds_of(const std::function<void()>& fn) {
   double start = profile::now_seconds();

@@ -23,40 +23,16 @@
 namespace kiln::cli {
 namespace {
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values.empty() ? 0 : values[values.size() / 2];
-}
+using profile::median;
+using PairedTimes = profile::Alternation;
 
-// Alternates a and b `pairs` times (after one warm-up call each) and returns their times.
-struct PairedTimes {
-  std::vector<double> a, b;
-  // Median over pairs of a's rate over b's rate (= b_time / a_time).
-  double median_ratio() const {
-    std::vector<double> ratios;
-    for (size_t i = 0; i < a.size(); ++i) ratios.push_back(b[i] / a[i]);
-    return median(ratios);
-  }
-};
-
+// Alternates a and b `pairs` times (after one warm-up call each). Each sample is preceded
+// by a 20 ms pause, so that threads spinning after the previous sample are idle.
 PairedTimes alternate(int pairs, const std::function<void()>& a, const std::function<void()>& b) {
-  auto timed = [](const std::function<void()>& fn) {
-    // Let threads that spin after their last job go idle first (libgomp's spin for up to
-    // ~300k pauses after an OpenMP call, kiln's for 100 us), so neither side pays for
-    // the other's spinning.
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    double start = profile::now_seconds();
-    fn();
-    return profile::now_seconds() - start;
-  };
-  timed(a);
-  timed(b);
-  PairedTimes times;
-  for (int i = 0; i < pairs; ++i) {
-    times.a.push_back(timed(a));
-    times.b.push_back(timed(b));
-  }
-  return times;
+  profile::AlternateOptions options;
+  options.rounds = pairs;
+  options.pause_s = 0.020;
+  return profile::alternate(a, b, options);
 }
 
 Array random_array(Shape shape, uint64_t seed) {
@@ -98,8 +74,8 @@ void bench_dot(const BenchOpsOptions& options, int pairs) {
     PairedTimes times = alternate(pairs, kiln_dot, direct);
     double flop = 2.0 * static_cast<double>(c.m * c.n * c.k) * batch;
     fmt::print("{:<26} {:>12.1f} {:>14.1f} {:>22.2f}\n",
-               fmt::format("({}x{})({}x{})", c.m, c.k, c.k, c.n), flop / median(times.a) / 1e9,
-               flop / median(times.b) / 1e9, times.median_ratio());
+               fmt::format("({}x{})({}x{})", c.m, c.k, c.k, c.n), flop / median(times.a_s) / 1e9,
+               flop / median(times.b_s) / 1e9, times.median_ratio());
   }
 }
 
@@ -122,15 +98,15 @@ void bench_elementwise(const BenchOpsOptions& options, int pairs) {
   };
   // exp moves 2/3 of add's bytes, so its ratio compares bandwidths, not times.
   std::vector<double> exp_ratios;
-  for (size_t i = 0; i < exp_pairs.a.size(); ++i) {
-    exp_ratios.push_back((exp_bytes / exp_pairs.a[i]) / (add_bytes / exp_pairs.b[i]));
+  for (size_t i = 0; i < exp_pairs.a_s.size(); ++i) {
+    exp_ratios.push_back((exp_bytes / exp_pairs.a_s[i]) / (add_bytes / exp_pairs.b_s[i]));
   }
   fmt::print("{:<24} {:>12} {:>26}\n", "", "median GB/s", "ratio to STREAM add (pairs)");
-  fmt::print("{:<24} {:>12.1f} {:>26}\n", "STREAM add (c = a + b)", gbps(add_bytes, add_pairs.b),
+  fmt::print("{:<24} {:>12.1f} {:>26}\n", "STREAM add (c = a + b)", gbps(add_bytes, add_pairs.b_s),
              "1.00");
-  fmt::print("{:<24} {:>12.1f} {:>26.2f}\n", "kiln add", gbps(add_bytes, add_pairs.a),
+  fmt::print("{:<24} {:>12.1f} {:>26.2f}\n", "kiln add", gbps(add_bytes, add_pairs.a_s),
              add_pairs.median_ratio());
-  fmt::print("{:<24} {:>12.1f} {:>26.2f}\n", "kiln exp", gbps(exp_bytes, exp_pairs.a),
+  fmt::print("{:<24} {:>12.1f} {:>26.2f}\n", "kiln exp", gbps(exp_bytes, exp_pairs.a_s),
              median(exp_ratios));
 }
 

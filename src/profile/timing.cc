@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <numeric>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -41,6 +42,27 @@ Timing summarize(double first_call_s, std::vector<double> samples) {
                                   : std::accumulate(samples.begin(), samples.end(), 0.0) /
                                         static_cast<double>(samples.size());
   return timing;
+}
+
+double median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  return values.empty() ? 0.0 : values[values.size() / 2];
+}
+
+std::vector<double> Alternation::ratios() const {
+  std::vector<double> result;
+  for (size_t i = 0; i < a_s.size() && i < b_s.size(); ++i) result.push_back(b_s[i] / a_s[i]);
+  return result;
+}
+
+std::string format_ratios(const std::vector<double>& values) {
+  std::string text;
+  for (double value : values) text += fmt::format("{}{:.2f}", text.empty() ? "" : " ", value);
+  return text;
+}
+
+void pause_for(double seconds) {
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
 }
 
 std::string Timing::to_string() const {

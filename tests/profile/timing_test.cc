@@ -1,5 +1,9 @@
-// kiln::profile::time synchronizes, separates the first call, and summarises correctly.
+// kiln::profile::time synchronizes, separates the first call, and summarises correctly;
+// profile::alternate interleaves two functions and compares them pair by pair.
 #include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
 
 #include "kiln/ops.h"
 #include "kiln/profile.h"
@@ -47,6 +51,31 @@ TEST(Profile, VoidFunctionsSynchronizeAllDevices) {
   profile::Timing t = profile::time([&] { y = x * 3.0; }, {.warmup = 0, .repeats = 2});
   EXPECT_EQ(t.samples_s.size(), 2u);
   EXPECT_EQ(y.to_vector<float>()[1], 6.0f);
+}
+
+TEST(Profile, AlternateRunsAAndBInTurnAndComparesPairByPair) {
+  std::string order;
+  profile::AlternateOptions options;
+  options.rounds = 3;
+  options.calls = 2;
+  profile::Alternation pairs =
+      profile::alternate([&] { order += 'a'; }, [&] { order += 'b'; }, options);
+  EXPECT_EQ(order,
+            "ab"
+            "aabb"
+            "aabb"
+            "aabb");  // one warm-up call each, then the rounds
+  ASSERT_EQ(pairs.a_s.size(), 3u);
+  ASSERT_EQ(pairs.b_s.size(), 3u);
+
+  profile::Alternation made;
+  made.a_s = {1, 2, 4};
+  made.b_s = {3, 2, 2};
+  EXPECT_EQ(made.ratios(), (std::vector<double>{3, 1, 0.5}));
+  EXPECT_EQ(made.median_ratio(), 1);
+  EXPECT_EQ(profile::format_ratios(made.ratios()), "3.00 1.00 0.50");
+  EXPECT_EQ(profile::median({4, 1, 3, 2}), 3);  // the upper middle value
+  EXPECT_EQ(profile::median({}), 0);
 }
 
 }  // namespace

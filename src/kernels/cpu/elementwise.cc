@@ -8,6 +8,7 @@
 #include "kernels/cpu/broadcast_layout.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_simd.h"
+#include "kernels/cpu/vector_ops.h"
 #include "kernels/element_convert.h"
 #include "kernels/elementwise_ops.h"
 
@@ -19,34 +20,7 @@ namespace ew = elementwise;
 // Elements per chunk: large enough that handing a chunk to another thread pays off.
 constexpr int64_t kMinChunk = 16384;
 
-template <typename Op>
-constexpr std::optional<simd::UnaryOp> simd_unary() {
-  if constexpr (std::is_same_v<Op, ew::Neg>) return simd::UnaryOp::kNeg;
-  if constexpr (std::is_same_v<Op, ew::Abs>) return simd::UnaryOp::kAbs;
-  if constexpr (std::is_same_v<Op, ew::Sqrt>) return simd::UnaryOp::kSqrt;
-  if constexpr (std::is_same_v<Op, ew::Rsqrt>) return simd::UnaryOp::kRsqrt;
-  if constexpr (std::is_same_v<Op, ew::Floor>) return simd::UnaryOp::kFloor;
-  if constexpr (std::is_same_v<Op, ew::Ceil>) return simd::UnaryOp::kCeil;
-  if constexpr (std::is_same_v<Op, ew::Round>) return simd::UnaryOp::kRound;
-  if constexpr (std::is_same_v<Op, ew::Exp>) return simd::UnaryOp::kExp;
-  if constexpr (std::is_same_v<Op, ew::Log>) return simd::UnaryOp::kLog;
-  if constexpr (std::is_same_v<Op, ew::Tanh>) return simd::UnaryOp::kTanh;
-  if constexpr (std::is_same_v<Op, ew::Logistic>) return simd::UnaryOp::kLogistic;
-  return std::nullopt;
-}
-
-template <typename Op>
-constexpr std::optional<simd::BinaryOp> simd_binary() {
-  if constexpr (std::is_same_v<Op, ew::Add>) return simd::BinaryOp::kAdd;
-  if constexpr (std::is_same_v<Op, ew::Sub>) return simd::BinaryOp::kSub;
-  if constexpr (std::is_same_v<Op, ew::Mul>) return simd::BinaryOp::kMul;
-  if constexpr (std::is_same_v<Op, ew::Div>) return simd::BinaryOp::kDiv;
-  if constexpr (std::is_same_v<Op, ew::Max>) return simd::BinaryOp::kMax;
-  if constexpr (std::is_same_v<Op, ew::Min>) return simd::BinaryOp::kMin;
-  return std::nullopt;
-}
-
-template <typename Op>
+template <typename Op, PrimId kPrim>
 void cpu_unary(const KernelCall& call) {
   const KernelInput& x = call.inputs[0];
   const KernelOutput& y = call.outputs[0];
@@ -61,7 +35,7 @@ void cpu_unary(const KernelCall& call) {
       R* out = static_cast<R*>(y.data);
       call.pool.parallel_for(chunks, [&](int64_t chunk) {
         int64_t begin = n * chunk / chunks, end = n * (chunk + 1) / chunks;
-        constexpr auto vector_op = simd_unary<Op>();
+        constexpr auto vector_op = vector_unary_op(kPrim);
         if constexpr (vector_op.has_value() && std::is_same_v<S, float>) {
           simd::unary_f32(*vector_op, in + begin, out + begin, static_cast<size_t>(end - begin));
         } else if constexpr (vector_op.has_value() && std::is_same_v<S, double>) {
@@ -76,7 +50,7 @@ void cpu_unary(const KernelCall& call) {
   });
 }
 
-template <typename Op>
+template <typename Op, PrimId kPrim>
 void cpu_binary(const KernelCall& call) {
   const KernelInput& a = call.inputs[0];
   const KernelInput& b = call.inputs[1];
@@ -97,7 +71,7 @@ void cpu_binary(const KernelCall& call) {
                      const S* pa = lhs + offset[0];
                      const S* pb = rhs + offset[1];
                      R* po = out + at;
-                     constexpr auto vector_op = simd_binary<Op>();
+                     constexpr auto vector_op = vector_binary_op(kPrim);
                      auto count = static_cast<size_t>(length);
                      if constexpr (vector_op.has_value() && std::is_same_v<S, float>) {
                        simd::binary_f32(*vector_op, pa, step_a, pb, step_b, po, count);
@@ -173,42 +147,44 @@ void cpu_convert(const KernelCall& call) {
 }  // namespace
 
 void register_cpu_elementwise(PrimTable& table) {
-  table[PrimId::neg].cpu_kernel = cpu_unary<ew::Neg>;
-  table[PrimId::abs].cpu_kernel = cpu_unary<ew::Abs>;
-  table[PrimId::sign].cpu_kernel = cpu_unary<ew::Sign>;
-  table[PrimId::exp].cpu_kernel = cpu_unary<ew::Exp>;
-  table[PrimId::log].cpu_kernel = cpu_unary<ew::Log>;
-  table[PrimId::sqrt].cpu_kernel = cpu_unary<ew::Sqrt>;
-  table[PrimId::rsqrt].cpu_kernel = cpu_unary<ew::Rsqrt>;
-  table[PrimId::tanh].cpu_kernel = cpu_unary<ew::Tanh>;
-  table[PrimId::logistic].cpu_kernel = cpu_unary<ew::Logistic>;
-  table[PrimId::floor].cpu_kernel = cpu_unary<ew::Floor>;
-  table[PrimId::ceil].cpu_kernel = cpu_unary<ew::Ceil>;
-  table[PrimId::round].cpu_kernel = cpu_unary<ew::Round>;
-  table[PrimId::is_finite].cpu_kernel = cpu_unary<ew::IsFinite>;
-  table[PrimId::not_].cpu_kernel = cpu_unary<ew::Not>;
-  table[PrimId::erf].cpu_kernel = cpu_unary<ew::Erf>;
-  table[PrimId::erf_inv].cpu_kernel = cpu_unary<ew::ErfInv>;
-  table[PrimId::add].cpu_kernel = cpu_binary<ew::Add>;
-  table[PrimId::sub].cpu_kernel = cpu_binary<ew::Sub>;
-  table[PrimId::mul].cpu_kernel = cpu_binary<ew::Mul>;
-  table[PrimId::div].cpu_kernel = cpu_binary<ew::Div>;
-  table[PrimId::rem].cpu_kernel = cpu_binary<ew::Rem>;
-  table[PrimId::pow].cpu_kernel = cpu_binary<ew::Pow>;
-  table[PrimId::max].cpu_kernel = cpu_binary<ew::Max>;
-  table[PrimId::min].cpu_kernel = cpu_binary<ew::Min>;
-  table[PrimId::and_].cpu_kernel = cpu_binary<ew::And>;
-  table[PrimId::or_].cpu_kernel = cpu_binary<ew::Or>;
-  table[PrimId::xor_].cpu_kernel = cpu_binary<ew::Xor>;
-  table[PrimId::eq].cpu_kernel = cpu_binary<ew::Eq>;
-  table[PrimId::ne].cpu_kernel = cpu_binary<ew::Ne>;
-  table[PrimId::lt].cpu_kernel = cpu_binary<ew::Lt>;
-  table[PrimId::le].cpu_kernel = cpu_binary<ew::Le>;
-  table[PrimId::gt].cpu_kernel = cpu_binary<ew::Gt>;
-  table[PrimId::ge].cpu_kernel = cpu_binary<ew::Ge>;
-  table[PrimId::shift_left].cpu_kernel = cpu_binary<ew::ShiftLeft>;
-  table[PrimId::shift_right_logical].cpu_kernel = cpu_binary<ew::ShiftRightLogical>;
-  table[PrimId::shift_right_arithmetic].cpu_kernel = cpu_binary<ew::ShiftRightArithmetic>;
+  table[PrimId::neg].cpu_kernel = cpu_unary<ew::Neg, PrimId::neg>;
+  table[PrimId::abs].cpu_kernel = cpu_unary<ew::Abs, PrimId::abs>;
+  table[PrimId::sign].cpu_kernel = cpu_unary<ew::Sign, PrimId::sign>;
+  table[PrimId::exp].cpu_kernel = cpu_unary<ew::Exp, PrimId::exp>;
+  table[PrimId::log].cpu_kernel = cpu_unary<ew::Log, PrimId::log>;
+  table[PrimId::sqrt].cpu_kernel = cpu_unary<ew::Sqrt, PrimId::sqrt>;
+  table[PrimId::rsqrt].cpu_kernel = cpu_unary<ew::Rsqrt, PrimId::rsqrt>;
+  table[PrimId::tanh].cpu_kernel = cpu_unary<ew::Tanh, PrimId::tanh>;
+  table[PrimId::logistic].cpu_kernel = cpu_unary<ew::Logistic, PrimId::logistic>;
+  table[PrimId::floor].cpu_kernel = cpu_unary<ew::Floor, PrimId::floor>;
+  table[PrimId::ceil].cpu_kernel = cpu_unary<ew::Ceil, PrimId::ceil>;
+  table[PrimId::round].cpu_kernel = cpu_unary<ew::Round, PrimId::round>;
+  table[PrimId::is_finite].cpu_kernel = cpu_unary<ew::IsFinite, PrimId::is_finite>;
+  table[PrimId::not_].cpu_kernel = cpu_unary<ew::Not, PrimId::not_>;
+  table[PrimId::erf].cpu_kernel = cpu_unary<ew::Erf, PrimId::erf>;
+  table[PrimId::erf_inv].cpu_kernel = cpu_unary<ew::ErfInv, PrimId::erf_inv>;
+  table[PrimId::add].cpu_kernel = cpu_binary<ew::Add, PrimId::add>;
+  table[PrimId::sub].cpu_kernel = cpu_binary<ew::Sub, PrimId::sub>;
+  table[PrimId::mul].cpu_kernel = cpu_binary<ew::Mul, PrimId::mul>;
+  table[PrimId::div].cpu_kernel = cpu_binary<ew::Div, PrimId::div>;
+  table[PrimId::rem].cpu_kernel = cpu_binary<ew::Rem, PrimId::rem>;
+  table[PrimId::pow].cpu_kernel = cpu_binary<ew::Pow, PrimId::pow>;
+  table[PrimId::max].cpu_kernel = cpu_binary<ew::Max, PrimId::max>;
+  table[PrimId::min].cpu_kernel = cpu_binary<ew::Min, PrimId::min>;
+  table[PrimId::and_].cpu_kernel = cpu_binary<ew::And, PrimId::and_>;
+  table[PrimId::or_].cpu_kernel = cpu_binary<ew::Or, PrimId::or_>;
+  table[PrimId::xor_].cpu_kernel = cpu_binary<ew::Xor, PrimId::xor_>;
+  table[PrimId::eq].cpu_kernel = cpu_binary<ew::Eq, PrimId::eq>;
+  table[PrimId::ne].cpu_kernel = cpu_binary<ew::Ne, PrimId::ne>;
+  table[PrimId::lt].cpu_kernel = cpu_binary<ew::Lt, PrimId::lt>;
+  table[PrimId::le].cpu_kernel = cpu_binary<ew::Le, PrimId::le>;
+  table[PrimId::gt].cpu_kernel = cpu_binary<ew::Gt, PrimId::gt>;
+  table[PrimId::ge].cpu_kernel = cpu_binary<ew::Ge, PrimId::ge>;
+  table[PrimId::shift_left].cpu_kernel = cpu_binary<ew::ShiftLeft, PrimId::shift_left>;
+  table[PrimId::shift_right_logical].cpu_kernel =
+      cpu_binary<ew::ShiftRightLogical, PrimId::shift_right_logical>;
+  table[PrimId::shift_right_arithmetic].cpu_kernel =
+      cpu_binary<ew::ShiftRightArithmetic, PrimId::shift_right_arithmetic>;
   table[PrimId::select].cpu_kernel = cpu_select;
   table[PrimId::convert_element_type].cpu_kernel = cpu_convert;
   // expm1, log1p, sin and cos keep their reference kernels: they are not on a hot path

@@ -7,6 +7,7 @@
 #include <optional>
 
 #include "kernels/cpu/elementwise_simd.h"
+#include "kernels/cpu/vector_ops.h"
 
 namespace kiln::detail {
 namespace {
@@ -100,56 +101,6 @@ void expand_into(const std::byte* source, const std::vector<int64_t>& strides, c
   }
 }
 
-// The vector loops the fast CPU kernels run for these primitives on f32/f64 (the table in
-// kernels/cpu/elementwise.cc, whose registrations pair each primitive with its loop).
-std::optional<simd::UnaryOp> vector_unary(PrimId prim) {
-  switch (prim) {
-    case PrimId::neg:
-      return simd::UnaryOp::kNeg;
-    case PrimId::abs:
-      return simd::UnaryOp::kAbs;
-    case PrimId::sqrt:
-      return simd::UnaryOp::kSqrt;
-    case PrimId::rsqrt:
-      return simd::UnaryOp::kRsqrt;
-    case PrimId::floor:
-      return simd::UnaryOp::kFloor;
-    case PrimId::ceil:
-      return simd::UnaryOp::kCeil;
-    case PrimId::round:
-      return simd::UnaryOp::kRound;
-    case PrimId::exp:
-      return simd::UnaryOp::kExp;
-    case PrimId::log:
-      return simd::UnaryOp::kLog;
-    case PrimId::tanh:
-      return simd::UnaryOp::kTanh;
-    case PrimId::logistic:
-      return simd::UnaryOp::kLogistic;
-    default:
-      return std::nullopt;
-  }
-}
-
-std::optional<simd::BinaryOp> vector_binary(PrimId prim) {
-  switch (prim) {
-    case PrimId::add:
-      return simd::BinaryOp::kAdd;
-    case PrimId::sub:
-      return simd::BinaryOp::kSub;
-    case PrimId::mul:
-      return simd::BinaryOp::kMul;
-    case PrimId::div:
-      return simd::BinaryOp::kDiv;
-    case PrimId::max:
-      return simd::BinaryOp::kMax;
-    case PrimId::min:
-      return simd::BinaryOp::kMin;
-    default:
-      return std::nullopt;
-  }
-}
-
 // Which vector loop the member's eager kernel would run, if it is the fast kernel of a
 // primitive with one and the operands are f32 or f64.
 void choose_vector_loop(const Equation& equation, const Program& program, KernelFn kernel,
@@ -157,11 +108,11 @@ void choose_vector_loop(const Equation& equation, const Program& program, Kernel
   if (kernel == nullptr || kernel != prim_def(equation.prim).cpu_kernel) return;
   DType dtype = program.aval(equation.outputs[0]).dtype;
   if (dtype != DType::f32 && dtype != DType::f64) return;
-  if (auto op = vector_unary(equation.prim)) {
+  if (auto op = vector_unary_op(equation.prim)) {
     member.vector =
         dtype == DType::f32 ? FusedMember::Vector::kUnaryF32 : FusedMember::Vector::kUnaryF64;
     member.vector_op = static_cast<uint8_t>(*op);
-  } else if (auto op2 = vector_binary(equation.prim)) {
+  } else if (auto op2 = vector_binary_op(equation.prim)) {
     member.vector =
         dtype == DType::f32 ? FusedMember::Vector::kBinaryF32 : FusedMember::Vector::kBinaryF64;
     member.vector_op = static_cast<uint8_t>(*op2);
