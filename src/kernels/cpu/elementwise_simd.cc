@@ -300,25 +300,25 @@ void BinaryF64(BinaryOp op, const double* a, size_t sa, const double* b, size_t 
 // The steps of a fused program, one vector loop each: a block's slots stay in L1 cache
 // from one step to the next, and a step costs one switch instead of a kernel call.
 template <typename T>
-void run_program(const ProgramStep* steps, size_t count, T* const* slots, size_t n) {
+void run_program(const ProgramStep* steps, size_t count, void* const* slots, size_t n) {
   for (size_t s = 0; s < count; ++s) {
     const ProgramStep& step = steps[s];
-    const T* a = slots[step.a];
-    T* y = slots[step.y];
+    const T* a = static_cast<const T*>(slots[step.a]);
+    T* y = static_cast<T*>(slots[step.y]);
     const Stores stores = step.stream ? Stores::kStreamUnfenced : Stores::kAuto;
     if (!step.binary) {
       unary_dispatch(static_cast<UnaryOp>(step.op), a, y, n, stores);
     } else {
-      binary_dispatch(static_cast<BinaryOp>(step.op), a, step.a_scalar ? 0 : 1, slots[step.b],
-                      step.b_scalar ? 0 : 1, y, n, stores);
+      binary_dispatch(static_cast<BinaryOp>(step.op), a, step.a_scalar ? 0 : 1,
+                      static_cast<const T*>(slots[step.b]), step.b_scalar ? 0 : 1, y, n, stores);
     }
   }
 }
-void RunProgramF32(const ProgramStep* steps, size_t count, float* const* slots, size_t n) {
-  run_program(steps, count, slots, n);
+void RunProgramF32(const ProgramStep* steps, size_t count, void* const* slots, size_t n) {
+  run_program<float>(steps, count, slots, n);
 }
-void RunProgramF64(const ProgramStep* steps, size_t count, double* const* slots, size_t n) {
-  run_program(steps, count, slots, n);
+void RunProgramF64(const ProgramStep* steps, size_t count, void* const* slots, size_t n) {
+  run_program<double>(steps, count, slots, n);
 }
 
 // y = pred ? on_true : on_false for 4-byte elements, moved as bit patterns (so f32, i32
@@ -366,13 +366,13 @@ HWY_EXPORT(Select32);
 HWY_EXPORT(RunProgramF32);
 HWY_EXPORT(RunProgramF64);
 
-void run_program_f32(const ProgramStep* steps, size_t count, float* const* slots, size_t n) {
+void run_program_f32(const ProgramStep* steps, size_t count, void* const* slots, size_t n) {
   HWY_DYNAMIC_DISPATCH(RunProgramF32)(steps, count, slots, n);
 }
 void flush_streams() {
   hwy::FlushStream();
 }
-void run_program_f64(const ProgramStep* steps, size_t count, double* const* slots, size_t n) {
+void run_program_f64(const ProgramStep* steps, size_t count, void* const* slots, size_t n) {
   HWY_DYNAMIC_DISPATCH(RunProgramF64)(steps, count, slots, n);
 }
 

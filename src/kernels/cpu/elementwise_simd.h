@@ -55,8 +55,8 @@ struct ProgramStep {
 };
 // Runs the steps in order over n elements of every slot. Streamed results are not fenced:
 // call flush_streams() on the same thread before anything else reads them.
-void run_program_f32(const ProgramStep* steps, size_t count, float* const* slots, size_t n);
-void run_program_f64(const ProgramStep* steps, size_t count, double* const* slots, size_t n);
+void run_program_f32(const ProgramStep* steps, size_t count, void* const* slots, size_t n);
+void run_program_f64(const ProgramStep* steps, size_t count, void* const* slots, size_t n);
 void flush_streams();
 
 // Which instruction set the dispatcher chose (for `kiln devices`).

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -126,10 +127,10 @@ constexpr int64_t kProgramTileBytes = 2048;
 // op of the group's float dtype (comparisons, selects, broadcasts, integer ops...).
 std::optional<FusedProgram> build_program(const FusedLoop& loop) {
   FusedProgram program;
-  const FusedMember::Vector unary = loop.members[0].vector;
-  if (unary == FusedMember::Vector::kUnaryF32 || unary == FusedMember::Vector::kBinaryF32) {
+  const FusedMember::Vector first = loop.members[0].vector;
+  if (first == FusedMember::Vector::kUnaryF32 || first == FusedMember::Vector::kBinaryF32) {
     program.dtype = DType::f32;
-  } else if (unary == FusedMember::Vector::kUnaryF64 || unary == FusedMember::Vector::kBinaryF64) {
+  } else if (first == FusedMember::Vector::kUnaryF64 || first == FusedMember::Vector::kBinaryF64) {
     program.dtype = DType::f64;
   } else {
     return std::nullopt;
@@ -234,6 +235,9 @@ std::optional<FusedProgram> build_program(const FusedLoop& loop) {
   // plan may have put a result over an operand that a later step still reads.
   program.steps.insert(program.steps.end(), copies.begin(), copies.end());
   program.num_tiles = static_cast<int64_t>(tile_slot_busy.size());
+  // Slots are numbered in 16 bits; a group that needs more runs member by member.
+  if (num_externals + num_exports + program.num_tiles > std::numeric_limits<uint16_t>::max())
+    return std::nullopt;
   return program;
 }
 
@@ -345,7 +349,7 @@ void FusedLoop::run_program(std::span<const void* const> external_data,
   const int64_t chunks = chunk_count(n, kChunkElements);
   pool.parallel_for(chunks, [&](int64_t chunk) {
     thread_local std::vector<std::byte> scratch_storage;
-    thread_local std::vector<std::byte*> slots;
+    thread_local std::vector<void*> slots;
     const auto scratch_bytes = static_cast<size_t>(program->num_tiles * kProgramTileBytes + 64);
     if (scratch_storage.size() < scratch_bytes) scratch_storage.resize(scratch_bytes);
     slots.resize(num_slots);
@@ -363,11 +367,9 @@ void FusedLoop::run_program(std::span<const void* const> external_data,
       for (size_t j = 0; j < num_exports; ++j)
         slots[num_externals + j] = static_cast<std::byte*>(export_data[j]) + begin * item;
       if (program->dtype == DType::f32) {
-        simd::run_program_f32(steps, program->steps.size(),
-                              reinterpret_cast<float* const*>(slots.data()), length);
+        simd::run_program_f32(steps, program->steps.size(), slots.data(), length);
       } else {
-        simd::run_program_f64(steps, program->steps.size(),
-                              reinterpret_cast<double* const*>(slots.data()), length);
+        simd::run_program_f64(steps, program->steps.size(), slots.data(), length);
       }
     }
     simd::flush_streams();  // the streamed results are complete before the chunk ends
