@@ -14,7 +14,10 @@
 #include "kiln/ops.h"
 #include "kiln/random.h"
 #include "support/arrays.h"
+#include "transforms/eval.h"
+#include "transforms/jit/executable.h"
 #include "transforms/jit/step_plan.h"
+#include "transforms/pass_test_support.h"
 
 namespace kiln {
 namespace {
@@ -207,6 +210,217 @@ TEST(FusedLoop, SpecialValuesAndBothFloatTypesMatchEager) {
     Array y = astype(from_host<float>(others, {17}), dtype);
     EXPECT_TRUE(same_bits(jit(f)(x, y), f(x, y))) << dtype_name(dtype);
   }
+}
+
+// A dense layer's bias + ReLU and the mask its gradient needs: comparisons, selects, a
+// bias broadcast along rows and scalars broadcast to the group's shape all run in one
+// vector program, equal to eager bit for bit whether a block lies within one bias row (it
+// is then read in place) or spans several (the bias is expanded per block).
+TEST(FusedProgram, ReluLayerWithMaskMatchesEager) {
+  auto layer = [](const Array& x, const Array& bias, const Array& g) {
+    Array z = x + bias;
+    Array y = maximum(z, scalar(0.0f));
+    Array half = broadcast_to(scalar(1.0f), z.shape()) * 0.5f;
+    Array mask = where(greater(z, scalar(0.0f)), broadcast_to(scalar(1.0f), z.shape()),
+                       where(equal(z, scalar(0.0f)), half, broadcast_to(scalar(0.0f), z.shape())));
+    return std::make_tuple(y, mask * g);
+  };
+  for (Shape shape :
+       {Shape{1, 1}, Shape{1, 17}, Shape{3, 5}, Shape{300, 7}, Shape{128, 512}, Shape{9, 1000}}) {
+    Array x = random_f32(11, shape);
+    Array bias = reshape(random_f32(12, {shape[1]}), {1, shape[1]});
+    Array g = random_f32(13, shape);
+    auto jitted = jit(layer);
+    Compiled compiled = jitted.compile(x, bias, g);
+    EXPECT_THAT(compiled.steps_text(), HasSubstr("(vector program)")) << compiled.steps_text();
+    auto [y1, d1] = jitted(x, bias, g);
+    auto [y2, d2] = layer(x, bias, g);
+    EXPECT_TRUE(same_bits(y1, y2)) << shape.to_string();
+    EXPECT_TRUE(same_bits(d1, d2)) << shape.to_string();
+  }
+}
+
+// Every comparison over special values (NaN compares unequal to everything, -0 == 0),
+// with bool results returned, selects picking NaN payloads and signed zeros unchanged, a
+// bool operand from memory, in f32 (vector loops) and f64.
+TEST(FusedProgram, ComparisonsAndSelectsOfSpecialValuesMatchEager) {
+  auto f = [](const Array& x, const Array& y, const Array& pred) {
+    Array s = x + y;
+    return std::make_tuple(equal(s, x), not_equal(s, x), less(s, y), less_equal(s, y),
+                           greater(s, y), greater_equal(s, y), where(greater(s, y), x * 2.0f, y),
+                           where(pred, s, x * y), where(pred, scalar(-0.0f), s));
+  };
+  std::vector<float> values{0.0f,  -0.0f, 1.0f,  -1.0f,   INFINITY, -INFINITY, NAN,  1e-40f, 3e38f,
+                            -2.5f, 7.0f,  0.25f, -1e-45f, 88.0f,    -90.0f,    2.0f, 3.0f};
+  std::vector<float> others(values.rbegin(), values.rend());
+  std::vector<uint8_t> picks;
+  for (size_t i = 0; i < values.size(); ++i) picks.push_back(static_cast<uint8_t>(i % 3 == 0));
+  for (DType dtype : {DType::f32, DType::f64}) {
+    for (int64_t repeat : {1, 40}) {  // 17 elements (a vector tail only) and 680
+      std::vector<float> xs, ys;
+      std::vector<bool> ps;
+      for (int64_t r = 0; r < repeat; ++r) {
+        xs.insert(xs.end(), values.begin(), values.end());
+        ys.insert(ys.end(), others.begin(), others.end());
+        for (uint8_t p : picks) ps.push_back(p != 0);
+      }
+      const auto n = static_cast<int64_t>(xs.size());
+      Array x = astype(from_host<float>(xs, {n}), dtype);
+      Array y = astype(from_host<float>(ys, {n}), dtype);
+      Array pred =
+          not_equal(from_host<float>(std::vector<float>(ps.begin(), ps.end()), {n}), scalar(0.0f));
+      auto jitted = jit(f);
+      if (dtype == DType::f32) {
+        EXPECT_THAT(jitted.compile(x, y, pred).steps_text(), HasSubstr("(vector program)"));
+      }
+      auto jit_results = jitted(x, y, pred);
+      auto eager_results = f(x, y, pred);
+      auto expect_same = [&](const Array& a, const Array& b, int index) {
+        EXPECT_TRUE(same_bits(a, b)) << dtype_name(dtype) << " result " << index << " n=" << n;
+      };
+      std::apply(
+          [&](const auto&... jit_values) {
+            std::apply(
+                [&](const auto&... eager_values) {
+                  int index = 0;
+                  (expect_same(jit_values, eager_values, index++), ...);
+                },
+                eager_results);
+          },
+          jit_results);
+    }
+  }
+}
+
+// ReLU then dropout (the shape of a Dense-ReLU-Dropout block in training): selects whose
+// operands are a full array, a tile and literal scalars, comparisons against literals.
+TEST(FusedProgram, ReluThenDropoutMatchesEager) {
+  auto f = [](const Array& x, const Array& zeros, const Array& u) {
+    Array relu = where(less_equal(x, scalar(0.0f)), zeros, x);
+    Array keep = less(u - 1.0f, scalar(0.5f));
+    return where(keep, relu * 2.0f, scalar(0.0f));
+  };
+  for (Shape shape : {Shape{2, 32}, Shape{64, 100}}) {
+    Array x = random_f32(31, shape);
+    Array zeros = kiln::zeros(shape);
+    Array u = random::uniform(random::key(32), shape) + 1.0f;
+    auto jitted = jit(f);
+    EXPECT_THAT(jitted.compile(x, zeros, u).steps_text(), HasSubstr("(vector program)"));
+    EXPECT_TRUE(same_bits(jitted(x, zeros, u), f(x, zeros, u))) << shape.to_string();
+  }
+}
+
+// A bias read after earlier steps' tiles have died: its expansion must not share a slot
+// with them (expansions are written at the start of each block, before any step).
+TEST(FusedProgram, ABroadcastReadLateKeepsItsOwnTile) {
+  auto f = [](const Array& x, const Array& bias, const Array& s) {
+    Array a = x * 2.0f;
+    Array b = exp(a) + 1.0f;
+    Array c = b * bias;
+    Array d = c - broadcast_to(s, x.shape());
+    return abs(d) * bias;
+  };
+  for (Shape shape : {Shape{2, 32}, Shape{40, 100}, Shape{3, 512}}) {
+    Array x = random_f32(41, shape);
+    Array bias = reshape(random_f32(42, {shape[1]}), {1, shape[1]});
+    Array s = from_host<float>({0.25f}, {});
+    auto jitted = jit(f);
+    EXPECT_THAT(jitted.compile(x, bias, s).steps_text(), HasSubstr("(vector program)"));
+    EXPECT_TRUE(same_bits(jitted(x, bias, s), f(x, bias, s))) << shape.to_string();
+  }
+}
+
+// A single element broadcast and then read by a unary loop (which has no repeated-element
+// form) is expanded per block, not aliased to the element.
+TEST(FusedProgram, BroadcastScalarReadByAUnaryOpIsExpanded) {
+  auto f = [](const Array& x, const Array& s) { return exp(broadcast_to(s, x.shape())) * x; };
+  for (Shape shape : {Shape{5}, Shape{3000}}) {
+    Array x = random_f32(21, shape);
+    Array s = from_host<float>({0.75f}, {});
+    auto jitted = jit(f);
+    EXPECT_THAT(jitted.compile(x, s).steps_text(), HasSubstr("(vector program)"));
+    EXPECT_TRUE(same_bits(jitted(x, s), f(x, s))) << shape.to_string();
+  }
+}
+
+// Random groups of arithmetic, math, comparisons, selects and broadcasts (of a scalar
+// argument, of literals, of a bias row) over shapes whose rows are shorter than, equal to
+// and longer than a program block, on inputs full of special values: the compiled program
+// must give the eager interpreter's bits for every output.
+TEST(FusedProgram, RandomElementwiseGroupsMatchEager) {
+  std::mt19937 rng(20261201);
+  int programs = 0;
+  for (int trial = 0; trial < 120; ++trial) {
+    const std::string shapes[] = {"3,5", "4,600", "2,512"};
+    const std::string shape = shapes[trial % 3];
+    const std::string big_type = "f32[" + shape + "]";
+    std::string body;
+    std::vector<std::string> big{"a", "b"}, bools{"p"};
+    int next = 0;
+    auto below = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
+    auto pick = [&](const std::vector<std::string>& from) {
+      return from[static_cast<size_t>(below(static_cast<int>(from.size())))];
+    };
+    const char* literals[] = {"0.0:f32[]", "-0.0:f32[]", "1.5:f32[]", "s", "r"};
+    auto small = [&] { return std::string(literals[below(5)]); };
+    auto value = [&] { return below(3) == 0 ? small() : pick(big); };
+    for (int i = 0; i < 12; ++i) {
+      std::string name = "v" + std::to_string(next++);
+      switch (below(6)) {
+        case 0:
+        case 1: {
+          const char* ops[] = {"add", "sub", "mul", "div", "max", "min"};
+          std::string x = pick(big), y = value();
+          if (below(2) == 0) std::swap(x, y);
+          body += name + ":" + big_type + " = " + ops[below(6)] + " " + x + " " + y + "\n";
+          big.push_back(name);
+          break;
+        }
+        case 2: {
+          const char* ops[] = {"neg", "abs", "exp"};
+          body += name + ":" + big_type + " = " + ops[below(3)] + " " + pick(big) + "\n";
+          big.push_back(name);
+          break;
+        }
+        case 3: {
+          const char* ops[] = {"eq", "ne", "lt", "le", "gt", "ge"};
+          body += name + ":bool[" + shape + "] = " + ops[below(6)] + " " + pick(big) + " " +
+                  value() + "\n";
+          bools.push_back(name);
+          break;
+        }
+        case 4:
+          body += name + ":" + big_type + " = select " + pick(bools) + " " + value() + " " +
+                  pick(big) + "\n";
+          big.push_back(name);
+          break;
+        default:
+          body += name + ":" + big_type + " = broadcast_in_dim[shape=(" + shape + ") " +
+                  (below(2) == 0 ? "broadcast_dimensions=()] s" : "broadcast_dimensions=(0,1)] r") +
+                  "\n";
+          big.push_back(name);
+          break;
+      }
+    }
+    const std::string columns = shape.substr(shape.find(',') + 1);
+    Program program =
+        parse_program("{ lambda ; a:" + big_type + " b:" + big_type + " p:bool[" + shape +
+                      "] s:f32[] r:f32[1," + columns + "]. let\n" + body + "in (" + big.back() +
+                      " " + pick(big) + " " + bools.back() + ") }");
+    SCOPED_TRACE(body);
+    auto executable =
+        detail::Executable::compile(program, std::vector<bool>(program.inputs.size(), false), {});
+    programs += executable->steps_text().find("(vector program)") != std::string::npos ? 1 : 0;
+    std::vector<Array> inputs = testing::random_inputs(program, rng);
+    int64_t used = 0, unusable = 0;
+    std::vector<Array> compiled = executable->run(inputs, CallSite(), used, unusable);
+    std::vector<Array> eager = eval_program(program, inputs, CallSite());
+    ASSERT_EQ(compiled.size(), eager.size());
+    for (size_t i = 0; i < eager.size(); ++i)
+      ASSERT_TRUE(same_bits(compiled[i], eager[i])) << "output " << i << "\n"
+                                                    << executable->steps_text();
+  }
+  EXPECT_GT(programs, 100);  // the generator exercises the vector programs
 }
 
 #if defined(__x86_64__)  // elsewhere the option is a no-op

@@ -297,20 +297,136 @@ void BinaryF64(BinaryOp op, const double* a, size_t sa, const double* b, size_t 
   binary_dispatch(op, a, sa, b, sb, y, n, stores_for(stream));
 }
 
+template <CompareOp kOp, typename T>
+HWY_INLINE bool compare_scalar(T a, T b) {
+  if constexpr (kOp == CompareOp::kEq) return a == b;
+  if constexpr (kOp == CompareOp::kNe) return a != b;
+  if constexpr (kOp == CompareOp::kLt) return a < b;
+  if constexpr (kOp == CompareOp::kLe) return a <= b;
+  if constexpr (kOp == CompareOp::kGt) return a > b;
+  if constexpr (kOp == CompareOp::kGe) return a >= b;
+}
+
+// The vector comparisons agree with C++'s operators on every input: ordered for all but
+// "not equal", which is true when either side is NaN (hence not-Eq rather than Highway's
+// ordered Ne).
+template <CompareOp kOp, class V>
+HWY_INLINE auto compare_vector(V a, V b) {
+  if constexpr (kOp == CompareOp::kEq) return hn::Eq(a, b);
+  if constexpr (kOp == CompareOp::kNe) return hn::Not(hn::Eq(a, b));
+  if constexpr (kOp == CompareOp::kLt) return hn::Lt(a, b);
+  if constexpr (kOp == CompareOp::kLe) return hn::Le(a, b);
+  if constexpr (kOp == CompareOp::kGt) return hn::Gt(a, b);
+  if constexpr (kOp == CompareOp::kGe) return hn::Ge(a, b);
+}
+
+// y[i] = a[i] op b[i] as bytes 0/1 (C++ bools). f32 compares a vector at a time and narrows
+// the lane masks to bytes; f64 (no hot path uses it) compares element by element.
+template <CompareOp kOp, typename T>
+void compare_loop(const T* HWY_RESTRICT a, size_t a_stride, const T* HWY_RESTRICT b,
+                  size_t b_stride, uint8_t* HWY_RESTRICT y, size_t n) {
+  size_t i = 0;
+  if constexpr (sizeof(T) == 4) {
+    const hn::ScalableTag<T> d;
+    const hn::RebindToSigned<decltype(d)> di;
+    const hn::Rebind<uint8_t, decltype(di)> d8;
+    const size_t lanes = hn::Lanes(d);
+    const auto one = hn::Set(di, 1);
+    const auto a_repeated = hn::Set(d, a[0]);
+    const auto b_repeated = hn::Set(d, b[0]);
+    for (; i + lanes <= n; i += lanes) {
+      const auto va = a_stride != 0 ? hn::LoadU(d, a + i) : a_repeated;
+      const auto vb = b_stride != 0 ? hn::LoadU(d, b + i) : b_repeated;
+      const auto ones = hn::IfThenElseZero(hn::RebindMask(di, compare_vector<kOp>(va, vb)), one);
+      hn::StoreU(hn::DemoteTo(d8, ones), d8, y + i);
+    }
+  }
+  for (; i < n; ++i) y[i] = compare_scalar<kOp>(a[i * a_stride], b[i * b_stride]) ? 1 : 0;
+}
+
+template <typename T>
+void compare_dispatch(CompareOp op, const T* a, size_t sa, const T* b, size_t sb, uint8_t* y,
+                      size_t n) {
+  switch (op) {
+    case CompareOp::kEq:
+      return compare_loop<CompareOp::kEq>(a, sa, b, sb, y, n);
+    case CompareOp::kNe:
+      return compare_loop<CompareOp::kNe>(a, sa, b, sb, y, n);
+    case CompareOp::kLt:
+      return compare_loop<CompareOp::kLt>(a, sa, b, sb, y, n);
+    case CompareOp::kLe:
+      return compare_loop<CompareOp::kLe>(a, sa, b, sb, y, n);
+    case CompareOp::kGt:
+      return compare_loop<CompareOp::kGt>(a, sa, b, sb, y, n);
+    case CompareOp::kGe:
+      return compare_loop<CompareOp::kGe>(a, sa, b, sb, y, n);
+  }
+}
+
+// y[i] = pred[i] ? on_true[i] : on_false[i], each operand a run or one repeated element.
+// Values move as bits, so NaN payloads and signed zeros pass unchanged.
+template <typename T>
+void select_loop(const uint8_t* HWY_RESTRICT pred, size_t pred_stride,
+                 const T* HWY_RESTRICT on_true, size_t true_stride, const T* HWY_RESTRICT on_false,
+                 size_t false_stride, T* HWY_RESTRICT y, size_t n, Stores stores) {
+  auto element = [&](size_t i) {
+    return pred[i * pred_stride] != 0 ? on_true[i * true_stride] : on_false[i * false_stride];
+  };
+  if constexpr (sizeof(T) == 4) {
+    const hn::ScalableTag<T> d;
+    const hn::RebindToUnsigned<decltype(d)> du;
+    const hn::Rebind<uint8_t, decltype(du)> d8;
+    const auto true_repeated = hn::Set(d, on_true[0]);
+    const auto false_repeated = hn::Set(d, on_false[0]);
+    const auto pred_repeated = hn::Set(du, pred[0]);
+    store_all(
+        y, n, stores,
+        [&](size_t i) {
+          const auto p =
+              pred_stride != 0 ? hn::PromoteTo(du, hn::LoadU(d8, pred + i)) : pred_repeated;
+          const auto t = true_stride != 0 ? hn::LoadU(d, on_true + i) : true_repeated;
+          const auto f = false_stride != 0 ? hn::LoadU(d, on_false + i) : false_repeated;
+          return hn::IfThenElse(hn::RebindMask(d, hn::Ne(p, hn::Zero(du))), t, f);
+        },
+        [&](size_t i, size_t count) {
+          for (size_t j = i; j < i + count; ++j) y[j] = element(j);
+        });
+  } else {
+    for (size_t i = 0; i < n; ++i) y[i] = element(i);
+  }
+}
+
 // The steps of a fused program, one vector loop each: a block's slots stay in L1 cache
 // from one step to the next, and a step costs one switch instead of a kernel call.
 template <typename T>
 void run_program(const ProgramStep* steps, size_t count, void* const* slots, size_t n) {
+  using Form = ProgramStep::Form;
+  auto values = [&](uint16_t slot) { return static_cast<const T*>(slots[slot]); };
+  auto bools = [&](uint16_t slot) { return static_cast<const uint8_t*>(slots[slot]); };
   for (size_t s = 0; s < count; ++s) {
     const ProgramStep& step = steps[s];
-    const T* a = static_cast<const T*>(slots[step.a]);
-    T* y = static_cast<T*>(slots[step.y]);
     const Stores stores = step.stream ? Stores::kStreamUnfenced : Stores::kAuto;
-    if (!step.binary) {
-      unary_dispatch(static_cast<UnaryOp>(step.op), a, y, n, stores);
-    } else {
-      binary_dispatch(static_cast<BinaryOp>(step.op), a, step.a_scalar ? 0 : 1,
-                      static_cast<const T*>(slots[step.b]), step.b_scalar ? 0 : 1, y, n, stores);
+    const size_t a_stride = step.a_scalar ? 0 : 1, b_stride = step.b_scalar ? 0 : 1;
+    switch (step.form) {
+      case Form::kUnary:
+        unary_dispatch(static_cast<UnaryOp>(step.op), values(step.a),
+                       static_cast<T*>(slots[step.y]), n, stores);
+        break;
+      case Form::kBinary:
+        binary_dispatch(static_cast<BinaryOp>(step.op), values(step.a), a_stride, values(step.b),
+                        b_stride, static_cast<T*>(slots[step.y]), n, stores);
+        break;
+      case Form::kCompare:
+        compare_dispatch(static_cast<CompareOp>(step.op), values(step.a), a_stride, values(step.b),
+                         b_stride, static_cast<uint8_t*>(slots[step.y]), n);
+        break;
+      case Form::kSelect:
+        select_loop(bools(step.a), a_stride, values(step.b), b_stride, values(step.c),
+                    step.c_scalar ? 0 : 1, static_cast<T*>(slots[step.y]), n, stores);
+        break;
+      case Form::kCopyBools:
+        std::memcpy(slots[step.y], slots[step.a], n);
+        break;
     }
   }
 }

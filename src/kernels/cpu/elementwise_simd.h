@@ -42,16 +42,26 @@ void binary_f32(BinaryOp op, const float* a, size_t a_stride, const float* b, si
 void binary_f64(BinaryOp op, const double* a, size_t a_stride, const double* b, size_t b_stride,
                 double* y, size_t n, Store store = Store::kAuto);
 
-// One instruction of a straight-line vector program (jit's fused loops): y = op(a) or
-// y = op(a, b) over a block, each operand a run of elements or one repeated element. The
-// program reads and writes `slots`, one pointer per slot, set by the caller per block.
-// A result never shares its slot with one of its own operands.
+enum class CompareOp : uint8_t { kEq, kNe, kLt, kLe, kGt, kGe };
+
+// One instruction of a straight-line vector program (jit's fused loops) over a block of
+// elements of the program's float type T; each operand is a run of elements or one
+// repeated element (its *_scalar flag). The program reads and writes `slots`, one pointer
+// per slot, set by the caller per block. A result never shares its slot with one of its
+// own operands.
 struct ProgramStep {
-  bool binary = false;
-  uint8_t op = 0;  // a UnaryOp or BinaryOp
-  bool a_scalar = false, b_scalar = false;
+  enum class Form : uint8_t {
+    kUnary,      // y = op(a), a UnaryOp
+    kBinary,     // y = op(a, b), a BinaryOp
+    kCompare,    // y = op(a, b) as bools (one byte each, 0 or 1), a CompareOp
+    kSelect,     // y = a ? b : c, with a bools and b, c of type T (moved as bits)
+    kCopyBools,  // y = a over bools (a bool result copied out to memory)
+  };
+  Form form = Form::kUnary;
+  uint8_t op = 0;
+  bool a_scalar = false, b_scalar = false, c_scalar = false;
   bool stream = false;  // results go to memory nobody reads soon: non-temporal stores
-  uint16_t a = 0, b = 0, y = 0;
+  uint16_t a = 0, b = 0, c = 0, y = 0;
 };
 // Runs the steps in order over n elements of every slot. Streamed results are not fenced:
 // call flush_streams() on the same thread before anything else reads them.

@@ -1,7 +1,7 @@
 // Which primitives have a Highway vector loop (elementwise_simd.h) for f32 and f64: the
 // one table that both the eager kernels (elementwise.cc) and jit's fused loops
 // (transforms/jit/fused_kernel.cc) consult, so the two always run the same loop and give
-// the same bits.
+// the same bits (arithmetic rounds, so the loop must be the same; comparisons are exact).
 #pragma once
 
 #include <optional>
@@ -54,6 +54,28 @@ constexpr std::optional<simd::BinaryOp> vector_binary_op(PrimId prim) {
       return simd::BinaryOp::kMax;
     case PrimId::min:
       return simd::BinaryOp::kMin;
+    default:
+      return std::nullopt;
+  }
+}
+
+// Comparisons have vector loops in jit's fused programs only: eagerly they run the plain
+// loop over the scalar definitions, which give the same bools (elementwise_simd.cc keeps
+// the vector comparisons equal to C++'s operators, NaN included).
+constexpr std::optional<simd::CompareOp> vector_compare_op(PrimId prim) {
+  switch (prim) {
+    case PrimId::eq:
+      return simd::CompareOp::kEq;
+    case PrimId::ne:
+      return simd::CompareOp::kNe;
+    case PrimId::lt:
+      return simd::CompareOp::kLt;
+    case PrimId::le:
+      return simd::CompareOp::kLe;
+    case PrimId::gt:
+      return simd::CompareOp::kGt;
+    case PrimId::ge:
+      return simd::CompareOp::kGe;
     default:
       return std::nullopt;
   }

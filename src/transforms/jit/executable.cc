@@ -55,7 +55,7 @@ std::shared_ptr<const Executable> Executable::compile(const Program& program,
   auto start = std::chrono::steady_clock::now();
   auto executable = std::make_shared<Executable>();
   IrDumper dumper(options.name);
-  executable->program_ = std::make_shared<const Program>(optimize(program, dumper));
+  executable->program_ = std::make_shared<const Program>(optimize(program, dumper, options.fuse));
   const Program& optimized = *executable->program_;
   executable->donated_ = donated;
   executable->flush_denormals_ = options.flush_denormals;
@@ -102,6 +102,14 @@ std::shared_ptr<const Executable> Executable::compile(const Program& program,
   executable->compile_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return executable;
+}
+
+std::string Executable::steps_text() const {
+  std::vector<std::string> notes(steps_.size());
+  for (size_t s = 0; s < steps_.size() && s < fused_.size(); ++s) {
+    if (steps_[s].fused() && fused_[s].program) notes[s] = "vector program";
+  }
+  return steps_to_string(*program_, steps_, notes);
 }
 
 std::vector<Array> Executable::run(std::span<const Array> inputs, CallSite site,

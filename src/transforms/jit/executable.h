@@ -50,7 +50,8 @@ class Executable : public std::enable_shared_from_this<Executable> {
   const MemoryPlan& memory_plan() const { return plan_; }
   bool interpreted() const { return interpreted_; }
   double compile_seconds() const { return compile_seconds_; }
-  std::string steps_text() const { return steps_to_string(*program_, steps_); }
+  // The steps; a fused group that runs as one vector program is marked "(vector program)".
+  std::string steps_text() const;
 
  private:
   struct RunState;

@@ -103,13 +103,23 @@ void expand_into(const std::byte* source, const std::vector<int64_t>& strides, c
 }
 
 // Which vector loop the member's eager kernel would run, if it is the fast kernel of a
-// primitive with one and the operands are f32 or f64.
+// primitive with one and the operands are f32 or f64 (comparisons and selects: the loop a
+// fused program runs for them).
 void choose_vector_loop(const Equation& equation, const Program& program, KernelFn kernel,
                         FusedMember& member) {
   if (kernel == nullptr || kernel != prim_def(equation.prim).cpu_kernel) return;
+  auto is_float = [](DType dtype) { return dtype == DType::f32 || dtype == DType::f64; };
+  if (auto op = vector_compare_op(equation.prim)) {
+    if (!is_float(program.aval(equation.inputs[0]).dtype)) return;
+    member.vector = FusedMember::Vector::kCompare;
+    member.vector_op = static_cast<uint8_t>(*op);
+    return;
+  }
   DType dtype = program.aval(equation.outputs[0]).dtype;
-  if (dtype != DType::f32 && dtype != DType::f64) return;
-  if (auto op = vector_unary_op(equation.prim)) {
+  if (!is_float(dtype)) return;
+  if (equation.prim == PrimId::select) {
+    member.vector = FusedMember::Vector::kSelect;
+  } else if (auto op = vector_unary_op(equation.prim)) {
     member.vector =
         dtype == DType::f32 ? FusedMember::Vector::kUnaryF32 : FusedMember::Vector::kUnaryF64;
     member.vector_op = static_cast<uint8_t>(*op);
@@ -123,122 +133,252 @@ void choose_vector_loop(const Equation& equation, const Program& program, Kernel
 // Bytes of one program tile: a dozen live tiles stay within L1 cache.
 constexpr int64_t kProgramTileBytes = 2048;
 
-// The group as one straight-line program, or nothing when a member is not a plain vector
-// op of the group's float dtype (comparisons, selects, broadcasts, integer ops...).
-std::optional<FusedProgram> build_program(const FusedLoop& loop) {
-  FusedProgram program;
-  const FusedMember::Vector first = loop.members[0].vector;
-  if (first == FusedMember::Vector::kUnaryF32 || first == FusedMember::Vector::kBinaryF32) {
-    program.dtype = DType::f32;
-  } else if (first == FusedMember::Vector::kUnaryF64 || first == FusedMember::Vector::kBinaryF64) {
-    program.dtype = DType::f64;
-  } else {
-    return std::nullopt;
+// The float type a member computes in (the type of its values; a comparison's operands),
+// or nothing when it has no vector loop.
+std::optional<DType> value_dtype(const FusedMember& member) {
+  using Vector = FusedMember::Vector;
+  switch (member.vector) {
+    case Vector::kUnaryF32:
+    case Vector::kBinaryF32:
+      return DType::f32;
+    case Vector::kUnaryF64:
+    case Vector::kBinaryF64:
+      return DType::f64;
+    case Vector::kCompare:
+      return member.operands[0].dtype;
+    case Vector::kSelect:
+      return member.result_dtypes[0];
+    case Vector::kNone:
+      break;
   }
-  const bool f32 = program.dtype == DType::f32;
-  for (const FusedMember& member : loop.members) {
-    const bool is_unary =
-        member.vector == (f32 ? FusedMember::Vector::kUnaryF32 : FusedMember::Vector::kUnaryF64);
-    const bool is_binary =
-        member.vector == (f32 ? FusedMember::Vector::kBinaryF32 : FusedMember::Vector::kBinaryF64);
-    if (!is_unary && !is_binary) return std::nullopt;
-    if (member.result_tiles.size() != 1) return std::nullopt;
-    for (const FusedOperand& operand : member.operands) {
-      if (operand.kind == FusedOperand::Kind::kExpanded) return std::nullopt;
+  return std::nullopt;
+}
+
+// Whether every operand and result of `member` has the type its vector loop expects in a
+// program over `dtype` values.
+bool types_fit(const FusedMember& member, DType dtype) {
+  auto operands_are = [&](size_t first, DType type) {
+    for (size_t i = first; i < member.operands.size(); ++i) {
+      if (member.operands[i].dtype != type) return false;
     }
+    return true;
+  };
+  if (member.vector == FusedMember::Vector::kCompare)
+    return operands_are(0, dtype) && member.result_dtypes[0] == DType::bool_;
+  if (member.vector == FusedMember::Vector::kSelect)
+    return member.operands[0].dtype == DType::bool_ && operands_are(1, dtype) &&
+           member.result_dtypes[0] == dtype;
+  return operands_are(0, dtype) && member.result_dtypes[0] == dtype;
+}
+
+// The group as one straight-line program, or nothing when a member has no vector loop
+// over the group's float dtype (integer ops, conversions, a non-float broadcast...).
+std::optional<FusedProgram> build_program(const FusedLoop& loop) {
+  using Form = simd::ProgramStep::Form;
+  FusedProgram program;
+  std::optional<DType> dtype;
+  for (const FusedMember& member : loop.members) {
+    if (member.kernel == nullptr) continue;  // a broadcast: its operand's type is checked below
+    std::optional<DType> own = value_dtype(member);
+    if (!own || (dtype && *dtype != *own) || member.result_tiles.size() != 1) return std::nullopt;
+    dtype = own;
+    if (!types_fit(member, *dtype)) return std::nullopt;
   }
+  if (!dtype) return std::nullopt;
+  program.dtype = *dtype;
   const auto num_externals = static_cast<int64_t>(loop.externals.size());
   const auto num_exports = static_cast<int64_t>(loop.exports.size());
   program.external_scalar.assign(loop.externals.size(), false);
-  // The last member that reads each tile, so that its slot can be reused after it.
-  std::vector<int64_t> last_reader(loop.tile_dtypes.size(), -1);
-  for (size_t m = 0; m < loop.members.size(); ++m) {
-    for (const FusedOperand& operand : loop.members[m].operands) {
-      if (operand.kind == FusedOperand::Kind::kTile)
-        last_reader[static_cast<size_t>(operand.tile)] = static_cast<int64_t>(m);
-      if (operand.kind == FusedOperand::Kind::kScalar)
-        program.external_scalar[static_cast<size_t>(operand.source)] = true;
+  program.external_item.assign(loop.externals.size(), 0);
+  for (const FusedMember& member : loop.members) {
+    for (const FusedOperand& operand : member.operands) {
+      if (operand.dtype != *dtype && operand.dtype != DType::bool_) return std::nullopt;
+      if (operand.kind != FusedOperand::Kind::kTile)
+        program.external_item[static_cast<size_t>(operand.source)] = dtype_size(operand.dtype);
     }
   }
-  const bool stream = loop.shape.num_elements() >= kStreamResultElements;
-  std::vector<int64_t> slot_of_tile(loop.tile_dtypes.size(), -1);
-  std::vector<bool> tile_slot_busy;
-  auto allocate = [&] {
-    auto free_slot = std::find(tile_slot_busy.begin(), tile_slot_busy.end(), false);
-    auto index = static_cast<int64_t>(free_slot - tile_slot_busy.begin());
-    if (free_slot == tile_slot_busy.end()) tile_slot_busy.push_back(true);
-    tile_slot_busy[static_cast<size_t>(index)] = true;
-    return num_externals + num_exports + index;
-  };
-  auto release = [&](int64_t slot) {
-    tile_slot_busy[static_cast<size_t>(slot - num_externals - num_exports)] = false;
-  };
-  auto slot_of = [&](const FusedOperand& operand) {
-    return operand.kind == FusedOperand::Kind::kTile
-               ? slot_of_tile[static_cast<size_t>(operand.tile)]
-               : operand.source;
-  };
-  auto exported = [&](int64_t tile) {
-    return std::any_of(loop.exports.begin(), loop.exports.end(),
-                       [&](const auto& entry) { return entry.first == tile; });
-  };
-  std::vector<simd::ProgramStep> copies;
+  for (const auto& [tile, var] : loop.exports)
+    program.export_item.push_back(dtype_size(loop.tile_dtypes[static_cast<size_t>(tile)]));
+
+  std::vector<int64_t> last_reader(loop.tile_dtypes.size(), -1);  // member index
+  std::vector<int64_t> export_of(loop.tile_dtypes.size(), -1);
+  for (size_t j = 0; j < loop.exports.size(); ++j)
+    export_of[static_cast<size_t>(loop.exports[j].first)] = static_cast<int64_t>(j);
+  // Tiles some step must read as a run of elements (a unary loop has no repeated-element
+  // form), so a broadcast single element feeding them is expanded rather than aliased.
+  std::vector<bool> read_as_run(loop.tile_dtypes.size(), false);
   for (size_t m = 0; m < loop.members.size(); ++m) {
     const FusedMember& member = loop.members[m];
+    for (const FusedOperand& operand : member.operands) {
+      if (operand.kind != FusedOperand::Kind::kTile) continue;
+      last_reader[static_cast<size_t>(operand.tile)] = static_cast<int64_t>(m);
+      if (member.operands.size() == 1 && member.kernel != nullptr)
+        read_as_run[static_cast<size_t>(operand.tile)] = true;
+    }
+  }
+
+  // Tile slots: allocated when a step writes them, freed after their last reader; an
+  // expansion's slot is never freed (a block may point it into the source's memory).
+  const bool stream = loop.shape.num_elements() >= kStreamResultElements;
+  std::vector<int64_t> slot_of_tile(loop.tile_dtypes.size(), -1);
+  std::vector<bool> scalar_tile(loop.tile_dtypes.size(), false);  // a broadcast single element
+  std::vector<bool> slot_busy;
+  std::vector<bool> slot_permanent;
+  auto allocate = [&](bool permanent) {
+    auto free_slot = std::find(slot_busy.begin(), slot_busy.end(), false);
+    auto index = static_cast<size_t>(free_slot - slot_busy.begin());
+    if (free_slot == slot_busy.end()) {
+      slot_busy.push_back(true);
+      slot_permanent.push_back(false);
+    }
+    slot_busy[index] = true;
+    slot_permanent[index] = permanent;
+    return num_externals + num_exports + static_cast<int64_t>(index);
+  };
+  auto expansion = [&](const FusedOperand& operand) {
+    FusedProgram::Expansion expanded;
+    expanded.source = operand.source;
+    expanded.strides = operand.strides;
+    expanded.item = dtype_size(operand.dtype);
+    const bool row_only = !operand.strides.empty() && operand.strides.back() == 1 &&
+                          std::all_of(operand.strides.begin(), operand.strides.end() - 1,
+                                      [](int64_t stride) { return stride == 0; });
+    if (row_only) expanded.row = loop.shape[loop.shape.rank() - 1];
+    expanded.slot = static_cast<uint16_t>(allocate(true));
+    program.expansions.push_back(expanded);
+    return static_cast<int64_t>(expanded.slot);
+  };
+  // Every expansion's slot first: expansions are written at the start of each block,
+  // before any step runs, so their slots must never hold a step's tile as well. A
+  // broadcast of a single element needs none when every reader has a repeated-element
+  // form: its tile is then the element itself.
+  std::vector<std::vector<int64_t>> expansion_slot(loop.members.size());
+  for (size_t m = 0; m < loop.members.size(); ++m) {
+    const FusedMember& member = loop.members[m];
+    expansion_slot[m].assign(member.operands.size(), -1);
+    if (member.kernel == nullptr) {
+      const int64_t tile = member.result_tiles[0];
+      const FusedOperand& operand = member.operands[0];
+      const bool single = std::all_of(operand.strides.begin(), operand.strides.end(),
+                                      [](int64_t stride) { return stride == 0; });
+      if (single && export_of[static_cast<size_t>(tile)] < 0 &&
+          !read_as_run[static_cast<size_t>(tile)]) {
+        program.external_scalar[static_cast<size_t>(operand.source)] = true;
+        slot_of_tile[static_cast<size_t>(tile)] = operand.source;
+        scalar_tile[static_cast<size_t>(tile)] = true;
+      } else {
+        expansion_slot[m][0] = expansion(operand);
+      }
+      continue;
+    }
+    for (size_t i = 0; i < member.operands.size(); ++i) {
+      if (member.operands[i].kind == FusedOperand::Kind::kExpanded)
+        expansion_slot[m][i] = expansion(member.operands[i]);
+    }
+  }
+  // A step's operand: its slot and whether it is one repeated element.
+  auto operand_slot = [&](size_t m, size_t i) -> std::pair<int64_t, bool> {
+    const FusedOperand& operand = loop.members[m].operands[i];
+    switch (operand.kind) {
+      case FusedOperand::Kind::kTile:
+        return {slot_of_tile[static_cast<size_t>(operand.tile)],
+                scalar_tile[static_cast<size_t>(operand.tile)]};
+      case FusedOperand::Kind::kDirect:
+        return {operand.source, false};
+      case FusedOperand::Kind::kScalar:
+        program.external_scalar[static_cast<size_t>(operand.source)] = true;
+        return {operand.source, true};
+      case FusedOperand::Kind::kExpanded:
+        return {expansion_slot[m][i], false};
+    }
+    return {-1, false};
+  };
+  auto release_if_done = [&](int64_t tile, size_t m) {
+    int64_t& slot = slot_of_tile[static_cast<size_t>(tile)];
+    if (slot < 0 || scalar_tile[static_cast<size_t>(tile)]) return;
+    if (last_reader[static_cast<size_t>(tile)] > static_cast<int64_t>(m)) return;
+    if (export_of[static_cast<size_t>(tile)] >= 0) return;
+    auto index = static_cast<size_t>(slot - num_externals - num_exports);
+    if (!slot_permanent[index]) slot_busy[index] = false;
+    slot = -1;
+  };
+
+  std::vector<simd::ProgramStep> copies;
+  auto copy_out = [&](int64_t slot, int64_t tile) {
+    simd::ProgramStep copy;
+    const bool bools = loop.tile_dtypes[static_cast<size_t>(tile)] == DType::bool_;
+    copy.form = bools ? Form::kCopyBools : Form::kUnary;
+    copy.op = static_cast<uint8_t>(simd::UnaryOp::kCopy);
+    copy.a = static_cast<uint16_t>(slot);
+    copy.y = static_cast<uint16_t>(num_externals + export_of[static_cast<size_t>(tile)]);
+    copy.stream = stream && !bools;
+    copies.push_back(copy);
+  };
+  for (size_t m = 0; m < loop.members.size(); ++m) {
+    const FusedMember& member = loop.members[m];
+    const int64_t tile = member.result_tiles[0];
+    if (member.kernel == nullptr) {  // broadcast_in_dim: no step, its tile is a view
+      if (scalar_tile[static_cast<size_t>(tile)]) continue;
+      slot_of_tile[static_cast<size_t>(tile)] = expansion_slot[m][0];
+      if (export_of[static_cast<size_t>(tile)] >= 0) copy_out(expansion_slot[m][0], tile);
+      continue;
+    }
     simd::ProgramStep step;
     step.op = member.vector_op;
-    step.binary = member.operands.size() == 2;
-    step.a = static_cast<uint16_t>(slot_of(member.operands[0]));
-    step.a_scalar = member.operands[0].kind == FusedOperand::Kind::kScalar;
-    if (step.binary) {
-      step.b = static_cast<uint16_t>(slot_of(member.operands[1]));
-      step.b_scalar = member.operands[1].kind == FusedOperand::Kind::kScalar;
+    switch (member.vector) {
+      case FusedMember::Vector::kCompare:
+        step.form = Form::kCompare;
+        break;
+      case FusedMember::Vector::kSelect:
+        step.form = Form::kSelect;
+        break;
+      default:
+        step.form = member.operands.size() == 2 ? Form::kBinary : Form::kUnary;
+        break;
     }
-    const int64_t tile = member.result_tiles[0];
-    int64_t export_index = -1;
-    for (size_t j = 0; j < loop.exports.size(); ++j) {
-      if (loop.exports[j].first == tile) export_index = static_cast<int64_t>(j);
+    uint16_t* const operand_fields[3] = {&step.a, &step.b, &step.c};
+    bool* const scalar_fields[3] = {&step.a_scalar, &step.b_scalar, &step.c_scalar};
+    for (size_t i = 0; i < member.operands.size(); ++i) {
+      auto [slot, scalar] = operand_slot(m, i);
+      *operand_fields[i] = static_cast<uint16_t>(slot);
+      *scalar_fields[i] = scalar;
     }
+    const int64_t export_index = export_of[static_cast<size_t>(tile)];
     const bool read_later = last_reader[static_cast<size_t>(tile)] > static_cast<int64_t>(m);
-    const bool last = m + 1 == loop.members.size();
-    if (export_index >= 0 && last && !read_later) {  // straight to memory
+    const bool values = step.form != Form::kCompare;
+    if (export_index >= 0 && member.direct_export >= 0 && !read_later) {  // straight to memory
       step.y = static_cast<uint16_t>(num_externals + export_index);
-      step.stream = stream;
+      step.stream = stream && values;
     } else {  // into a tile (allocated before the operands' tiles free: never in place)
-      int64_t slot = allocate();
+      int64_t slot = allocate(false);
       slot_of_tile[static_cast<size_t>(tile)] = slot;
       step.y = static_cast<uint16_t>(slot);
-      if (export_index >= 0) {
-        simd::ProgramStep copy;
-        copy.op = static_cast<uint8_t>(simd::UnaryOp::kCopy);
-        copy.a = step.y;
-        copy.y = static_cast<uint16_t>(num_externals + export_index);
-        copy.stream = stream;
-        copies.push_back(copy);
-      }
+      if (export_index >= 0) copy_out(slot, tile);
     }
     program.steps.push_back(step);
-    auto release_if_done = [&](int64_t t) {
-      int64_t& slot = slot_of_tile[static_cast<size_t>(t)];
-      if (slot >= 0 && last_reader[static_cast<size_t>(t)] <= static_cast<int64_t>(m) &&
-          !exported(t)) {
-        release(slot);
-        slot = -1;
-      }
-    };
     for (const FusedOperand& operand : member.operands) {
-      if (operand.kind == FusedOperand::Kind::kTile) release_if_done(operand.tile);
+      if (operand.kind == FusedOperand::Kind::kTile) release_if_done(operand.tile, m);
     }
-    release_if_done(tile);  // a result nothing reads
+    release_if_done(tile, m);  // a result nothing reads
   }
   // Results go out to memory only after every step has read its operands: the memory
   // plan may have put a result over an operand that a later step still reads.
   program.steps.insert(program.steps.end(), copies.begin(), copies.end());
-  program.num_tiles = static_cast<int64_t>(tile_slot_busy.size());
+  program.num_tiles = static_cast<int64_t>(slot_busy.size());
   // Slots are numbered in 16 bits; a group that needs more runs member by member.
   if (num_externals + num_exports + program.num_tiles > std::numeric_limits<uint16_t>::max())
     return std::nullopt;
   return program;
+}
+
+// A thread's scratch block of at least `bytes`, 64-byte aligned (one per thread, reused by
+// every fused loop that thread runs).
+std::byte* aligned_scratch(int64_t bytes) {
+  thread_local std::vector<std::byte> storage;
+  const auto needed = static_cast<size_t>(bytes + 64);
+  if (storage.size() < needed) storage.resize(needed);
+  auto base = reinterpret_cast<uintptr_t>(storage.data());
+  return reinterpret_cast<std::byte*>((base + 63) / 64 * 64);
 }
 
 }  // namespace
@@ -262,6 +402,7 @@ FusedLoop FusedLoop::build(const Program& program, std::span<const size_t> equat
   for (size_t index : equations) {
     const Equation& equation = program.equations[index];
     FusedMember member;
+    member.prim = equation.prim;
     member.params = &equation.params;
     if (equation.prim == PrimId::broadcast_in_dim) {
       // Axis i of the operand is axis broadcast_dimensions[i] of the result.
@@ -326,11 +467,11 @@ FusedLoop FusedLoop::build(const Program& program, std::span<const size_t> equat
 void FusedLoop::run_program(std::span<const void* const> external_data,
                             std::span<void* const> export_data, ComputePool& pool) const {
   const int64_t n = shape.num_elements();
-  const int64_t item = dtype_size(program->dtype);
-  const int64_t block = kProgramTileBytes / item;
+  const int64_t block = kProgramTileBytes / dtype_size(program->dtype);
   const size_t num_externals = externals.size();
   const size_t num_exports = exports.size();
-  const size_t num_slots = num_externals + num_exports + static_cast<size_t>(program->num_tiles);
+  const size_t first_tile = num_externals + num_exports;
+  const size_t num_slots = first_tile + static_cast<size_t>(program->num_tiles);
   // A result written over one of the loop's own operands (the memory plan puts results in
   // place) is stored normally: its lines are in cache, having just been read, and a
   // non-temporal store would first have to evict them.
@@ -348,28 +489,42 @@ void FusedLoop::run_program(std::span<const void* const> external_data,
   }
   const int64_t chunks = chunk_count(n, kChunkElements);
   pool.parallel_for(chunks, [&](int64_t chunk) {
-    thread_local std::vector<std::byte> scratch_storage;
+    std::byte* scratch = aligned_scratch(program->num_tiles * kProgramTileBytes);
+    auto tile_memory = [&](size_t slot) {
+      return scratch + (slot - first_tile) * kProgramTileBytes;
+    };
     thread_local std::vector<void*> slots;
-    const auto scratch_bytes = static_cast<size_t>(program->num_tiles * kProgramTileBytes + 64);
-    if (scratch_storage.size() < scratch_bytes) scratch_storage.resize(scratch_bytes);
     slots.resize(num_slots);
-    auto base = reinterpret_cast<uintptr_t>(scratch_storage.data());
-    auto* scratch = reinterpret_cast<std::byte*>((base + 63) / 64 * 64);
-    for (int64_t t = 0; t < program->num_tiles; ++t)
-      slots[num_externals + num_exports + static_cast<size_t>(t)] = scratch + t * kProgramTileBytes;
+    for (size_t slot = first_tile; slot < num_slots; ++slot) slots[slot] = tile_memory(slot);
     const int64_t chunk_begin = n * chunk / chunks, chunk_end = n * (chunk + 1) / chunks;
     for (int64_t begin = chunk_begin; begin < chunk_end; begin += block) {
-      const auto length = static_cast<size_t>(std::min(block, chunk_end - begin));
+      const int64_t length = std::min(block, chunk_end - begin);
       for (size_t i = 0; i < num_externals; ++i) {
         auto* data = static_cast<std::byte*>(const_cast<void*>(external_data[i]));
-        slots[i] = program->external_scalar[i] ? data : data + begin * item;
+        slots[i] = program->external_scalar[i] ? data : data + begin * program->external_item[i];
       }
-      for (size_t j = 0; j < num_exports; ++j)
-        slots[num_externals + j] = static_cast<std::byte*>(export_data[j]) + begin * item;
+      for (size_t j = 0; j < num_exports; ++j) {
+        slots[num_externals + j] =
+            static_cast<std::byte*>(export_data[j]) + begin * program->export_item[j];
+      }
+      for (const FusedProgram::Expansion& expanded : program->expansions) {
+        const auto* source =
+            static_cast<const std::byte*>(external_data[static_cast<size_t>(expanded.source)]);
+        const int64_t in_row = expanded.row > 0 ? begin % expanded.row : 0;
+        if (expanded.row > 0 && in_row + length <= expanded.row) {
+          slots[expanded.slot] = const_cast<std::byte*>(source + in_row * expanded.item);
+        } else {
+          std::byte* tile = tile_memory(expanded.slot);
+          expand_into(source, expanded.strides, shape, expanded.item, begin, begin + length, tile);
+          slots[expanded.slot] = tile;
+        }
+      }
       if (program->dtype == DType::f32) {
-        simd::run_program_f32(steps, program->steps.size(), slots.data(), length);
+        simd::run_program_f32(steps, program->steps.size(), slots.data(),
+                              static_cast<size_t>(length));
       } else {
-        simd::run_program_f64(steps, program->steps.size(), slots.data(), length);
+        simd::run_program_f64(steps, program->steps.size(), slots.data(),
+                              static_cast<size_t>(length));
       }
     }
     simd::flush_streams();  // the streamed results are complete before the chunk ends
@@ -389,12 +544,7 @@ void FusedLoop::run(std::span<const void* const> external_data, std::span<void* 
   }
   const int64_t chunks = chunk_count(n, kChunkElements);
   pool.parallel_for(chunks, [&](int64_t chunk) {
-    thread_local std::vector<std::byte> scratch_storage;
-    if (static_cast<int64_t>(scratch_storage.size()) < scratch_bytes + 64) {
-      scratch_storage.resize(static_cast<size_t>(scratch_bytes + 64));
-    }
-    auto base = reinterpret_cast<uintptr_t>(scratch_storage.data());
-    auto* scratch = reinterpret_cast<std::byte*>((base + 63) / 64 * 64);
+    std::byte* scratch = aligned_scratch(scratch_bytes);
     auto tile_data = [&](int64_t tile) { return scratch + tile_offset[static_cast<size_t>(tile)]; };
 
     std::vector<AbstractValue> input_avals, output_avals;
@@ -450,7 +600,7 @@ void FusedLoop::run(std::span<const void* const> external_data, std::span<void* 
         const simd::Store store = member.direct_export >= 0 && n >= kStreamResultElements
                                       ? simd::Store::kStream
                                       : simd::Store::kAuto;
-        if (member.vector != FusedMember::Vector::kNone) {
+        if (member.arithmetic()) {
           for (size_t i = 0; i < member.operands.size(); ++i) operand_at(member.operands[i], i);
           auto count = static_cast<size_t>(length);
           auto stride = [&](size_t slot) { return operand_scalar[slot] ? size_t{0} : size_t{1}; };
@@ -477,7 +627,7 @@ void FusedLoop::run(std::span<const void* const> external_data, std::span<void* 
                                static_cast<const double*>(operand_data[1]), stride(1),
                                static_cast<double*>(result_data), count, store);
               break;
-            case FusedMember::Vector::kNone:
+            default:
               break;
           }
           continue;

@@ -37,12 +37,23 @@ struct FusedOperand {
 };
 
 struct FusedMember {
+  PrimId prim = PrimId::add;
   KernelFn kernel = nullptr;  // null for broadcast_in_dim, which is a pure expansion
   // The vector loop the eager kernel runs for this member (f32/f64 arithmetic and the hot
   // math functions): called directly on the tile, without the kernel's generic set-up.
-  enum class Vector : uint8_t { kNone, kUnaryF32, kUnaryF64, kBinaryF32, kBinaryF64 };
+  // Comparisons and selects of f32/f64 have vector loops in a FusedProgram only (their
+  // results are exact, so any loop gives the eager kernel's bits).
+  enum class Vector : uint8_t {
+    kNone,
+    kUnaryF32,
+    kUnaryF64,
+    kBinaryF32,
+    kBinaryF64,
+    kCompare,  // operands f32 or f64, result bool
+    kSelect,   // bool predicate, values and result f32 or f64
+  };
   Vector vector = Vector::kNone;
-  uint8_t vector_op = 0;  // a simd::UnaryOp or simd::BinaryOp
+  uint8_t vector_op = 0;  // a simd::UnaryOp, simd::BinaryOp or simd::CompareOp
   // The last member writes its (single) exported result straight to memory: nothing in
   // the tile reads the operands after it, so even an in-place result is safe.
   int64_t direct_export = -1;
@@ -50,16 +61,32 @@ struct FusedMember {
   std::vector<FusedOperand> operands;
   std::vector<int64_t> result_tiles;  // one tile buffer per result
   std::vector<DType> result_dtypes;
+
+  bool arithmetic() const { return vector != Vector::kNone && vector < Vector::kCompare; }
 };
 
-// The fast form of a group whose members are all vector ops of one float dtype reading
-// tiles, memory or single elements: one straight-line program (simd::run_program_*) run
-// block by block over small tiles that stay in L1 cache, with tiles reused once dead.
+// The fast form of a group whose members are vector ops of one float dtype (arithmetic,
+// comparisons, selects, broadcasts) reading tiles, memory or single elements: one
+// straight-line program (simd::run_program_*) run block by block over small tiles that
+// stay in L1 cache, with tiles reused once dead.
 // Slots: the loop's externals, then its exports (both set per block), then the tiles.
 struct FusedProgram {
-  DType dtype = DType::f32;
+  // A value broadcast to the group's shape: per block, either read in place (a block
+  // within one row of a value that varies along the last axis only) or expanded into its
+  // own tile slot, which no other result ever reuses.
+  struct Expansion {
+    int64_t source = 0;  // index into the loop's externals
+    std::vector<int64_t> strides;
+    int64_t item = 0;  // bytes per element
+    int64_t row = 0;   // > 0: only the last axis varies, and it is this long
+    uint16_t slot = 0;
+  };
+  DType dtype = DType::f32;  // the float type of every value (comparison results are bool)
   std::vector<simd::ProgramStep> steps;
-  std::vector<bool> external_scalar;  // per external: one element, read whole
+  std::vector<bool> external_scalar;   // per external: one element, read whole
+  std::vector<int64_t> external_item;  // per external: bytes per element
+  std::vector<int64_t> export_item;    // per export: bytes per element
+  std::vector<Expansion> expansions;
   int64_t num_tiles = 0;
 };
 

@@ -84,7 +84,7 @@ Program inline_custom_calls(const Program& program) {
   return trace.finish(outputs, kUnknownSite);
 }
 
-Program optimize(const Program& input, IrDumper& dumper) {
+Program optimize(const Program& input, IrDumper& dumper, bool fuse) {
   dumper.write("traced", print_program(input, {.show_scopes = true}));
   Program program = input;
   auto stage = [&](const char* name, auto&& pass) {
@@ -100,6 +100,7 @@ Program optimize(const Program& input, IrDumper& dumper) {
   stage("simplify_algebra", simplify_algebra);
   stage("eliminate_common_subexpressions", eliminate_common_subexpressions);
   stage("eliminate_dead_code", eliminate_dead_code);
+  if (fuse) stage("clone_broadcasts", clone_broadcasts);
   return program;
 }
 

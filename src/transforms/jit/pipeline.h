@@ -28,7 +28,7 @@ class IrDumper {
 // program never differentiates, so the custom rule is not needed any more).
 Program inline_custom_calls(const Program& program);
 
-// The optimised program.
-Program optimize(const Program& program, IrDumper& dumper);
+// The optimised program; `fuse`: prepared for the fusion planner (clone_broadcasts).
+Program optimize(const Program& program, IrDumper& dumper, bool fuse);
 
 }  // namespace kiln::detail

@@ -237,7 +237,8 @@ std::vector<StepPlan> plan_steps(const Program& program, bool fuse) {
   return graph.schedule();
 }
 
-std::string steps_to_string(const Program& program, const std::vector<StepPlan>& steps) {
+std::string steps_to_string(const Program& program, const std::vector<StepPlan>& steps,
+                            const std::vector<std::string>& notes) {
   auto var_text = [&](VarId var) { return fmt::format("v{}", var); };
   auto equation_text = [&](const Equation& equation) {
     std::string text;
@@ -252,12 +253,15 @@ std::string steps_to_string(const Program& program, const std::vector<StepPlan>&
     return text;
   };
   std::string text;
-  for (const StepPlan& step : steps) {
+  for (size_t s = 0; s < steps.size(); ++s) {
+    const StepPlan& step = steps[s];
     if (!step.fused()) {
       text += equation_text(program.equations[step.equations[0]]) + "\n";
       continue;
     }
-    text += fmt::format("fused[{}] {{\n", step.equations.size());
+    const bool noted = s < notes.size() && !notes[s].empty();
+    text +=
+        fmt::format("fused[{}] {}{{\n", step.equations.size(), noted ? "(" + notes[s] + ") " : "");
     for (size_t index : step.equations)
       text += "  " + equation_text(program.equations[index]) + "\n";
     text += "}\n";

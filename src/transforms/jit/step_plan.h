@@ -25,7 +25,8 @@ bool fusible(const Program& program, const Equation& equation);
 std::vector<StepPlan> plan_steps(const Program& program, bool fuse);
 
 // The steps as text: each unfused equation on its own line, fused groups as
-// "fused[n] { ... }" blocks.
-std::string steps_to_string(const Program& program, const std::vector<StepPlan>& steps);
+// "fused[n] { ... }" blocks, or "fused[n] (<note>) { ... }" where notes[s] is not empty.
+std::string steps_to_string(const Program& program, const std::vector<StepPlan>& steps,
+                            const std::vector<std::string>& notes = {});
 
 }  // namespace kiln::detail

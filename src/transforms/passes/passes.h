@@ -40,4 +40,11 @@ Program fold_constants(const Program& program, const ConstantFoldingOptions& opt
 // for floats: -0 + 0 is +0.)
 Program simplify_algebra(const Program& program);
 
+// Gives each elementwise equation that reads a cheap broadcast (an operand at most 1/8 of
+// its result) and is not its first reader a copy of that broadcast of its own, just before
+// it: the fusion planner then fuses every copy into its consumer's loop instead of writing
+// the broadcast to memory once for all of them. Runs after common subexpressions (which
+// would merge the copies again), when fusion is on.
+Program clone_broadcasts(const Program& program);
+
 }  // namespace kiln
