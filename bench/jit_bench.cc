@@ -2,7 +2,8 @@
 // The machine is noisy, so A and B alternate round by round and every ratio is taken
 // pair by pair, then summarised by its median.
 //
-//   mlp      forward+backward of an MLP 784-512-512-10 at batch 128: jit vs eager
+//   mlp      forward+backward of an MLP 784-512-512-10 at batch 128: jit vs eager, and the
+//            step's eight GEMMs alone vs eager (the ceiling for any jit of the same GEMMs)
 //   chain    8 elementwise ops over 16M floats: fused jit bandwidth vs STREAM add
 //            (and vs the same chain run eagerly, one kernel per op)
 //   compile  compile time of the MLP train step (trace + passes + planning)
@@ -92,6 +93,31 @@ void bench_mlp(int rounds) {
   JitStats stats = jit_step.stats();
   fmt::print("jit compilations: {} (calls {}), compile {:.1f} ms\n", stats.compiles, stats.calls,
              stats.compile_seconds * 1e3);
+
+  // The ceiling for any compiled step that runs the same GEMMs: the eight of them alone
+  // (3 forward; dW and dX of the last two layers, dW of the first), compiled, against the
+  // eager step. Whatever jit removes besides them, eager/jit cannot exceed eager/GEMMs.
+  Array cotangent = normal(101, {128, 10}, 1.0);
+  auto gemms_only = jit([](const std::vector<Array>& p, const Array& input, const Array& d3) {
+    Array h1 = matmul(input, p[0]), h2 = matmul(h1, p[2]), h3 = matmul(h2, p[4]);
+    Array dw3 = dot_general(h2, d3, {0}, {0});
+    Array dh2 = dot_general(d3, p[4], {1}, {1});
+    Array dw2 = dot_general(h1, dh2, {0}, {0});
+    Array dh1 = dot_general(dh2, p[2], {1}, {1});
+    Array dw1 = dot_general(input, dh1, {0}, {0});
+    return std::vector<Array>{h3, dw3, dw2, dw1};
+  });
+  Alternation ceiling = alternate(
+      rounds, 10,
+      [&] {
+        for (const Array& r : gemms_only(params, x, cotangent)) r.block_until_ready();
+      },
+      run(eager_step));
+  fmt::print(
+      "{:<10} {:>12.2f} {:>12.2f}   {}  (median {:.2f}x: the most any jit of these GEMMs "
+      "can reach)\n",
+      "GEMMs only", median(ceiling.a_s) * 1e3, median(ceiling.b_s) * 1e3,
+      format_ratios(ceiling.ratios()), ceiling.median_ratio());
 }
 
 void bench_compile(int rounds) {
