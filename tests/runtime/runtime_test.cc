@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "kiln/device.h"
+#include "kiln/jit.h"
 #include "kiln/ops.h"
 #include "runtime/device_array.h"
 #include "runtime/runtime.h"
@@ -184,6 +185,26 @@ TEST(RuntimeFourDevices, MixingCommittedDevicesIsAnErrorWithHint) {
   EXPECT_THAT(text, HasSubstr("f32[2] on cpu:1"));
   EXPECT_THAT(text, HasSubstr("runtime_test.cc"));
   EXPECT_THAT(text, HasSubstr("HINT: move one operand first"));
+}
+
+TEST(RuntimeFourDevices, JitRunsOnItsArgumentsDeviceAndRefusesTwoDevices) {
+  require_four_devices();
+  auto f = [](const Array& x, const std::vector<Array>& ys) { return x * ys[1] + 1.0f; };
+  auto jitted = jit(f);
+  Array placed = device_put(from_host<float>({1, 2}, {2}), device(2));
+  Array loose = from_host<float>({10, 20}, {2});  // uncommitted: follows the committed one
+  Array result = jitted(placed, std::vector<Array>{loose, loose});
+  EXPECT_EQ(result.device().id(), 2);
+  EXPECT_EQ(result.to_vector<float>(), (std::vector<float>{11, 41}));
+
+  Array elsewhere = device_put(loose, device(1));
+  std::string text = error_of([&] {
+    (void)jitted(placed, std::vector<Array>{loose, elsewhere}).to_host();
+  });
+  EXPECT_THAT(text, HasSubstr("arguments are committed to different devices"));
+  EXPECT_THAT(text, HasSubstr("argument 0 (f32[2]) on cpu:2"));
+  EXPECT_THAT(text, HasSubstr("argument 1 leaf 1 (f32[2]) on cpu:1"));
+  EXPECT_THAT(text, HasSubstr("HINT: move them to one device first"));
 }
 
 TEST(RuntimeFourDevices, UncommittedOperandsFollowCommittedOnes) {

@@ -9,6 +9,7 @@
 
 #include "kiln/jit.h"
 #include "prims/bind.h"
+#include "runtime/device_array.h"
 #include "transforms/jit/executable.h"
 
 namespace kiln {
@@ -75,6 +76,47 @@ std::string difference(const CallSignature& before, const CallSignature& now) {
   }
   return fmt::format("the number of arguments changed from {} to {}", before.args.size(),
                      now.args.size());
+}
+
+// "argument 2" or "argument 0 leaf 3": which argument flat leaf `index` belongs to (static
+// arguments have no leaves).
+std::string leaf_name(const CallSignature& signature, size_t index) {
+  for (size_t i = 0; i < signature.args.size(); ++i) {
+    const ArgSignature& arg = signature.args[i];
+    if (arg.is_static) continue;
+    if (index < arg.leaves.size()) {
+      return arg.leaves.size() == 1 ? fmt::format("argument {}", i)
+                                    : fmt::format("argument {} leaf {}", i, index);
+    }
+    index -= arg.leaves.size();
+  }
+  return fmt::format("leaf {}", index);
+}
+
+// A compiled program runs on one device's queue, so its committed arguments must agree on
+// the device, as an eager op's operands must (uncommitted ones follow them).
+void check_one_device(const std::string& name, const CallSignature& signature,
+                      std::span<const Array> leaves, CallSite site) {
+  const DeviceArray* first = nullptr;
+  size_t first_index = 0;
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    const auto* array = dynamic_cast<const DeviceArray*>(leaves[i].impl());
+    if (array == nullptr || !array->committed()) continue;
+    if (first == nullptr) {
+      first = array;
+      first_index = i;
+    } else if (array->device() != first->device()) {
+      fail(site,
+           fmt::format("jit '{}': arguments are committed to different devices: {} ({}) on "
+                       "{}, {} ({}) on {}",
+                       name, leaf_name(signature, first_index), first->aval().to_string(),
+                       first->device()->to_string(), leaf_name(signature, i),
+                       array->aval().to_string(), array->device()->to_string()),
+           fmt::format("move them to one device first, e.g. kiln::device_put(x, "
+                       "kiln::device({}))",
+                       first->device()->id()));
+    }
+  }
 }
 
 }  // namespace
@@ -190,6 +232,7 @@ std::shared_ptr<const JitCore::Entry> JitCore::compile(CallSignature signature,
 }
 
 std::vector<Array> JitCore::run(const Entry& entry, std::span<const Array> leaves, CallSite site) {
+  check_one_device(options_.name, entry.signature, leaves, site);
   int64_t used = 0, unusable = 0;
   std::vector<Array> outputs = entry.executable->run(leaves, site, used, unusable);
   if (used != 0 || unusable != 0) {
