@@ -53,9 +53,9 @@ double fan_for(const Fans& fans, FanMode mode) {
 }
 
 Initializer variance_scaling_named(std::string name, double scale, FanMode mode,
-                                   Distribution distribution) {
+                                   Distribution distribution, CallSite site = kUnknownSite) {
   if (!(scale > 0) || !std::isfinite(scale)) {
-    fail(kUnknownSite, fmt::format("{}: scale must be positive and finite, got {}", name, scale));
+    fail(site, fmt::format("{}: scale must be positive and finite, got {}", name, scale));
   }
   return [name = std::move(name), scale, mode, distribution](const Array& key, const Shape& shape,
                                                              DType dtype) {
@@ -77,10 +77,9 @@ Initializer variance_scaling_named(std::string name, double scale, FanMode mode,
   };
 }
 
-void check_stddev(std::string_view name, double stddev) {
+void check_stddev(std::string_view name, double stddev, CallSite site) {
   if (!(stddev >= 0) || !std::isfinite(stddev)) {
-    fail(kUnknownSite,
-         fmt::format("{}: stddev must be non-negative and finite, got {}", name, stddev));
+    fail(site, fmt::format("{}: stddev must be non-negative and finite, got {}", name, stddev));
   }
 }
 
@@ -115,24 +114,24 @@ Initializer constant_init(double value) {
   return constant_named(value);
 }
 
-Initializer truncated_normal(double stddev) {
-  check_stddev("truncated_normal", stddev);
+Initializer truncated_normal(double stddev, CallSite site) {
+  check_stddev("truncated_normal", stddev, site);
   return [stddev](const Array& key, const Shape& shape, DType dtype) {
     check_float("truncated_normal", shape, dtype);
     return random::truncated_normal(key, -2, 2, shape, dtype) * (stddev / kTruncatedStddev);
   };
 }
 
-Initializer normal_init(double stddev) {
-  check_stddev("normal_init", stddev);
+Initializer normal_init(double stddev, CallSite site) {
+  check_stddev("normal_init", stddev, site);
   return [stddev](const Array& key, const Shape& shape, DType dtype) {
     check_float("normal_init", shape, dtype);
     return random::normal(key, shape, dtype) * stddev;
   };
 }
 
-Initializer variance_scaling(double scale, FanMode mode, Distribution distribution) {
-  return variance_scaling_named("variance_scaling", scale, mode, distribution);
+Initializer variance_scaling(double scale, FanMode mode, Distribution distribution, CallSite site) {
+  return variance_scaling_named("variance_scaling", scale, mode, distribution, site);
 }
 
 Initializer glorot_uniform() {

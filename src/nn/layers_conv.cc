@@ -29,16 +29,16 @@ int64_t spatial_out(int64_t in, int64_t span, int64_t stride, Padding padding) {
 
 class Conv2DImpl final : public detail::ModuleImpl {
  public:
-  Conv2DImpl(int64_t features, Dims kernel_size, Conv2DOptions options)
+  Conv2DImpl(int64_t features, Dims kernel_size, Conv2DOptions options, CallSite site)
       : features_(features), kernel_size_(std::move(kernel_size)), options_(std::move(options)) {
     if (features_ < 1) {
-      fail(kUnknownSite, fmt::format("Conv2D: features must be positive, got {}", features_));
+      fail(site, fmt::format("Conv2D: features must be positive, got {}", features_));
     }
-    detail::check_pair(kernel_size_, "Conv2D: kernel_size");
-    detail::check_pair(options_.strides, "Conv2D: strides");
-    detail::check_pair(options_.dilation, "Conv2D: dilation");
+    detail::check_pair(kernel_size_, "Conv2D: kernel_size", site);
+    detail::check_pair(options_.strides, "Conv2D: strides", site);
+    detail::check_pair(options_.dilation, "Conv2D: dilation", site);
     if (!options_.kernel_init || (options_.use_bias && !options_.bias_init)) {
-      fail(kUnknownSite, "Conv2D: kernel_init or bias_init is an empty Initializer");
+      fail(site, "Conv2D: kernel_init or bias_init is an empty Initializer");
     }
   }
 
@@ -132,13 +132,13 @@ class Conv2DImpl final : public detail::ModuleImpl {
 
 class PoolImpl final : public detail::ModuleImpl {
  public:
-  PoolImpl(bool is_max, Dims window, Dims strides, Padding padding)
+  PoolImpl(bool is_max, Dims window, Dims strides, Padding padding, CallSite site)
       : is_max_(is_max),
         window_(std::move(window)),
         strides_(strides.empty() ? window_ : std::move(strides)),
         padding_(padding) {
-    detail::check_pair(window_, fmt::format("{}: window", name()));
-    detail::check_pair(strides_, fmt::format("{}: strides", name()));
+    detail::check_pair(window_, fmt::format("{}: window", name()), site);
+    detail::check_pair(strides_, fmt::format("{}: strides", name()), site);
   }
 
   std::string_view kind() const override { return is_max_ ? "max_pool" : "avg_pool"; }
@@ -213,16 +213,19 @@ class FlattenImpl final : public detail::ModuleImpl {
 
 }  // namespace
 
-Module Conv2D(int64_t features, Dims kernel_size, Conv2DOptions options) {
-  return Module(std::make_shared<Conv2DImpl>(features, std::move(kernel_size), std::move(options)));
+Module Conv2D(int64_t features, Dims kernel_size, Conv2DOptions options, CallSite site) {
+  return Module(
+      std::make_shared<Conv2DImpl>(features, std::move(kernel_size), std::move(options), site));
 }
 
-Module MaxPool(Dims window, Dims strides, Padding padding) {
-  return Module(std::make_shared<PoolImpl>(true, std::move(window), std::move(strides), padding));
+Module MaxPool(Dims window, Dims strides, Padding padding, CallSite site) {
+  return Module(
+      std::make_shared<PoolImpl>(true, std::move(window), std::move(strides), padding, site));
 }
 
-Module AvgPool(Dims window, Dims strides, Padding padding) {
-  return Module(std::make_shared<PoolImpl>(false, std::move(window), std::move(strides), padding));
+Module AvgPool(Dims window, Dims strides, Padding padding, CallSite site) {
+  return Module(
+      std::make_shared<PoolImpl>(false, std::move(window), std::move(strides), padding, site));
 }
 
 Module Flatten() {

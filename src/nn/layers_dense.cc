@@ -15,19 +15,19 @@ namespace {
 using detail::InitResult;
 using detail::Scope;
 
-void check_initializer(const Initializer& init, std::string_view what) {
-  if (!init) fail(kUnknownSite, fmt::format("{} is an empty Initializer", what));
+void check_initializer(const Initializer& init, std::string_view what, CallSite site) {
+  if (!init) fail(site, fmt::format("{} is an empty Initializer", what));
 }
 
 class DenseImpl final : public detail::ModuleImpl {
  public:
-  DenseImpl(int64_t features, DenseOptions options)
+  DenseImpl(int64_t features, DenseOptions options, CallSite site)
       : features_(features), options_(std::move(options)) {
     if (features_ < 1) {
-      fail(kUnknownSite, fmt::format("Dense: features must be positive, got {}", features_));
+      fail(site, fmt::format("Dense: features must be positive, got {}", features_));
     }
-    check_initializer(options_.kernel_init, "Dense: kernel_init");
-    if (options_.use_bias) check_initializer(options_.bias_init, "Dense: bias_init");
+    check_initializer(options_.kernel_init, "Dense: kernel_init", site);
+    if (options_.use_bias) check_initializer(options_.bias_init, "Dense: bias_init", site);
   }
 
   std::string_view kind() const override { return "dense"; }
@@ -96,14 +96,14 @@ class DenseImpl final : public detail::ModuleImpl {
 
 class EmbeddingImpl final : public detail::ModuleImpl {
  public:
-  EmbeddingImpl(int64_t num_embeddings, int64_t features, Initializer init)
+  EmbeddingImpl(int64_t num_embeddings, int64_t features, Initializer init, CallSite site)
       : num_embeddings_(num_embeddings), features_(features), init_(std::move(init)) {
     if (num_embeddings_ < 1 || features_ < 1) {
-      fail(kUnknownSite,
+      fail(site,
            fmt::format("Embedding: num_embeddings and features must be positive, got {} and {}",
                        num_embeddings_, features_));
     }
-    check_initializer(init_, "Embedding: embedding_init");
+    check_initializer(init_, "Embedding: embedding_init", site);
   }
 
   std::string_view kind() const override { return "embedding"; }
@@ -152,13 +152,14 @@ class EmbeddingImpl final : public detail::ModuleImpl {
 
 }  // namespace
 
-Module Dense(int64_t features, DenseOptions options) {
-  return Module(std::make_shared<DenseImpl>(features, std::move(options)));
+Module Dense(int64_t features, DenseOptions options, CallSite site) {
+  return Module(std::make_shared<DenseImpl>(features, std::move(options), site));
 }
 
-Module Embedding(int64_t num_embeddings, int64_t features, Initializer embedding_init) {
+Module Embedding(int64_t num_embeddings, int64_t features, Initializer embedding_init,
+                 CallSite site) {
   return Module(
-      std::make_shared<EmbeddingImpl>(num_embeddings, features, std::move(embedding_init)));
+      std::make_shared<EmbeddingImpl>(num_embeddings, features, std::move(embedding_init), site));
 }
 
 }  // namespace kiln::nn

@@ -20,9 +20,9 @@ using detail::Scope;
 
 class DropoutImpl final : public detail::ModuleImpl {
  public:
-  explicit DropoutImpl(double rate) : rate_(rate) {
+  DropoutImpl(double rate, CallSite site) : rate_(rate) {
     if (!(rate >= 0 && rate <= 1)) {
-      fail(kUnknownSite, fmt::format("Dropout: rate must be in [0, 1], got {}", rate),
+      fail(site, fmt::format("Dropout: rate must be in [0, 1], got {}", rate),
            "rate is the probability of zeroing an element, e.g. 0.1");
     }
   }
@@ -63,8 +63,8 @@ class DropoutImpl final : public detail::ModuleImpl {
 
 class ActivationImpl final : public detail::ModuleImpl {
  public:
-  explicit ActivationImpl(std::string_view name)
-      : name_(name), fn_(activation_by_name(name, kUnknownSite)) {}
+  ActivationImpl(std::string_view name, CallSite site)
+      : name_(name), fn_(activation_by_name(name, site)) {}
 
   std::string_view kind() const override { return name_; }
   std::string describe() const override { return name_; }
@@ -268,12 +268,12 @@ class ResidualImpl final : public detail::ModuleImpl {
 
 }  // namespace
 
-Module Dropout(double rate) {
-  return Module(std::make_shared<DropoutImpl>(rate));
+Module Dropout(double rate, CallSite site) {
+  return Module(std::make_shared<DropoutImpl>(rate, site));
 }
 
-Module Activation(std::string_view name) {
-  return Module(std::make_shared<ActivationImpl>(name));
+Module Activation(std::string_view name, CallSite site) {
+  return Module(std::make_shared<ActivationImpl>(name, site));
 }
 
 Module Relu() {

@@ -15,9 +15,9 @@ namespace {
 using detail::InitResult;
 using detail::Scope;
 
-void check_epsilon(const NormOptions& options, std::string_view layer) {
+void check_epsilon(const NormOptions& options, std::string_view layer, CallSite site) {
   if (!(options.epsilon > 0)) {
-    fail(kUnknownSite, fmt::format("{}: epsilon must be positive, got {}", layer, options.epsilon));
+    fail(site, fmt::format("{}: epsilon must be positive, got {}", layer, options.epsilon));
   }
 }
 
@@ -85,11 +85,11 @@ class NormBase : public detail::ModuleImpl {
 
 class BatchNormImpl final : public NormBase {
  public:
-  BatchNormImpl(double momentum, NormOptions options)
+  BatchNormImpl(double momentum, NormOptions options, CallSite site)
       : NormBase(options, true), momentum_(momentum) {
-    check_epsilon(options, "BatchNorm");
+    check_epsilon(options, "BatchNorm", site);
     if (!(momentum >= 0 && momentum <= 1)) {
-      fail(kUnknownSite, fmt::format("BatchNorm: momentum must be in [0, 1], got {}", momentum),
+      fail(site, fmt::format("BatchNorm: momentum must be in [0, 1], got {}", momentum),
            "running = momentum * running + (1 - momentum) * batch; 0.9 or 0.99 are usual");
     }
   }
@@ -153,8 +153,8 @@ class BatchNormImpl final : public NormBase {
 
 class LayerNormImpl final : public NormBase {
  public:
-  explicit LayerNormImpl(NormOptions options, bool rms) : NormBase(options, !rms), rms_(rms) {
-    check_epsilon(options, rms ? "RMSNorm" : "LayerNorm");
+  LayerNormImpl(NormOptions options, bool rms, CallSite site) : NormBase(options, !rms), rms_(rms) {
+    check_epsilon(options, rms ? "RMSNorm" : "LayerNorm", site);
   }
 
   std::string_view kind() const override { return rms_ ? "rms_norm" : "layer_norm"; }
@@ -185,16 +185,16 @@ class LayerNormImpl final : public NormBase {
 
 }  // namespace
 
-Module BatchNorm(double momentum, NormOptions options) {
-  return Module(std::make_shared<BatchNormImpl>(momentum, options));
+Module BatchNorm(double momentum, NormOptions options, CallSite site) {
+  return Module(std::make_shared<BatchNormImpl>(momentum, options, site));
 }
 
-Module LayerNorm(NormOptions options) {
-  return Module(std::make_shared<LayerNormImpl>(options, false));
+Module LayerNorm(NormOptions options, CallSite site) {
+  return Module(std::make_shared<LayerNormImpl>(options, false, site));
 }
 
-Module RMSNorm(NormOptions options) {
-  return Module(std::make_shared<LayerNormImpl>(options, true));
+Module RMSNorm(NormOptions options, CallSite site) {
+  return Module(std::make_shared<LayerNormImpl>(options, true, site));
 }
 
 }  // namespace kiln::nn

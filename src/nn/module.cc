@@ -53,9 +53,9 @@ std::string window_string(const Dims& dims) {
   return text;
 }
 
-void check_pair(const Dims& dims, std::string_view what) {
+void check_pair(const Dims& dims, std::string_view what, CallSite site) {
   if (dims.size() != 2 || dims[0] < 1 || dims[1] < 1) {
-    fail(kUnknownSite,
+    fail(site,
          fmt::format("{} must be two positive sizes (height, width), got {}", what,
                      dims_to_string(dims)),
          "e.g. {3, 3}");

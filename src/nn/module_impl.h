@@ -72,7 +72,7 @@ class ModuleImpl {
 std::string window_string(const Dims& dims);
 // Fails unless `dims` has two positive entries (height, width); `what` names the layer
 // constructor and the argument ("Conv2D: kernel_size").
-void check_pair(const Dims& dims, std::string_view what);
+void check_pair(const Dims& dims, std::string_view what, CallSite site);
 // Fails unless the input has a floating-point dtype and at least `min_rank` axes.
 void check_float_input(const AbstractValue& input, int64_t min_rank, const Scope& scope,
                        const ModuleImpl& layer);

@@ -195,10 +195,12 @@ TEST(Initializers, RandomInitializersNeedAFloatDtype) {
 }
 
 TEST(Initializers, BadParameters) {
-  EXPECT_TRUE(fails_with([] { truncated_normal(-1); }, {"truncated_normal", "stddev", "-1"}));
-  EXPECT_TRUE(fails_with([] { normal_init(NAN); }, {"normal_init", "stddev"}));
+  EXPECT_TRUE(fails_with([] { truncated_normal(-1); },
+                         {"truncated_normal", "stddev", "-1", "initializers_test.cc"}));
+  EXPECT_TRUE(
+      fails_with([] { normal_init(NAN); }, {"normal_init", "stddev", "initializers_test.cc"}));
   EXPECT_TRUE(fails_with([] { variance_scaling(0, FanMode::kFanIn, Distribution::kUniform); },
-                         {"variance_scaling", "scale", "positive"}));
+                         {"variance_scaling", "scale", "positive", "initializers_test.cc"}));
   EXPECT_TRUE(fails_with([] { compute_fans(Shape{-1, 3}); }, {"compute_fans", "[-1,3]"}));
 }
 

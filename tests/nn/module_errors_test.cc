@@ -170,38 +170,49 @@ TEST(ModuleErrors, BatchNormStateAndBatchSize) {
   EXPECT_NO_THROW(model.apply(v, normal_input(5, {1, 2})));
 }
 
+// Constructor errors name the line that built the layer (the test's own lines here).
 TEST(ModuleErrors, BadConfigurations) {
-  EXPECT_TRUE(fails_with([] { Dense(0); }, {"Dense: features must be positive, got 0"}));
-  EXPECT_TRUE(fails_with([] { Conv2D(8, {3}); },
-                         {"Conv2D: kernel_size must be two positive sizes", "got [3]"}));
+  EXPECT_TRUE(fails_with([] { Dense(0); },
+                         {"Dense: features must be positive, got 0", "module_errors_test.cc"}));
+  EXPECT_TRUE(fails_with([] { Conv2D(8, {3}); }, {"Conv2D: kernel_size must be two positive sizes",
+                                                  "got [3]", "module_errors_test.cc"}));
   EXPECT_TRUE(fails_with(
       [] {
         Conv2D(8, {3, 3},
                Conv2DOptions{{0, 1}, Padding::kValid, {1, 1}, true, lecun_normal(), zeros_init()});
       },
-      {"Conv2D: strides must be two positive sizes"}));
-  EXPECT_TRUE(fails_with([] { MaxPool({2, 2, 2}); }, {"MaxPool: window must be two positive"}));
-  EXPECT_TRUE(fails_with([] { AvgPool({2, 2}, {0, 1}); }, {"AvgPool: strides"}));
-  EXPECT_TRUE(
-      fails_with([] { BatchNorm(1.5); }, {"BatchNorm: momentum must be in [0, 1], got 1.5"}));
+      {"Conv2D: strides must be two positive sizes", "module_errors_test.cc"}));
+  EXPECT_TRUE(fails_with(
+      [] {
+        MaxPool({2, 2, 2});
+      },
+      {"MaxPool: window must be two positive", "module_errors_test.cc"}));
+  EXPECT_TRUE(fails_with(
+      [] {
+        AvgPool({2, 2}, {0, 1});
+      },
+      {"AvgPool: strides", "module_errors_test.cc"}));
+  EXPECT_TRUE(fails_with([] { BatchNorm(1.5); }, {"BatchNorm: momentum must be in [0, 1], got 1.5",
+                                                  "module_errors_test.cc"}));
   EXPECT_TRUE(fails_with(
       [] {
         LayerNorm(NormOptions{0, true, true});
       },
-      {"LayerNorm: epsilon must be positive, got 0"}));
-  EXPECT_TRUE(fails_with([] { Embedding(0, 3); }, {"Embedding: num_embeddings and features"}));
-  EXPECT_TRUE(fails_with([] { Activation("rleu"); }, {"rleu", "relu"}));
+      {"LayerNorm: epsilon must be positive, got 0", "module_errors_test.cc"}));
+  EXPECT_TRUE(fails_with([] { Embedding(0, 3); },
+                         {"Embedding: num_embeddings and features", "module_errors_test.cc"}));
+  EXPECT_TRUE(fails_with([] { Activation("rleu"); }, {"rleu", "relu", "module_errors_test.cc"}));
   EXPECT_TRUE(fails_with(
       [] {
         Dense(3, DenseOptions{true, Initializer(), zeros_init()});
       },
-      {"Dense: kernel_init is an empty Initializer"}));
+      {"Dense: kernel_init is an empty Initializer", "module_errors_test.cc"}));
   EXPECT_TRUE(fails_with(
       [] {
         Module m = Dense(3);
         m.init(Array(), f32_type({1, 2}));
       },
-      {"dense.init: the key is an empty Array"}));
+      {"dense.init: the key is an empty Array", "module_errors_test.cc"}));
 }
 
 }  // namespace

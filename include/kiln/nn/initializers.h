@@ -23,15 +23,16 @@ Initializer constant_init(double value);
 
 // Normal with this standard deviation, truncated to two standard deviations (and rescaled
 // so that the standard deviation is `stddev`), as jax.nn.initializers.truncated_normal.
-Initializer truncated_normal(double stddev = 1e-2);
-Initializer normal_init(double stddev = 1e-2);
+Initializer truncated_normal(double stddev = 1e-2, CallSite site = {});
+Initializer normal_init(double stddev = 1e-2, CallSite site = {});
 
 // Variance scaling: scale / fan, fan = fan_in, fan_out or their average.
 //   uniform:          U(-sqrt(3 * variance), sqrt(3 * variance))
 //   normal:           truncated normal on (-2, 2) rescaled to the variance (as JAX)
 enum class FanMode { kFanIn, kFanOut, kFanAvg };
 enum class Distribution { kTruncatedNormal, kUniform, kUntruncatedNormal };
-Initializer variance_scaling(double scale, FanMode mode, Distribution distribution);
+Initializer variance_scaling(double scale, FanMode mode, Distribution distribution,
+                             CallSite site = {});
 
 Initializer glorot_uniform();  // scale 1, fan_avg, uniform
 Initializer glorot_normal();   // scale 1, fan_avg, truncated normal

@@ -85,13 +85,15 @@ class Module {
 };
 
 // ----- layers ----------------------------------------------------------------------------
+// Each constructor checks its arguments at once; an error names the line that built the
+// layer (`site`, which defaults to the caller's).
 struct DenseOptions {
   bool use_bias = true;
   Initializer kernel_init = lecun_normal();
   Initializer bias_init = zeros_init();
 };
 // y = x @ kernel + bias over the last axis; kernel [in, features].
-Module Dense(int64_t features, DenseOptions options = {});
+Module Dense(int64_t features, DenseOptions options = {}, CallSite site = {});
 
 struct Conv2DOptions {
   Dims strides = {1, 1};
@@ -102,11 +104,13 @@ struct Conv2DOptions {
   Initializer bias_init = zeros_init();
 };
 // NHWC input, kernel HWIO [kh, kw, in, features].
-Module Conv2D(int64_t features, Dims kernel_size, Conv2DOptions options = {});
+Module Conv2D(int64_t features, Dims kernel_size, Conv2DOptions options = {}, CallSite site = {});
 
-Module MaxPool(Dims window, Dims strides = {}, Padding padding = Padding::kValid);  // strides
-Module AvgPool(Dims window, Dims strides = {},
-               Padding padding = Padding::kValid);  // default: window
+// Strides default to the window.
+Module MaxPool(Dims window, Dims strides = {}, Padding padding = Padding::kValid,
+               CallSite site = {});
+Module AvgPool(Dims window, Dims strides = {}, Padding padding = Padding::kValid,
+               CallSite site = {});
 // Keeps the batch axis, flattens the rest.
 Module Flatten();
 
@@ -118,19 +122,19 @@ struct NormOptions {
 // Over every axis but the last (the features). Training: batch statistics, and the
 // running ones move as running = momentum * running + (1 - momentum) * batch (the batch
 // variance unbiased, as PyTorch). Evaluation: the running statistics.
-Module BatchNorm(double momentum = 0.9, NormOptions options = {});
-Module LayerNorm(NormOptions options = {});  // over the last axis
-Module RMSNorm(NormOptions options = {});    // over the last axis, scale only
+Module BatchNorm(double momentum = 0.9, NormOptions options = {}, CallSite site = {});
+Module LayerNorm(NormOptions options = {}, CallSite site = {});  // over the last axis
+Module RMSNorm(NormOptions options = {}, CallSite site = {});    // the last axis, scale only
 
 // Zeroes each element with probability `rate` in training and scales the rest by
 // 1 / (1 - rate); the identity in evaluation.
-Module Dropout(double rate);
+Module Dropout(double rate, CallSite site = {});
 // Integer indices [...] -> [..., features]; table [num_embeddings, features] ~ N(0, 1).
 Module Embedding(int64_t num_embeddings, int64_t features,
-                 Initializer embedding_init = normal_init(1.0));
+                 Initializer embedding_init = normal_init(1.0), CallSite site = {});
 
 // An activation as a layer (no parameters): Activation("relu"), or the named shortcuts.
-Module Activation(std::string_view name);
+Module Activation(std::string_view name, CallSite site = {});
 Module Relu();
 
 Module Sequential(std::vector<Module> layers);

@@ -402,7 +402,6 @@ FusedLoop FusedLoop::build(const Program& program, std::span<const size_t> equat
   for (size_t index : equations) {
     const Equation& equation = program.equations[index];
     FusedMember member;
-    member.prim = equation.prim;
     member.params = &equation.params;
     if (equation.prim == PrimId::broadcast_in_dim) {
       // Axis i of the operand is axis broadcast_dimensions[i] of the result.

@@ -3,10 +3,12 @@
 // the tile, reading operands from the previous members' tiles or from memory. Members
 // therefore compute exactly what they compute eagerly (same kernel, same per-element
 // operations: elementwise kernels give a result that does not depend on the element's
-// position), while intermediate values never travel to memory. A group made only of the
-// float ops that have vector loops (an optimizer update, a chain of arithmetic) runs as a
-// FusedProgram instead: the same vector loops, called back to back on 2 KiB tiles with
-// no per-member kernel set-up, streaming results to memory without a fence per tile.
+// position), while intermediate values never travel to memory. A group made only of ops
+// with vector loops over one float type (an optimizer update, a chain of arithmetic, a
+// layer's bias + ReLU with its comparisons, selects and broadcasts) runs as a
+// FusedProgram instead: the same arithmetic loops as eager, called back to back on 2 KiB
+// tiles with no per-member kernel set-up, streaming results to memory without a fence per
+// tile (comparisons and selects are exact, so their program loops need not be eager's).
 #pragma once
 
 #include <cstdint>
@@ -37,7 +39,6 @@ struct FusedOperand {
 };
 
 struct FusedMember {
-  PrimId prim = PrimId::add;
   KernelFn kernel = nullptr;  // null for broadcast_in_dim, which is a pure expansion
   // The vector loop the eager kernel runs for this member (f32/f64 arithmetic and the hot
   // math functions): called directly on the tile, without the kernel's generic set-up.
