@@ -13,6 +13,7 @@ namespace kiln::train {
 
 nn::Module build_model(const ModelConfig& config);
 // total_steps: the run's length, for schedules that decay over the whole run.
+optim::Schedule build_schedule(const OptimConfig& config, int64_t total_steps);
 optim::GradientTransformation build_optimizer(const OptimConfig& config, int64_t total_steps);
 
 }  // namespace kiln::train

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <toml++/toml.h>
 
 #include "base/edit_distance.h"
@@ -343,6 +344,25 @@ void apply_override(const std::string& text, TrainConfig& config) {
   read_field(*key, *holder.get("x"), where, fmt::format("{}.{}", section->name, key->name), config);
 }
 
+// Rules that relate keys to each other, checked once the file and the overrides are in.
+void check_schedule(const OptimConfig& optim, const std::string& source_name) {
+  const std::vector<int64_t>& boundaries = optim.boundaries;
+  for (size_t i = 1; i < boundaries.size(); ++i) {
+    if (boundaries[i] > boundaries[i - 1]) continue;
+    error(source_name,
+          fmt::format("optim.boundaries = [{}] must increase: boundaries[{}] = {} does not come "
+                      "after boundaries[{}] = {}",
+                      fmt::join(boundaries, ", "), i, boundaries[i], i - 1, boundaries[i - 1]),
+          "list the steps at which the learning rate drops in order, each once");
+  }
+  if (optim.schedule == "piecewise" && boundaries.empty()) {
+    error(source_name,
+          "optim.schedule = \"piecewise\" needs optim.boundaries, the steps at which the "
+          "learning rate is multiplied by optim.decay_rate",
+          "e.g. boundaries = [2000, 4000] and decay_rate = 0.1");
+  }
+}
+
 }  // namespace
 
 TrainConfig parse_config(const std::string& text, const std::string& source_name,
@@ -376,6 +396,7 @@ TrainConfig parse_config(const std::string& text, const std::string& source_name
           "see examples/fashion_mnist_mlp.toml");
   }
   for (const std::string& override_text : overrides) apply_override(override_text, config);
+  check_schedule(config.optim, source_name);
   return config;
 }
 

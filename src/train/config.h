@@ -52,11 +52,14 @@ struct ModelConfig {
 struct OptimConfig {
   std::string name = "adamw";  // sgd, momentum, nesterov, adam, adamw, rmsprop
   double lr = 1e-3;
-  std::string schedule = "constant";  // constant, linear, cosine, warmup_cosine, exponential
+  // constant, linear, cosine, warmup_cosine, exponential, piecewise
+  std::string schedule = "constant";
   int64_t warmup_steps = 0;
   double end_lr = 0;        // linear / warmup_cosine / cosine (as alpha = end_lr / lr)
   double decay_rate = 0.5;  // exponential: lr * decay_rate^(step / transition_steps)
   int64_t transition_steps = 1000;
+  // piecewise: the steps at which the learning rate is multiplied by decay_rate
+  std::vector<int64_t> boundaries;
   double b1 = 0.9;
   double b2 = 0.999;
   double eps = 1e-8;

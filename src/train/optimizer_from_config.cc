@@ -6,10 +6,14 @@
 #include "train/builders.h"
 
 namespace kiln::train {
-namespace {
 
 optim::Schedule build_schedule(const OptimConfig& c, int64_t total_steps) {
   int64_t steps = std::max<int64_t>(total_steps, 1);
+  if (c.schedule == "piecewise") {
+    std::vector<double> values{c.lr};
+    for (size_t k = 0; k < c.boundaries.size(); ++k) values.push_back(values.back() * c.decay_rate);
+    return optim::piecewise_constant(c.boundaries, values);
+  }
   if (c.schedule == "linear") return optim::linear(c.lr, c.end_lr, steps);
   if (c.schedule == "cosine") return optim::cosine_decay(c.lr, steps, c.end_lr / c.lr);
   if (c.schedule == "warmup_cosine") {
@@ -21,6 +25,8 @@ optim::Schedule build_schedule(const OptimConfig& c, int64_t total_steps) {
   }
   return optim::constant(c.lr);
 }
+
+namespace {
 
 optim::GradientTransformation build_rule(const OptimConfig& c, optim::Schedule lr) {
   optim::AdamOptions adam;

@@ -85,13 +85,33 @@ TEST(ConfigErrors, OutOfRangeNamesValueAndAllowedRange) {
               HasSubstr("data.dir = \"\" is not allowed; expected a non-empty string"));
 }
 
+TEST(ConfigErrors, PiecewiseScheduleNeedsIncreasingBoundaries) {
+  EXPECT_EQ(parse_error(kOneLayer + "[optim]\nschedule = \"piecewise\"\n"),
+            "config.toml: optim.schedule = \"piecewise\" needs optim.boundaries, the steps at "
+            "which the learning rate is multiplied by optim.decay_rate");
+  EXPECT_EQ(parse_error(kOneLayer + "[optim]\nschedule = \"piecewise\"\nboundaries = [300, "
+                                    "200]\n"),
+            "config.toml: optim.boundaries = [300, 200] must increase: boundaries[1] = 200 does "
+            "not come after boundaries[0] = 300");
+  EXPECT_THAT(parse_error(kOneLayer, {"optim.boundaries=[5, 5]"}),
+              HasSubstr("boundaries[1] = 5 does not come after boundaries[0] = 5"));
+  EXPECT_EQ(parse_error(kOneLayer + "[optim]\nboundaries = [0, 10]\n"),
+            "config.toml:5:14: optim.boundaries = [0, 10] is not allowed; expected an array of "
+            "integers >= 1");
+  // PyTorch's name for them.
+  EXPECT_THAT(parse_error(kOneLayer + "[optim]\nmilestones = [10]\n"),
+              HasSubstr("did you mean 'optim.boundaries'?"));
+  EXPECT_THAT(parse_error(kOneLayer + "[optim]\nboundaries = [1.5]\n"),
+              HasSubstr("optim.boundaries"));
+}
+
 TEST(ConfigErrors, NotInEnumListsChoicesAndSuggests) {
   EXPECT_EQ(parse_error(kOneLayer + "[optim]\nname = \"adan\"\n"),
             "config.toml:5:8: optim.name = \"adan\" is not one of sgd, momentum, nesterov, adam, "
             "adamw, rmsprop; did you mean 'adam'?");
   EXPECT_EQ(parse_error(kOneLayer + "[optim]\nschedule = \"cosine_warmup\"\n"),
             "config.toml:5:12: optim.schedule = \"cosine_warmup\" is not one of constant, linear, "
-            "cosine, warmup_cosine, exponential");
+            "cosine, warmup_cosine, exponential, piecewise");
   EXPECT_THAT(parse_error(kOneLayer + "[train]\non_nonfinite = \"skp\"\n"),
               HasSubstr("is not one of stop, skip; did you mean 'skip'?"));
   EXPECT_THAT(parse_error(kOneLayer + "[optim]\ndecay_mask = \"matrixes\"\n"),

@@ -140,6 +140,7 @@ TrainConfig everything_changed() {
   c.optim.end_lr = 1e-7;
   c.optim.decay_rate = 0.25;
   c.optim.transition_steps = 3;
+  c.optim.boundaries = {5, 9, 400};
   c.optim.b1 = 0.5;
   c.optim.b2 = 0.75;
   c.optim.eps = 0;
@@ -222,6 +223,30 @@ TEST(ConfigSchema, EveryLayerTypeBuildsAModule) {
     model.layers = {layer};
     EXPECT_EQ(error_of([&] { (void)build_model(model); }), "") << layer.type;
   }
+}
+
+// Each schedule the config names, evaluated where it changes: piecewise multiplies the
+// rate by decay_rate at each boundary (PyTorch's MultiStepLR, counted in steps).
+TEST(ConfigSchedules, PiecewiseDropsAtEachBoundary) {
+  // The rates are f32 on the device, hence float comparisons.
+  TrainConfig config =
+      parse_config(kOneLayer +
+                       "[optim]\nschedule = \"piecewise\"\nlr = 0.5\nboundaries = [10, 20]\n"
+                       "decay_rate = 0.1\n",
+                   "config.toml");
+  EXPECT_EQ(config.optim.boundaries, (std::vector<int64_t>{10, 20}));
+  optim::Schedule schedule = build_schedule(config.optim, 100);
+  EXPECT_FLOAT_EQ(static_cast<float>(optim::schedule_value(schedule, 0)), 0.5f);
+  EXPECT_FLOAT_EQ(static_cast<float>(optim::schedule_value(schedule, 9)), 0.5f);
+  EXPECT_FLOAT_EQ(static_cast<float>(optim::schedule_value(schedule, 10)), 0.05f);
+  EXPECT_FLOAT_EQ(static_cast<float>(optim::schedule_value(schedule, 19)), 0.05f);
+  EXPECT_FLOAT_EQ(static_cast<float>(optim::schedule_value(schedule, 20)), 0.005f);
+  EXPECT_FLOAT_EQ(static_cast<float>(optim::schedule_value(schedule, 99)), 0.005f);
+  // From the command line too.
+  TrainConfig overridden =
+      parse_config(kOneLayer, "config.toml", {"optim.schedule=piecewise", "optim.boundaries=[3]"});
+  EXPECT_FLOAT_EQ(
+      static_cast<float>(optim::schedule_value(build_schedule(overridden.optim, 10), 3)), 0.0005f);
 }
 
 TEST(ConfigFiles, LoadsBothExamples) {
