@@ -31,18 +31,11 @@ fs::path find_file(const fs::path& dir, std::string_view stem) {
        std::string(kInstallHint));
 }
 
-void keep_first(IdxArray& array, int64_t count) {
-  int64_t row = 1;
-  for (size_t i = 1; i < array.dims.size(); ++i) row *= array.dims[i];
-  array.dims[0] = count;
-  array.values.resize(static_cast<size_t>(count * row));
-}
-
 ImageSplit load_split(const fs::path& dir, std::string_view prefix, int64_t limit,
                       int64_t num_classes) {
   fs::path images_path = find_file(dir, fmt::format("{}-images-idx3-ubyte", prefix));
   fs::path labels_path = find_file(dir, fmt::format("{}-labels-idx1-ubyte", prefix));
-  ImageSplit split{read_idx(images_path), read_idx(labels_path)};
+  ImageSplit split{read_idx(images_path, limit), read_idx(labels_path, limit)};
   const auto& image_dims = split.images.dims;
   if (image_dims.size() != 3 || image_dims[1] != kImageSide || image_dims[2] != kImageSide) {
     fail(kUnknownSite,
@@ -53,10 +46,10 @@ ImageSplit load_split(const fs::path& dir, std::string_view prefix, int64_t limi
     fail(kUnknownSite, fmt::format("load_fashion_mnist: '{}' holds labels of dims {}, expected [n]",
                                    labels_path.string(), dims_to_string(split.labels.dims)));
   }
-  if (image_dims[0] != split.labels.dims[0]) {
-    fail(kUnknownSite,
-         fmt::format("load_fashion_mnist: {} images in '{}' but {} labels in '{}'", image_dims[0],
-                     images_path.string(), split.labels.dims[0], labels_path.string()));
+  if (split.images.rows_in_file != split.labels.rows_in_file) {
+    fail(kUnknownSite, fmt::format("load_fashion_mnist: {} images in '{}' but {} labels in '{}'",
+                                   split.images.rows_in_file, images_path.string(),
+                                   split.labels.rows_in_file, labels_path.string()));
   }
   for (size_t i = 0; i < split.labels.values.size(); ++i) {
     if (split.labels.values[i] >= num_classes) {
@@ -65,10 +58,6 @@ ImageSplit load_split(const fs::path& dir, std::string_view prefix, int64_t limi
                        "a class (expected 0 to {})",
                        split.labels.values[i], i, labels_path.string(), num_classes - 1));
     }
-  }
-  if (limit > 0 && limit < image_dims[0]) {
-    keep_first(split.images, limit);
-    keep_first(split.labels, limit);
   }
   return split;
 }

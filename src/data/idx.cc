@@ -129,7 +129,7 @@ uint32_t big_endian_u32(const unsigned char* bytes) {
 
 }  // namespace
 
-IdxArray read_idx(const fs::path& path) {
+IdxArray read_idx(const fs::path& path, int64_t max_rows) {
   std::error_code error;
   auto status = fs::status(path, error);
   if (!fs::exists(status)) fail_file(path, "no such file");
@@ -189,6 +189,14 @@ IdxArray read_idx(const fs::path& path) {
   if (overflow || count > static_cast<uint64_t>(INT64_MAX)) {
     fail_file(path, fmt::format("dims {} have too many elements", dims_to_string(result.dims)));
   }
+  result.rows_in_file = result.dims[0];
+  // Only the first max_rows rows: the rest is never decompressed (0.45 s for the 60000
+  // training images, against milliseconds for the first thousand).
+  const bool partial = max_rows > 0 && max_rows < result.dims[0];
+  if (partial) {
+    count = count / static_cast<uint64_t>(result.dims[0]) * static_cast<uint64_t>(max_rows);
+    result.dims[0] = max_rows;
+  }
 
   uint64_t header = 4 + 4 * static_cast<uint64_t>(rank);
   uint64_t possible =
@@ -204,6 +212,7 @@ IdxArray read_idx(const fs::path& path) {
     fail_file(path, fmt::format("truncated: expected {} bytes of data for dims {}, found {}", count,
                                 dims_to_string(result.dims), have));
   }
+  if (partial) return result;
   unsigned char extra[4096];
   if (size_t trailing = source->read(extra, sizeof extra); trailing > 0) {
     std::string amount = !gzipped                  ? fmt::format("{}", file_size - header - count)

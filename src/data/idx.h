@@ -17,12 +17,15 @@ namespace kiln::data {
 struct IdxArray {
   std::vector<int64_t> dims;
   std::vector<uint8_t> values;  // row-major, product(dims) elements
+  int64_t rows_in_file = 0;     // dims[0] as the file's header gives it (before a row limit)
 };
 
 // Reads `path` (gzip-compressed when it ends in .gz). Errors name the file and what is
 // wrong: missing, not gzip, bad magic, unsupported type code, truncated (expected vs
-// actual bytes), trailing bytes.
-IdxArray read_idx(const std::filesystem::path& path);
+// actual bytes), trailing bytes. `max_rows` > 0 reads only the first max_rows entries of
+// the first axis (dims[0] becomes at most max_rows): the rest of the file is neither
+// decompressed nor checked, so a truncation or trailing bytes beyond them go unnoticed.
+IdxArray read_idx(const std::filesystem::path& path, int64_t max_rows = 0);
 
 struct ImageSplit {
   IdxArray images;  // [n, 28, 28]

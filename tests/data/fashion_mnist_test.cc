@@ -102,6 +102,8 @@ TEST(FashionMnist, CountsMustAgree) {
   std::string message = error_of([&] { load_fashion_mnist(dir.path()); });
   EXPECT_THAT(message, HasSubstr("6 images in '"));
   EXPECT_THAT(message, HasSubstr("but 5 labels in '"));
+  // Also when a limit means neither file is read to its end: the headers disagree.
+  EXPECT_THAT(error_of([&] { load_fashion_mnist(dir.path(), 2, 0); }), HasSubstr("6 images in '"));
 }
 
 TEST(FashionMnist, LabelsMustBeClasses) {

@@ -1,7 +1,7 @@
 // read_idx: plain and gzip IDX files written byte by byte, every malformed case named in
 // the error (missing, empty, not gzip, corrupt gzip, bad magic, unsupported type, rank 0,
-// truncated header or data, trailing bytes, overflowing dims), and garbage that must give
-// a kiln::Error rather than a crash or a huge allocation.
+// truncated header or data, trailing bytes, overflowing dims), reading only the first rows,
+// and garbage that must give a kiln::Error rather than a crash or a huge allocation.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -169,6 +169,35 @@ TEST(ReadIdx, TrailingData) {
                 HasSubstr("3 bytes of trailing data after the 4 bytes that dims [4] need"))
         << name;
   }
+}
+
+// A row limit reads only the first rows: the header's count is kept apart, a limit at or
+// over the count reads (and checks) the whole file, and a truncation inside the rows asked
+// for is still an error, while one after them goes unread.
+TEST(ReadIdx, FirstRowsOnly) {
+  ScratchDir dir;
+  Bytes values = iota_bytes(3 * 4 * 5);
+  Bytes bytes = idx_bytes({3, 4, 5}, values);
+  write_bytes(dir / "a", bytes);
+  write_bytes(dir / "a.gz", gzip_bytes(bytes));
+  for (const char* name : {"a", "a.gz"}) {
+    IdxArray two = read_idx(dir / name, 2);
+    EXPECT_THAT(two.dims, ElementsAre(2, 4, 5)) << name;
+    EXPECT_EQ(two.rows_in_file, 3) << name;
+    EXPECT_EQ(two.values, Bytes(values.begin(), values.begin() + 40)) << name;
+    EXPECT_THAT(read_idx(dir / name, 3).dims, ElementsAre(3, 4, 5)) << name;
+    EXPECT_EQ(read_idx(dir / name, 50).values, values) << name;
+  }
+  // Rows 0-1 complete, row 2 cut short, then trailing bytes nobody asked for.
+  Bytes cut = idx_bytes({3, 4, 5}, Bytes(values.begin(), values.begin() + 45));
+  write_bytes(dir / "cut.gz", gzip_bytes(cut));
+  EXPECT_EQ(read_idx(dir / "cut.gz", 2).values.size(), 40u);
+  EXPECT_THAT(error_of([&] { read_idx(dir / "cut.gz", 3); }),
+              HasSubstr("truncated: expected 60 bytes of data for dims [3,4,5], found 45"));
+  Bytes long_file = idx_bytes({2}, {1, 2, 3});
+  write_bytes(dir / "long", long_file);
+  EXPECT_THAT(read_idx(dir / "long", 1).values, ElementsAre(1));
+  EXPECT_THAT(error_of([&] { read_idx(dir / "long", 2); }), HasSubstr("1 bytes of trailing data"));
 }
 
 TEST(ReadIdx, GzipNameWithoutGzipAndTheReverse) {
