@@ -223,11 +223,16 @@ class JitCore {
 
 }  // namespace detail
 
+// Errors of a call (static or donated arguments named wrongly, arguments on two devices,
+// tracing failures) name the line that created the Jitted: a variadic call operator
+// cannot take a defaulted CallSite of its own.
 template <typename F>
 class Jitted {
  public:
-  Jitted(F f, JitOptions options)
-      : f_(std::move(f)), core_(std::make_shared<detail::JitCore>(std::move(options))) {}
+  Jitted(F f, JitOptions options, CallSite site = {})
+      : f_(std::move(f)),
+        core_(std::make_shared<detail::JitCore>(std::move(options))),
+        site_(site) {}
 
   template <typename... Args>
   auto operator()(const Args&... args) const {
@@ -236,7 +241,7 @@ class Jitted {
     if (detail::JitCore::tracing()) return Result(std::invoke(f_, args...));
     std::shared_ptr<const detail::JitCore::Entry> entry = lookup_or_compile(args...);
     std::vector<Array> leaves = detail::flatten_args(args...);
-    std::vector<Array> outputs = core_->run(*entry, leaves, CallSite());
+    std::vector<Array> outputs = core_->run(*entry, leaves, site_);
     const auto& like = *static_cast<const std::optional<Result>*>(entry->result_template.get());
     const Array* next = outputs.data();
     return detail::unflatten_like(like.value(), next);
@@ -263,7 +268,7 @@ class Jitted {
     using Call = detail::FlatCall<F, Args...>;
     using Result = typename Call::Result;
     detail::CallSignature signature{{detail::signature_of_arg(args)...}};
-    core_->check_argnums(signature, CallSite());
+    core_->check_argnums(signature, site_);
     if (auto entry = core_->find(signature)) return entry;
     Call call(f_, args...);
     auto result_template = std::make_shared<std::optional<Result>>();
@@ -275,16 +280,17 @@ class Jitted {
       result_template->emplace(call.rebuild_result(std::span<const Array>(next, out.size())));
       return out;
     };
-    return core_->compile(std::move(signature), traced, result_template, CallSite());
+    return core_->compile(std::move(signature), traced, result_template, site_);
   }
 
   F f_;
   std::shared_ptr<detail::JitCore> core_;
+  CallSite site_;
 };
 
 template <typename F>
-Jitted<F> jit(F f, JitOptions options = {}) {
-  return Jitted<F>(std::move(f), std::move(options));
+Jitted<F> jit(F f, JitOptions options = {}, CallSite site = {}) {
+  return Jitted<F>(std::move(f), std::move(options), site);
 }
 
 }  // namespace kiln

@@ -108,8 +108,9 @@ TEST(Jit, StaticArgnumsNamingAnArrayIsAnError) {
   auto jitted = jit([](const Array& x, const Array& y) { return x + y; },
                     {.static_argnums = {1}, .name = "add"});
   Array x = from_host<float>({1}, {1});
+  // The error names the line that made the jitted function (here, this file).
   EXPECT_TRUE(fails_with([&] { jitted(x, x); }, {"jit 'add'", "static_argnums names argument 1",
-                                                 "f32[1]", "not hashable"}));
+                                                 "f32[1]", "not hashable", "jit_test.cc"}));
   auto out_of_range = jit([](const Array& x) { return x; }, {.static_argnums = {3}});
   EXPECT_TRUE(
       fails_with([&] { out_of_range(x); }, {"static_argnums names argument 3", "1 argument"}));

@@ -190,7 +190,7 @@ TEST(RuntimeFourDevices, MixingCommittedDevicesIsAnErrorWithHint) {
 TEST(RuntimeFourDevices, JitRunsOnItsArgumentsDeviceAndRefusesTwoDevices) {
   require_four_devices();
   auto f = [](const Array& x, const std::vector<Array>& ys) { return x * ys[1] + 1.0f; };
-  auto jitted = jit(f);
+  auto jitted = jit(f);  // errors of its calls name this line
   Array placed = device_put(from_host<float>({1, 2}, {2}), device(2));
   Array loose = from_host<float>({10, 20}, {2});  // uncommitted: follows the committed one
   Array result = jitted(placed, std::vector<Array>{loose, loose});
@@ -204,6 +204,7 @@ TEST(RuntimeFourDevices, JitRunsOnItsArgumentsDeviceAndRefusesTwoDevices) {
   EXPECT_THAT(text, HasSubstr("arguments are committed to different devices"));
   EXPECT_THAT(text, HasSubstr("argument 0 (f32[2]) on cpu:2"));
   EXPECT_THAT(text, HasSubstr("argument 1 leaf 1 (f32[2]) on cpu:1"));
+  EXPECT_THAT(text, HasSubstr("runtime_test.cc"));
   EXPECT_THAT(text, HasSubstr("HINT: move them to one device first"));
 }
 
