@@ -195,6 +195,8 @@ std::optional<FusedProgram> build_program(const FusedLoop& loop) {
       if (operand.dtype != *dtype && operand.dtype != DType::bool_) return std::nullopt;
       if (operand.kind != FusedOperand::Kind::kTile)
         program.external_item[static_cast<size_t>(operand.source)] = dtype_size(operand.dtype);
+      if (operand.kind == FusedOperand::Kind::kScalar)
+        program.external_scalar[static_cast<size_t>(operand.source)] = true;
     }
   }
   for (const auto& [tile, var] : loop.exports)
@@ -286,7 +288,6 @@ std::optional<FusedProgram> build_program(const FusedLoop& loop) {
       case FusedOperand::Kind::kDirect:
         return {operand.source, false};
       case FusedOperand::Kind::kScalar:
-        program.external_scalar[static_cast<size_t>(operand.source)] = true;
         return {operand.source, true};
       case FusedOperand::Kind::kExpanded:
         return {expansion_slot[m][i], false};
