@@ -8,8 +8,10 @@
 //            (and vs the same chain run eagerly, one kernel per op)
 //   compile  compile time of the MLP train step (trace + passes + planning)
 //   remat    an 8-layer MLP with and without checkpoint: planned peak memory, step time
+//   scan     grad of a recurrent cell under scan: residuals kept per step (the default)
+//            vs ScanOptions::recompute: planned peak memory, step time
 //
-//   jit_bench [--rounds R] [--only mlp|chain|compile|remat]
+//   jit_bench [--rounds R] [--only mlp|chain|compile|remat|scan]
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -21,6 +23,7 @@
 
 #include "base/compute_pool.h"
 #include "kiln/checkpoint.h"
+#include "kiln/control_flow.h"
 #include "kiln/jit.h"
 #include "kiln/ops.h"
 #include "kiln/profile.h"
@@ -246,6 +249,47 @@ void bench_remat(int rounds) {
              median(slowdown));
 }
 
+// ----- scan gradients ----------------------------------------------------------------------
+
+// h_t = tanh(h_{t-1} W + x_t U) over T steps. By default the gradient's forward scan keeps
+// each step's costly results (the products, tanh) and the backward scan replays only the
+// cheap ops around them; with ScanOptions::recompute it keeps only the carry and runs each
+// step's forward again (what every scan gradient did before 2026-12-01).
+void bench_scan(int rounds) {
+  const int64_t steps = 64, batch = 32, width = 256, inputs = 64;
+  fmt::print("\n## grad of a tanh RNN cell under scan: {} steps, batch {}, {} -> {}\n", steps,
+             batch, inputs, width);
+  Array w = normal(50, {width, width}, 1.0 / std::sqrt(double(width)));
+  Array u = normal(51, {inputs, width}, 1.0 / std::sqrt(double(inputs)));
+  Array xs = normal(52, {steps, batch, inputs}, 1.0);
+  Array h0 = zeros({batch, width});
+  auto loss_with = [&](bool recompute) {
+    return [&, recompute](const Array& w, const Array& u) {
+      auto step = [&](const Array& h, const Array& x) {
+        Array next = tanh(matmul(h, w) + matmul(x, u));
+        return std::pair{next, mean(next * next)};
+      };
+      auto [h, ys] = scan(step, h0, xs, {.recompute = recompute});
+      return mean(h) + sum(ys);
+    };
+  };
+  auto kept = jit(grad(loss_with(false)), JitOptions().named("scan_kept"));
+  auto recomputed = jit(grad(loss_with(true)), JitOptions().named("scan_recomputed"));
+  MemoryPlanReport kept_plan = kept.compile(w, u).memory_plan();
+  MemoryPlanReport recomputed_plan = recomputed.compile(w, u).memory_plan();
+  auto run = [&](const auto& step) { return [&] { step(w, u).block_until_ready(); }; };
+  Alternation pairs = alternate(rounds, 3, run(kept), run(recomputed));
+  auto mib = [](int64_t bytes) { return static_cast<double>(bytes) / (1024.0 * 1024.0); };
+  fmt::print("{:<26} {:>16} {:>16} {:>12}\n", "", "peak MiB (plan)", "temps MiB", "step ms");
+  fmt::print("{:<26} {:>16.1f} {:>16.1f} {:>12.2f}\n", "residuals kept (default)",
+             mib(kept_plan.peak_bytes), mib(kept_plan.temp_bytes), median(pairs.a_s) * 1e3);
+  fmt::print("{:<26} {:>16.1f} {:>16.1f} {:>12.2f}\n", "recompute = true",
+             mib(recomputed_plan.peak_bytes), mib(recomputed_plan.temp_bytes),
+             median(pairs.b_s) * 1e3);
+  fmt::print("recompute/kept step time per round: {}  (median {:.2f}x)\n",
+             format_ratios(pairs.ratios()), pairs.median_ratio());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -258,7 +302,7 @@ int main(int argc, char** argv) {
     } else if (arg == "--only" && i + 1 < argc) {
       only = argv[++i];
     } else {
-      fmt::print(stderr, "usage: jit_bench [--rounds R] [--only mlp|chain|compile|remat]\n");
+      fmt::print(stderr, "usage: jit_bench [--rounds R] [--only mlp|chain|compile|remat|scan]\n");
       return arg == "--help" ? 0 : 2;
     }
   }
@@ -269,6 +313,7 @@ int main(int argc, char** argv) {
     if (only.empty() || only == "compile") bench_compile(rounds);
     if (only.empty() || only == "chain") bench_chain(rounds);
     if (only.empty() || only == "remat") bench_remat(rounds);
+    if (only.empty() || only == "scan") bench_scan(rounds);
   } catch (const kiln::Error& error) {
     fmt::print(stderr, "jit_bench: {}\n", error.what());
     return 1;

@@ -30,6 +30,12 @@ struct ScanOptions {
   std::optional<int64_t> length = std::nullopt;
   bool reverse = false;  // run steps length-1, ..., 0 (ys stay indexed by step)
   int64_t unroll = 1;    // steps per loop iteration; results are identical for every value
+  // How the gradient gets each step's forward values. false: the forward pass keeps the
+  // results of the step's costly ops (products, transcendentals) for the backward pass, as
+  // JAX's scan does: memory grows with length times those results. true: it keeps only
+  // the carry and runs each step's forward again in the backward pass (less memory, more
+  // compute). Results are identical either way; checkpoint inside the body picks per value.
+  bool recompute = false;
 };
 
 namespace detail {

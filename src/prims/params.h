@@ -280,7 +280,8 @@ struct ProgramRef {
 // leading axes all equal `length`. body: (consts, carry, x slices) -> (carry, y slices).
 // Results: the final carry, then ys stacked on a new leading axis of size length.
 // reverse runs steps length-1..0 (ys stay indexed by step); unroll is how many steps one
-// loop iteration runs (results do not depend on it).
+// loop iteration runs (results do not depend on it); recompute makes the gradient run each
+// step's forward again from its carry instead of keeping its costly results.
 struct ScanParams {
   ProgramRef body;
   int64_t length = 0;
@@ -288,13 +289,15 @@ struct ScanParams {
   int64_t num_carry = 0;
   bool reverse = false;
   int64_t unroll = 1;
+  bool recompute = false;
   static constexpr auto fields() {
     return std::tuple{Field{"body", &ScanParams::body},
                       Field{"length", &ScanParams::length},
                       Field{"num_consts", &ScanParams::num_consts},
                       Field{"num_carry", &ScanParams::num_carry},
                       Field{"reverse", &ScanParams::reverse},
-                      Field{"unroll", &ScanParams::unroll}};
+                      Field{"unroll", &ScanParams::unroll},
+                      Field{"recompute", &ScanParams::recompute}};
   }
   friend auto operator<=>(const ScanParams&, const ScanParams&) = default;
 };

@@ -8,8 +8,7 @@
 // residuals through an optimization_barrier (so the jit passes cannot merge the
 // recomputation with the original forward), replays P on them with each saved equation
 // replaced by its saved value, and pulls the cotangents back through the replay. A saved
-// value still differentiates as the equation that made it: the replay gets it from a small
-// custom function whose backward is that equation's own VJP rule.
+// value still differentiates as the equation that made it (transforms/saved_values.h).
 #include <map>
 #include <memory>
 #include <mutex>
@@ -21,6 +20,7 @@
 #include "kiln/checkpoint.h"
 #include "prims/bind.h"
 #include "transforms/eval.h"
+#include "transforms/saved_values.h"
 #include "transforms/trace.h"
 
 namespace kiln {
@@ -77,83 +77,16 @@ std::vector<bool> saved_equations(const Program& program, const CheckpointPolicy
   return saved;
 }
 
-// A custom function standing for equation `index` of `program` in the replay: its operands
-// are the equation's operands followed by the saved results, which it returns; its
-// backward is the equation's own VJP rule, evaluated at the recomputed operands and the
-// saved results, so the gradient is the one the equation would have given.
-int64_t register_saved_value(std::shared_ptr<const Program> program, size_t index) {
-  const Equation& equation = program->equations[index];
-  size_t num_operands = equation.inputs.size();
-  auto forward = [num_operands](std::span<const Array> in) {
-    return detail::CustomResult{std::vector<Array>(in.begin() + num_operands, in.end()),
-                                std::vector<Array>(in.begin(), in.end())};
-  };
-  auto backward = [program, index, num_operands](std::span<const Array> residuals,
-                                                 std::span<const Array> cts) {
-    const Equation& eq = program->equations[index];
-    const PrimDef& prim = prim_def(eq.prim);
-    KILN_CHECK(prim.vjp != nullptr, "a saved {} has no VJP rule", prim.name);
-    std::unique_ptr<bool[]> wanted(new bool[num_operands]);
-    for (size_t i = 0; i < num_operands; ++i) wanted[i] = is_floating(residuals[i].dtype());
-    std::vector<Array> in_cts =
-        prim.vjp(VjpArgs{residuals.first(num_operands), residuals.subspan(num_operands), cts,
-                         eq.params, eq.site, std::span<const bool>(wanted.get(), num_operands)});
-    in_cts.resize(residuals.size());  // the saved results themselves get no cotangent
-    return in_cts;
-  };
-  return detail::register_custom_function(
-      fmt::format("checkpoint saved {}", prim_def(equation.prim).name), forward, backward);
-}
-
 detail::CustomResult run_forward(const CheckpointFunction& fn, std::span<const Array> operands) {
   const Program& program = *fn.program;
   std::vector<Array> env = eval_program_env(program, operands, fn.site);
   detail::CustomResult result;
   for (VarId var : program.outputs) result.outputs.push_back(env[static_cast<size_t>(var)]);
   result.residuals.assign(operands.begin(), operands.end());
-  for (size_t i = 0; i < program.equations.size(); ++i) {
-    if (fn.saved_ids[i] < 0) continue;
-    for (VarId var : program.equations[i].outputs) {
-      result.residuals.push_back(env[static_cast<size_t>(var)]);
-    }
+  for (Array& value : detail::saved_results(program, fn.saved_ids, env)) {
+    result.residuals.push_back(std::move(value));
   }
   return result;
-}
-
-// P on `operands`, each saved equation replaced by its saved value (taken in order).
-std::vector<Array> replay(const CheckpointFunction& fn, std::span<const Array> operands,
-                          std::span<const Array> saved) {
-  const Program& program = *fn.program;
-  std::vector<Array> env(program.num_vars());
-  for (size_t i = 0; i < operands.size(); ++i) {
-    env[static_cast<size_t>(program.inputs[i])] = operands[i];
-  }
-  size_t next_saved = 0;
-  std::vector<Array> args;
-  for (size_t i = 0; i < program.equations.size(); ++i) {
-    const Equation& equation = program.equations[i];
-    args.clear();
-    for (VarId var : equation.inputs) args.push_back(env[static_cast<size_t>(var)]);
-    ScopeOverride scope(equation.scope);
-    std::vector<Array> results;
-    if (fn.saved_ids[i] >= 0) {
-      args.insert(
-          args.end(), saved.begin() + static_cast<std::ptrdiff_t>(next_saved),
-          saved.begin() + static_cast<std::ptrdiff_t>(next_saved + equation.outputs.size()));
-      next_saved += equation.outputs.size();
-      results = detail::call_custom_function(fn.saved_ids[i], args, equation.site);
-    } else {
-      results = bind(equation.prim, args, equation.params, equation.site);
-    }
-    for (size_t k = 0; k < results.size(); ++k) {
-      env[static_cast<size_t>(equation.outputs[k])] = std::move(results[k]);
-    }
-  }
-  KILN_CHECK(next_saved == saved.size(), "checkpoint replay used {} of {} saved values", next_saved,
-             saved.size());
-  std::vector<Array> outputs;
-  for (VarId var : program.outputs) outputs.push_back(env[static_cast<size_t>(var)]);
-  return outputs;
 }
 
 std::vector<Array> run_backward(const CheckpointFunction& fn, std::span<const Array> residuals,
@@ -164,7 +97,7 @@ std::vector<Array> run_backward(const CheckpointFunction& fn, std::span<const Ar
                         : bind(PrimId::optimization_barrier, residuals, NoParams{}, fn.site);
   std::vector<Array> saved(kept.begin() + static_cast<std::ptrdiff_t>(num_operands), kept.end());
   detail::FlatFunction recompute = [&fn, saved](std::span<const Array> operands) {
-    return replay(fn, operands, saved);
+    return detail::replay_with_saved(*fn.program, fn.saved_ids, operands, saved);
   };
   detail::FlatVjp vjp = detail::vjp_flat(
       recompute, std::span<const Array>(kept.data(), num_operands), fn.differentiable, fn.site);
@@ -253,9 +186,7 @@ std::vector<Array> checkpoint_flat(const CheckpointPolicy& policy, const FlatFun
       function->program = program;
       function->differentiable = differentiable;
       function->site = site;
-      for (size_t i = 0; i < saved.size(); ++i) {
-        function->saved_ids.push_back(saved[i] ? register_saved_value(program, i) : -1);
-      }
+      function->saved_ids = saved_value_functions(program, saved);
       std::shared_ptr<const CheckpointFunction> shared = function;
       id = register_custom_function(
           fmt::format("checkpoint[{}]", policy.to_string()),

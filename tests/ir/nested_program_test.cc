@@ -26,19 +26,20 @@ constexpr std::string_view kCumsum =
     "{ lambda ; x:f32[3]. let\n"
     "    s:f32[] ys:f32[3] = scan[body={ lambda ; c:f32[] e:f32[]. let\n"
     "        n:f32[] = add c e\n"
-    "      in (n n) } length=3 num_consts=0 num_carry=1 reverse=false unroll=1] 0.0:f32[] x\n"
+    "      in (n n) } length=3 num_consts=0 num_carry=1 reverse=false unroll=1 recompute=false] "
+    "0.0:f32[] x\n"
     "  in (s ys) }";
 
 TEST(NestedPrograms, HandWrittenScanParsesRunsAndPrintsCanonically) {
   Program program = parse_program(kCumsum);
   verify(program);
-  EXPECT_EQ(
-      print_program(program),
-      "{ lambda ; a:f32[3]. let\n"
-      "    b:f32[] c:f32[3] = scan[body={ lambda ; a:f32[] b:f32[]. let\n"
-      "        c:f32[] = add a b\n"
-      "      in (c c) } length=3 num_consts=0 num_carry=1 reverse=false unroll=1] 0.0:f32[] a\n"
-      "  in (b c) }");
+  EXPECT_EQ(print_program(program),
+            "{ lambda ; a:f32[3]. let\n"
+            "    b:f32[] c:f32[3] = scan[body={ lambda ; a:f32[] b:f32[]. let\n"
+            "        c:f32[] = add a b\n"
+            "      in (c c) } length=3 num_consts=0 num_carry=1 reverse=false unroll=1 "
+            "recompute=false] 0.0:f32[] a\n"
+            "  in (b c) }");
   std::vector<Array> out =
       eval_program(program, std::vector<Array>{from_host<float>({1, 2, 3}, {3})}, CallSite());
   EXPECT_EQ(out[0].item<float>(), 6.0f);
@@ -73,13 +74,13 @@ TEST(NestedPrograms, MalformedNestedTextFailsWithAPosition) {
                         "    s:f32[] ys:f32[3] = scan[body={ lambda ; c:f32[] e:f32[]. let\n"
                         "        n:f32[] = add c e\n"
                         "      in (n n) length=3 num_consts=0 num_carry=1 reverse=false "
-                        "unroll=1] 0.0:f32[] x\n"
+                        "unroll=1 recompute=false] 0.0:f32[] x\n"
                         "  in (s ys) }"),
             "program text 4:16: expected '}' to close the program, found 'length'");
   // A value that is not a program.
   EXPECT_EQ(parse_error("{ lambda ; x:f32[3]. let\n"
                         "    s:f32[] ys:f32[3] = scan[body=3 length=3 num_consts=0 num_carry=1 "
-                        "reverse=false unroll=1] 0.0:f32[] x\n"
+                        "reverse=false unroll=1 recompute=false] 0.0:f32[] x\n"
                         "  in (s ys) }"),
             "program text 2:35: expected a program '{ lambda ... }' for body of scan, found '3'");
   // Branches not separated by commas.
@@ -93,7 +94,7 @@ TEST(NestedPrograms, MalformedNestedTextFailsWithAPosition) {
                         "    s:f32[] ys:f32[3] = scan[body={ lambda ; c:f32[] e:f32[]. let\n"
                         "        n:f32[] = ad c e\n"
                         "      in (n n) } length=3 num_consts=0 num_carry=1 reverse=false "
-                        "unroll=1] 0.0:f32[] x\n"
+                        "unroll=1 recompute=false] 0.0:f32[] x\n"
                         "  in (s ys) }"),
             "program text 3:19: unknown primitive 'ad' (did you mean 'add'?)");
 }
@@ -104,7 +105,8 @@ TEST(NestedPrograms, ShapeRulesCheckTheSubPrograms) {
       "{ lambda ; x:f32[3,2]. let\n"
       "    s:f32[] ys:f32[3,2] = scan[body={ lambda ; c:f32[] e:f32[2]. let\n"
       "        n:f32[2] = add c e\n"
-      "      in (n n) } length=3 num_consts=0 num_carry=1 reverse=false unroll=1] 0.0:f32[] x\n"
+      "      in (n n) } length=3 num_consts=0 num_carry=1 reverse=false unroll=1 recompute=false] "
+      "0.0:f32[] x\n"
       "  in (s ys) }");
   EXPECT_THAT(message, HasSubstr("program text 2:27: scan: "));
   // (add needs equal ranks, so the nested program itself fails first.)
@@ -113,7 +115,7 @@ TEST(NestedPrograms, ShapeRulesCheckTheSubPrograms) {
                         "    s:f32[] ys:f32[3,2] = scan[body={ lambda ; c:f32[] e:f32[2]. let\n"
                         "        n:f32[] = reduce_sum[axes=(0)] e\n"
                         "      in (e e) } length=3 num_consts=0 num_carry=1 reverse=false "
-                        "unroll=1] 0.0:f32[] x\n"
+                        "unroll=1 recompute=false] 0.0:f32[] x\n"
                         "  in (s ys) }"),
             "program text 2:27: scan: the body returns carry leaf 0 as f32[2], but the carry is "
             "f32[]");

@@ -186,7 +186,7 @@ TEST(Checkpoint, GradientProgramRecomputesBehindABarrier) {
   // Matmuls are not recomputed: the saved ones stand in for them; tanh is.
   EXPECT_EQ(count_of(after, "= tanh"), kLayers) << dots;
   EXPECT_EQ(count_of(after, "= dot_general"), 2 * kLayers) << dots;
-  EXPECT_EQ(count_of(after, "name=\"checkpoint saved dot_general\""), kLayers) << dots;
+  EXPECT_EQ(count_of(after, "name=\"saved dot_general\""), kLayers) << dots;
 }
 
 TEST(Checkpoint, ClosedOverValuesGetTheirGradient) {

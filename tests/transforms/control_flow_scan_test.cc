@@ -8,6 +8,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "kiln/checkpoint.h"
 #include "kiln/control_flow.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
@@ -195,6 +196,88 @@ TEST(ScanGrad, GradOfGradMatchesTheUnrolledLoop) {
                grad(directional(rnn_loss_unrolled))(w, h0, xs), 1e-10);
 }
 
+// The text of the body of the backward (reverse) scan in a gradient program.
+std::string backward_scan_body(const std::string& text) {
+  size_t reverse = text.find("reverse=true");
+  EXPECT_NE(reverse, std::string::npos) << text;
+  size_t start = text.rfind("scan[body={", reverse);
+  EXPECT_NE(start, std::string::npos) << text;
+  return text.substr(start, reverse - start);
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t count = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++count;
+  return count;
+}
+
+TEST(ScanGrad, BackwardPassTakesTheCostlyResultsFromTheForwardRun) {
+  Array w = random::normal(random::key(12), {3}, DType::f64) * 0.5;
+  Array h0 = random::normal(random::key(13), {3}, DType::f64);
+  Array xs = random::normal(random::key(14), {4, 3}, DType::f64);
+  std::string text = print_program(*make_program(grad(rnn_loss_scan), w, h0, xs).program);
+  std::string body = backward_scan_body(text);
+  // tanh and both products come from the stacked forward results; the cheap add is
+  // replayed so that the saved tanh's VJP has its operand.
+  EXPECT_EQ(count_of(body, "= tanh"), 0u) << body;
+  EXPECT_EQ(count_of(body, "name=\"saved tanh\""), 1u) << body;
+  EXPECT_EQ(count_of(body, "name=\"saved mul\""), 2u) << body;
+  EXPECT_GE(count_of(body, "= add"), 1u) << body;
+}
+
+TEST(ScanGrad, RecomputeRunsTheBodyAgainAndGivesTheSameBits) {
+  auto loss = [](bool recompute) {
+    return [recompute](const Array& w, const Array& h0, const Array& xs) {
+      auto step = [&w](const Array& h, const Array& x) {
+        Array next = tanh(w * h + x);
+        return std::pair{next, next * next};
+      };
+      auto [h, ys] = scan(step, h0, xs, {.recompute = recompute});
+      return sum(ys) + sum(h);
+    };
+  };
+  Array w = random::normal(random::key(18), {3}, DType::f32) * 0.5f;
+  Array h0 = random::normal(random::key(19), {3}, DType::f32);
+  Array xs = random::normal(random::key(20), {5, 3}, DType::f32);
+  std::string text = print_program(*make_program(grad(loss(true)), w, h0, xs).program);
+  std::string body = backward_scan_body(text);
+  EXPECT_THAT(text, HasSubstr("recompute=true"));
+  EXPECT_EQ(count_of(body, "saved"), 0u) << body;
+  EXPECT_EQ(count_of(body, "= tanh"), 1u) << body;
+  for (int argnum = 0; argnum < 3; ++argnum) {
+    auto kept = argnum == 0   ? grad<0>(loss(false))(w, h0, xs)
+                : argnum == 1 ? grad<1>(loss(false))(w, h0, xs)
+                              : grad<2>(loss(false))(w, h0, xs);
+    auto recomputed = argnum == 0   ? grad<0>(loss(true))(w, h0, xs)
+                      : argnum == 1 ? grad<1>(loss(true))(w, h0, xs)
+                                    : grad<2>(loss(true))(w, h0, xs);
+    EXPECT_EQ(kept.to_vector<float>(), recomputed.to_vector<float>()) << "argument " << argnum;
+  }
+  EXPECT_NO_THROW(check_grads(
+      loss(true), std::tuple{astype(w, DType::f64), astype(h0, DType::f64), astype(xs, DType::f64)},
+      {.order = 2}));
+}
+
+TEST(ScanGrad, ACheckpointedBodyIsRecomputedInTheBackwardPass) {
+  auto loss = [](const Array& w, const Array& h0, const Array& xs) {
+    auto cell = checkpoint([&w](const Array& h, const Array& x) { return tanh(w * h + x); });
+    auto step = [&cell](const Array& h, const Array& x) {
+      Array next = cell(h, x);
+      return std::pair{next, next * next};
+    };
+    auto [h, ys] = scan(step, h0, xs);
+    return sum(ys) + sum(h);
+  };
+  Array w = random::normal(random::key(15), {3}, DType::f64) * 0.5;
+  Array h0 = random::normal(random::key(16), {3}, DType::f64);
+  Array xs = random::normal(random::key(17), {4, 3}, DType::f64);
+  std::string body =
+      backward_scan_body(print_program(*make_program(grad(loss), w, h0, xs).program));
+  EXPECT_EQ(count_of(body, "name=\"saved tanh\""), 0u) << body;
+  EXPECT_EQ(count_of(body, "= tanh"), 1u) << body;  // the checkpoint's replay
+  expect_close(grad(loss)(w, h0, xs), grad(rnn_loss_unrolled)(w, h0, xs), 1e-12);
+}
+
 TEST(ScanGrad, IntegerCarryAndLengthZero) {
   auto loss = [](const Array& w, const Array& xs) {
     auto step = [&w](const std::pair<Array, Array>& c, const Array& x) {
@@ -281,7 +364,8 @@ TEST(ScanProgram, PrintsNestedAndParsesBack) {
   TracedProgram traced = make_program(f, zeros({2}), zeros({3, 2}));
   std::string text = print_program(*traced.program);
   EXPECT_THAT(text, HasSubstr("scan[body={ lambda ; "));
-  EXPECT_THAT(text, HasSubstr("length=3 num_consts=1 num_carry=1 reverse=false unroll=1]"));
+  EXPECT_THAT(
+      text, HasSubstr("length=3 num_consts=1 num_carry=1 reverse=false unroll=1 recompute=false]"));
   Program parsed = parse_program(text);
   verify(parsed);
   EXPECT_EQ(print_program(parsed), text);

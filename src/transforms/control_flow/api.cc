@@ -82,7 +82,8 @@ std::vector<Array> scan_flat(const FlatFunction& body, std::span<const Array> in
                     .num_consts = static_cast<int64_t>(closed.consts.size()),
                     .num_carry = static_cast<int64_t>(carry.size()),
                     .reverse = options.reverse,
-                    .unroll = options.unroll};
+                    .unroll = options.unroll,
+                    .recompute = options.recompute};
   return bind(PrimId::scan, operands, params, site);
 }
 

@@ -1,10 +1,13 @@
 // scan's impl, VJP and batching rules (its shape rule is in src/prims/control_flow_rules.cc).
 //
 // VJP: the forward scan is run again with a body that also stacks the carry each step
-// receives; then a scan in the opposite direction runs the VJP of the body at each step
-// (recomputing that step's forward values from the stacked carry), carrying the carry's
-// cotangent and the sum of the consts' cotangents, and stacking the cotangents of xs.
-// Both are scans built with binds, so a gradient of a gradient differentiates them again.
+// receives and the results of its costly equations (residuals, as JAX's scan keeps them);
+// then a scan in the opposite direction runs the VJP of the body at each step, replaying
+// the body from the stacked carry with those results taken from the stack instead of
+// recomputed (transforms/saved_values.h), carrying the carry's cotangent and the sum of the
+// consts' cotangents, and stacking the cotangents of xs. Both are scans built with binds,
+// so a gradient of a gradient differentiates them again. A body wrapped in checkpoint keeps
+// only the checkpoint's operands per step, trading the replay's compute for memory.
 //
 // Batching: the body is vmapped with the batched operands; a carry is batched when its
 // initial value or anything the body feeds it is (iterated to a fixed point, as JAX does).
@@ -15,6 +18,8 @@
 #include "transforms/batch_rules/batch_util.h"
 #include "transforms/control_flow/control_flow_rules.h"
 #include "transforms/control_flow/sub_programs.h"
+#include "transforms/eval.h"
+#include "transforms/saved_values.h"
 #include "transforms/vjp_rules/vjp_util.h"
 
 namespace kiln::control_flow {
@@ -81,6 +86,64 @@ std::vector<Array> scan_impl(std::span<const Array> inputs, const Params& params
 
 // ----- VJP ------------------------------------------------------------------------------
 
+// Equations whose results each step's backward pass takes from the forward run rather than
+// computing them again: those with float results that cost arithmetic (products,
+// transcendentals, reductions other than sums, nested control flow). Moves, reshapes,
+// broadcasts, sums and selects are recomputed in the replay: they cost a copy at most, and
+// keeping a broadcast would stack its full size every step. Weakly typed results are
+// recomputed too, so the replay sees the same types as the body. Custom functions
+// (checkpoint among them) run again: their residuals often include the scan's constants
+// (a checkpointed cell's weights), which would be stacked once per step.
+std::vector<bool> residual_equations(const Program& body) {
+  std::vector<bool> saved(body.equations.size(), false);
+  for (size_t i = 0; i < body.equations.size(); ++i) {
+    const Equation& equation = body.equations[i];
+    const PrimDef& prim = prim_def(equation.prim);
+    if (prim.vjp == nullptr || prim.has_flag(kNotDifferentiable) ||
+        prim.has_flag(kAliasesOperand)) {
+      continue;
+    }
+    switch (equation.prim) {
+      case PrimId::neg:
+      case PrimId::add:
+      case PrimId::sub:
+      case PrimId::sign:
+      case PrimId::floor:
+      case PrimId::ceil:
+      case PrimId::round:
+      case PrimId::select:
+      case PrimId::convert_element_type:
+      case PrimId::bitcast_convert_type:
+      case PrimId::broadcast_in_dim:
+      case PrimId::reshape:
+      case PrimId::transpose:
+      case PrimId::slice:
+      case PrimId::dynamic_slice:
+      case PrimId::dynamic_update_slice:
+      case PrimId::concatenate:
+      case PrimId::pad:
+      case PrimId::gather:
+      case PrimId::scatter:
+      case PrimId::scatter_add:
+      case PrimId::reduce_sum:
+      case PrimId::cumsum:
+      case PrimId::reduce_window_sum:
+      case PrimId::stop_gradient:
+      case PrimId::custom_vjp_call:
+        continue;
+      default:
+        break;
+    }
+    bool has_float = false, weak = false;
+    for (VarId out : equation.outputs) {
+      has_float = has_float || is_floating(body.aval(out).dtype);
+      weak = weak || body.aval(out).weak_type;
+    }
+    saved[i] = has_float && !weak;
+  }
+  return saved;
+}
+
 std::vector<Array> scan_vjp(const VjpArgs& args) {
   const auto& p = std::get<ScanParams>(args.params);
   CallSite site = args.site;
@@ -107,11 +170,23 @@ std::vector<Array> scan_vjp(const VjpArgs& args) {
     if (is_floating(body.aval(body.outputs[n.carry + j]).dtype)) float_ys.push_back(j);
   }
 
-  // 1. The forward scan again, also stacking the carry each step receives.
+  // 1. The forward scan again, also stacking the carry each step receives and the results
+  // the backward pass keeps.
+  std::vector<int64_t> saved_ids = detail::saved_value_functions(
+      p.body.program,
+      p.recompute ? std::vector<bool>(body.equations.size(), false) : residual_equations(body));
+  std::vector<AbstractValue> saved_types;
+  for (size_t i = 0; i < body.equations.size(); ++i) {
+    if (saved_ids[i] < 0) continue;
+    for (VarId out : body.equations[i].outputs) saved_types.push_back(body.aval(out));
+  }
   std::vector<AbstractValue> body_types = input_types(body);
   detail::FlatFunction stacking = [&](std::span<const Array> in) {
-    std::vector<Array> out = run(p.body, in, site);
+    std::vector<Array> env = eval_program_env(body, in, site);
+    std::vector<Array> out;
+    for (VarId var : body.outputs) out.push_back(env[static_cast<size_t>(var)]);
     for (size_t k = 0; k < n.carry; ++k) out.push_back(in[n.consts + k]);
+    for (Array& value : detail::saved_results(body, saved_ids, env)) out.push_back(value);
     return out;
   };
   ClosedProgram forward = trace_closed(stacking, body_types, site);
@@ -121,17 +196,20 @@ std::vector<Array> scan_vjp(const VjpArgs& args) {
   forward_params.body = forward.program;
   forward_params.num_consts = static_cast<int64_t>(forward.consts.size() + n.consts);
   std::vector<Array> forward_out = bind(PrimId::scan, forward_in, forward_params, site);
-  std::vector<Array> carries(forward_out.end() - static_cast<std::ptrdiff_t>(n.carry),
-                             forward_out.end());
+  auto stacked_at = forward_out.begin() + static_cast<std::ptrdiff_t>(body.outputs.size());
+  std::vector<Array> carries(stacked_at, stacked_at + static_cast<std::ptrdiff_t>(n.carry));
+  std::vector<Array> saved(stacked_at + static_cast<std::ptrdiff_t>(n.carry), forward_out.end());
 
   // 2. The backward scan. Its operands: consts; carry = (consts' cotangent sums, float
-  // carries' cotangents); xs = (stacked carries, xs, float ys' cotangents).
+  // carries' cotangents); xs = (stacked carries, xs, stacked saved results, float ys'
+  // cotangents).
   std::vector<AbstractValue> bwd_types;
   for (const Array& c : consts) bwd_types.push_back(c.aval());
   for (size_t i : wanted_consts) bwd_types.push_back(strong_type(consts[i].aval()));
   for (size_t k : float_carry) bwd_types.push_back(strong_type(init[k].aval()));
   for (size_t k = 0; k < n.carry; ++k) bwd_types.push_back(body_types[n.consts + k]);
   for (size_t i = 0; i < n.xs; ++i) bwd_types.push_back(body_types[n.consts + n.carry + i]);
+  for (const AbstractValue& type : saved_types) bwd_types.push_back(strong_type(type));
   for (size_t j : float_ys) bwd_types.push_back(strong_type(body.aval(body.outputs[n.carry + j])));
 
   std::vector<bool> differentiable(body.inputs.size(), false);
@@ -151,12 +229,13 @@ std::vector<Array> scan_vjp(const VjpArgs& args) {
     std::span<const Array> carry_cts = take(float_carry.size());
     std::span<const Array> carry = take(n.carry);
     std::span<const Array> x = take(n.xs);
+    std::span<const Array> kept = take(saved_types.size());
     std::span<const Array> y_cts = take(float_ys.size());
     std::vector<Array> primal(c_consts.begin(), c_consts.end());
     primal.insert(primal.end(), carry.begin(), carry.end());
     primal.insert(primal.end(), x.begin(), x.end());
     detail::FlatFunction step = [&](std::span<const Array> values) {
-      return run(p.body, values, site);
+      return detail::replay_with_saved(body, saved_ids, values, kept);
     };
     detail::FlatVjp vjp = detail::vjp_flat(step, primal, differentiable, site);
     std::vector<Array> out_cts(body.outputs.size());
@@ -181,6 +260,7 @@ std::vector<Array> scan_vjp(const VjpArgs& args) {
   }
   backward_in.insert(backward_in.end(), carries.begin(), carries.end());
   backward_in.insert(backward_in.end(), xs.begin(), xs.end());
+  backward_in.insert(backward_in.end(), saved.begin(), saved.end());
   for (size_t j : float_ys) {
     backward_in.push_back(strong(vjp_util::cotangent_or_zeros(args, n.carry + j), site));
   }
