@@ -12,6 +12,25 @@
 
 namespace kiln {
 
+TargetDevice target_of(std::span<const Array> arrays, CallSite site, std::string_view what) {
+  TargetDevice placement;
+  std::optional<size_t> first_committed;
+  for (size_t i = 0; i < arrays.size(); ++i) {
+    const DeviceArray& array = concrete(arrays[i], site, what);
+    if (placement.device == nullptr) placement.device = array.device();
+    if (!array.committed()) continue;
+    if (!first_committed) {
+      first_committed = i;
+      placement.device = array.device();
+      placement.committed = true;
+    } else if (!placement.conflict && array.device() != placement.device) {
+      placement.conflict = std::pair{*first_committed, i};
+    }
+  }
+  if (placement.device == nullptr) placement.device = &cpu_device(default_device());
+  return placement;
+}
+
 const DeviceArray& concrete(const Array& array, CallSite site, std::string_view what) {
   if (!array.defined()) {
     fail(site, fmt::format("{}: the Array is empty (default-constructed)", what),

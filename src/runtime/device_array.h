@@ -7,6 +7,9 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
+#include <span>
+#include <utility>
 
 #include "kiln/array.h"
 #include "prims/registry.h"
@@ -50,6 +53,19 @@ Array copy_to_device(const DeviceArray& array, const Array& handle, CpuDevice& d
 // The DeviceArray behind `array`, or a clear error if it is not concrete (a tracer used
 // outside its transformation).
 const DeviceArray& concrete(const Array& array, CallSite site, std::string_view what);
+
+// Where an op or a compiled call on `arrays` runs, by JAX's rule: on the device of the
+// committed arrays, which must all share one; else on the first array's device; else on
+// the default device. Every array must be concrete (see concrete(); `what` names the
+// caller in that error). Two committed arrays on different devices are not an error here:
+// `conflict` holds their indices, for the caller to name them in its own terms (an eager
+// op's operands, a jitted function's arguments).
+struct TargetDevice {
+  CpuDevice* device = nullptr;
+  bool committed = false;  // some array is committed: results are committed too
+  std::optional<std::pair<size_t, size_t>> conflict;
+};
+TargetDevice target_of(std::span<const Array> arrays, CallSite site, std::string_view what);
 
 // Waits for the array and rethrows its kernel's error, if any.
 void wait_ready(const DeviceArray& array, CallSite site);

@@ -25,27 +25,20 @@ bool reference_kernels_forced() {
 // of its first operand, else the default device.
 CpuDevice& target_device(const PrimDef& prim, std::span<const Array> inputs, CallSite site,
                          bool& committed) {
-  const DeviceArray* first = nullptr;
-  const DeviceArray* first_committed = nullptr;
-  for (const Array& input : inputs) {
-    const DeviceArray& array = concrete(input, site, prim.name);
-    if (first == nullptr) first = &array;
-    if (!array.committed()) continue;
-    if (first_committed == nullptr) {
-      first_committed = &array;
-    } else if (array.device() != first_committed->device()) {
-      fail(site,
-           fmt::format("{}: operands are committed to different devices: {} on {}, {} on {}",
-                       prim.name, first_committed->aval().to_string(),
-                       first_committed->device()->to_string(), array.aval().to_string(),
-                       array.device()->to_string()),
-           fmt::format("move one operand first, e.g. kiln::device_put(x, kiln::device({}))",
-                       first_committed->device()->id()));
-    }
+  TargetDevice placement = target_of(inputs, site, prim.name);
+  if (placement.conflict) {
+    const Array& a = inputs[placement.conflict->first];
+    const Array& b = inputs[placement.conflict->second];
+    const auto& on = [&](const Array& x) { return concrete(x, site, prim.name).device(); };
+    fail(site,
+         fmt::format("{}: operands are committed to different devices: {} on {}, {} on {}",
+                     prim.name, a.aval().to_string(), on(a)->to_string(), b.aval().to_string(),
+                     on(b)->to_string()),
+         fmt::format("move one operand first, e.g. kiln::device_put(x, kiln::device({}))",
+                     on(a)->id()));
   }
-  committed = first_committed != nullptr;
-  if (first_committed != nullptr) return *first_committed->device();
-  return first != nullptr ? *first->device() : cpu_device(default_device());
+  committed = placement.committed;
+  return *placement.device;
 }
 
 class EagerInterpreter final : public Interpreter {

@@ -21,7 +21,9 @@ std::vector<bool> results_read(const Program& program, size_t index) {
   const Equation& equation = program.equations[index];
   std::vector<bool> read(equation.outputs.size(), false);
   auto mark = [&](VarId var) {
-    for (size_t k = 0; k < equation.outputs.size(); ++k) read[k] = read[k] || equation.outputs[k] == var;
+    for (size_t k = 0; k < equation.outputs.size(); ++k) {
+      read[k] = read[k] || equation.outputs[k] == var;
+    }
   };
   for (size_t i = index + 1; i < program.equations.size(); ++i) {
     for (VarId var : program.equations[i].inputs) mark(var);
@@ -41,9 +43,9 @@ int64_t register_saved_value(std::shared_ptr<const Program> program, size_t inde
   size_t num_operands = equation.inputs.size();
   std::vector<bool> read = results_read(*program, index);
   auto forward = [num_operands](std::span<const Array> in) {
-    return CustomResult{std::vector<Array>(in.begin() + static_cast<std::ptrdiff_t>(num_operands),
-                                           in.end()),
-                        std::vector<Array>(in.begin(), in.end())};
+    return CustomResult{
+        std::vector<Array>(in.begin() + static_cast<std::ptrdiff_t>(num_operands), in.end()),
+        std::vector<Array>(in.begin(), in.end())};
   };
   auto backward = [program, index, num_operands, read](std::span<const Array> residuals,
                                                        std::span<const Array> cts) {
@@ -56,10 +58,9 @@ int64_t register_saved_value(std::shared_ptr<const Program> program, size_t inde
     for (size_t k = 0; k < used_cts.size() && k < read.size(); ++k) {
       if (!read[k]) used_cts[k] = Array();
     }
-    std::vector<Array> in_cts = prim.vjp(VjpArgs{residuals.first(num_operands),
-                                                 residuals.subspan(num_operands), used_cts,
-                                                 eq.params, eq.site,
-                                                 std::span<const bool>(wanted.get(), num_operands)});
+    std::vector<Array> in_cts =
+        prim.vjp(VjpArgs{residuals.first(num_operands), residuals.subspan(num_operands), used_cts,
+                         eq.params, eq.site, std::span<const bool>(wanted.get(), num_operands)});
     in_cts.resize(residuals.size());
     return in_cts;
   };

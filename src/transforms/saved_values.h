@@ -33,7 +33,6 @@ std::vector<Array> saved_results(const Program& program, std::span<const int64_t
 // `program` on `operands`, each saved equation replaced by its values from `saved`, taken in
 // the order saved_results() lists them.
 std::vector<Array> replay_with_saved(const Program& program, std::span<const int64_t> saved_ids,
-                                     std::span<const Array> operands,
-                                     std::span<const Array> saved);
+                                     std::span<const Array> operands, std::span<const Array> saved);
 
 }  // namespace kiln::detail

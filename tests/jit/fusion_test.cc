@@ -413,7 +413,8 @@ TEST(FusedProgram, RandomElementwiseGroupsMatchEager) {
     programs += executable->steps_text().find("(vector program)") != std::string::npos ? 1 : 0;
     std::vector<Array> inputs = testing::random_inputs(program, rng);
     int64_t used = 0, unusable = 0;
-    std::vector<Array> compiled = executable->run(inputs, CallSite(), used, unusable);
+    std::vector<Array> compiled =
+        executable->run(inputs, target_of(inputs, CallSite(), "test"), CallSite(), used, unusable);
     std::vector<Array> eager = eval_program(program, inputs, CallSite());
     ASSERT_EQ(compiled.size(), eager.size());
     for (size_t i = 0; i < eager.size(); ++i)

@@ -112,25 +112,14 @@ std::string Executable::steps_text() const {
   return steps_to_string(*program_, steps_, notes);
 }
 
-std::vector<Array> Executable::run(std::span<const Array> inputs, CallSite site,
-                                   int64_t& donations_used, int64_t& donations_unusable) const {
+std::vector<Array> Executable::run(std::span<const Array> inputs, const TargetDevice& placement,
+                                   CallSite site, int64_t& donations_used,
+                                   int64_t& donations_unusable) const {
   const Program& program = *program_;
   check_program_inputs(program, inputs, site);
   if (interpreted_) return eval_program(program, inputs, site);
-
-  // The device: that of the committed inputs, else of the first input, else the default.
-  CpuDevice* device = nullptr;
-  bool committed = false;
-  for (const Array& input : inputs) {
-    const DeviceArray& array = concrete(input, site, "jit");
-    if (array.committed() && !committed) {
-      device = array.device();
-      committed = true;
-    } else if (device == nullptr) {
-      device = array.device();
-    }
-  }
-  if (device == nullptr) device = &cpu_device(default_device());
+  CpuDevice* device = placement.device;
+  const bool committed = placement.committed;
 
   auto state = std::make_shared<RunState>();
   state->pool = &device->pool();

@@ -10,6 +10,7 @@
 
 #include "ir/program.h"
 #include "kiln/jit.h"
+#include "runtime/device_array.h"
 #include "transforms/jit/fused_kernel.h"
 #include "transforms/jit/memory_plan.h"
 #include "transforms/jit/step_plan.h"
@@ -34,10 +35,11 @@ class Executable : public std::enable_shared_from_this<Executable> {
                                                    const std::vector<bool>& donated,
                                                    const CompileOptions& options);
 
-  // Runs on the inputs' device (asynchronously, like an eager op). Donated inputs whose
-  // buffer nobody else holds are consumed (their arrays deleted).
-  std::vector<Array> run(std::span<const Array> inputs, CallSite site, int64_t& donations_used,
-                         int64_t& donations_unusable) const;
+  // Runs on `placement`'s device, which target_of() chose for these inputs (asynchronously,
+  // like an eager op). Donated inputs whose buffer nobody else holds are consumed (their
+  // arrays deleted).
+  std::vector<Array> run(std::span<const Array> inputs, const TargetDevice& placement,
+                         CallSite site, int64_t& donations_used, int64_t& donations_unusable) const;
 
   // Runs synchronously on this thread over caller-owned memory (one pointer per input and
   // output, in program order): how a control-flow step runs its sub-programs.

@@ -95,28 +95,26 @@ std::string leaf_name(const CallSignature& signature, size_t index) {
 
 // A compiled program runs on one device's queue, so its committed arguments must agree on
 // the device, as an eager op's operands must (uncommitted ones follow them).
-void check_one_device(const std::string& name, const CallSignature& signature,
-                      std::span<const Array> leaves, CallSite site) {
-  const DeviceArray* first = nullptr;
-  size_t first_index = 0;
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    const auto* array = dynamic_cast<const DeviceArray*>(leaves[i].impl());
-    if (array == nullptr || !array->committed()) continue;
-    if (first == nullptr) {
-      first = array;
-      first_index = i;
-    } else if (array->device() != first->device()) {
-      fail(site,
-           fmt::format("jit '{}': arguments are committed to different devices: {} ({}) on "
-                       "{}, {} ({}) on {}",
-                       name, leaf_name(signature, first_index), first->aval().to_string(),
-                       first->device()->to_string(), leaf_name(signature, i),
-                       array->aval().to_string(), array->device()->to_string()),
-           fmt::format("move them to one device first, e.g. kiln::device_put(x, "
-                       "kiln::device({}))",
-                       first->device()->id()));
-    }
+// The device the call runs on (see target_of()); arguments committed to two devices are an
+// error naming both by argument and leaf.
+TargetDevice placement_of(const std::string& name, const CallSignature& signature,
+                          std::span<const Array> leaves, CallSite site) {
+  TargetDevice placement = target_of(leaves, site, "jit");
+  if (placement.conflict) {
+    auto [a, b] = *placement.conflict;
+    const DeviceArray& first = concrete(leaves[a], site, "jit");
+    const DeviceArray& other = concrete(leaves[b], site, "jit");
+    fail(site,
+         fmt::format("jit '{}': arguments are committed to different devices: {} ({}) on "
+                     "{}, {} ({}) on {}",
+                     name, leaf_name(signature, a), first.aval().to_string(),
+                     first.device()->to_string(), leaf_name(signature, b), other.aval().to_string(),
+                     other.device()->to_string()),
+         fmt::format("move them to one device first, e.g. kiln::device_put(x, "
+                     "kiln::device({}))",
+                     first.device()->id()));
   }
+  return placement;
 }
 
 }  // namespace
@@ -232,9 +230,9 @@ std::shared_ptr<const JitCore::Entry> JitCore::compile(CallSignature signature,
 }
 
 std::vector<Array> JitCore::run(const Entry& entry, std::span<const Array> leaves, CallSite site) {
-  check_one_device(options_.name, entry.signature, leaves, site);
+  TargetDevice placement = placement_of(options_.name, entry.signature, leaves, site);
   int64_t used = 0, unusable = 0;
-  std::vector<Array> outputs = entry.executable->run(leaves, site, used, unusable);
+  std::vector<Array> outputs = entry.executable->run(leaves, placement, site, used, unusable);
   if (used != 0 || unusable != 0) {
     std::lock_guard lock(mutex_);
     stats_.donations_used += used;
