@@ -9,7 +9,8 @@
 //   compile  compile time of the MLP train step (trace + passes + planning)
 //   remat    an 8-layer MLP with and without checkpoint: planned peak memory, step time
 //   scan     grad of a recurrent cell under scan: residuals kept per step (the default)
-//            vs ScanOptions::recompute: planned peak memory, step time
+//            vs ScanOptions::recompute: planned peak memory, step time; value_and_grad
+//            vs grad (merge_scans runs their two forward loops as one)
 //
 //   jit_bench [--rounds R] [--only mlp|chain|compile|remat|scan]
 #include <fmt/format.h>
@@ -288,6 +289,18 @@ void bench_scan(int rounds) {
              median(pairs.b_s) * 1e3);
   fmt::print("recompute/kept step time per round: {}  (median {:.2f}x)\n",
              format_ratios(pairs.ratios()), pairs.median_ratio());
+
+  // value_and_grad traces the primal scan and the VJP's stacking scan; merge_scans runs
+  // them as one loop, so asking for the loss as well should cost next to nothing.
+  auto with_value = jit(value_and_grad(loss_with(false)), JitOptions().named("scan_value"));
+  auto run_with_value = [&] {
+    auto [value, gradient] = with_value(w, u);
+    gradient.block_until_ready();
+  };
+  Alternation value_pairs = alternate(rounds, 3, run(kept), run_with_value);
+  fmt::print("value_and_grad/grad step time per round: {}  (median {:.2f}x; {:.2f} vs {:.2f} ms)\n",
+             format_ratios(value_pairs.ratios()), value_pairs.median_ratio(),
+             median(value_pairs.b_s) * 1e3, median(value_pairs.a_s) * 1e3);
 }
 
 }  // namespace

@@ -142,7 +142,7 @@ TEST(Jit, DumpsTheProgramBeforeAndAfterEveryPass) {
   for (const std::string& name : names) all += name + "\n";
   for (const char* stage :
        {"traced", "simplify_algebra", "fold_constants", "eliminate_common_subexpressions",
-        "eliminate_dead_code", "steps", "memory_plan"}) {
+        "merge_scans", "eliminate_dead_code", "steps", "memory_plan"}) {
     EXPECT_THAT(all, HasSubstr(stage));
   }
   EXPECT_THAT(all, HasSubstr("affine."));
@@ -383,6 +383,21 @@ TEST(JitControlFlow, ScanCondAndWhileRunCompiledAndMatchEager) {
   EXPECT_THAT(compiled.steps_text(), HasSubstr("scan"));
   EXPECT_GT(compiled.memory_plan().argument_bytes, 0) << "the program ran interpreted";
   EXPECT_TRUE(same_bits(jit(grad(rnn))(w, xs), grad(rnn)(w, xs)));
+  // value_and_grad: the primal loop and the VJP's stacking loop run as one (merge_scans),
+  // so the optimised program holds one forward scan and one backward scan, and the loss
+  // and gradient keep the eager bits.
+  auto with_value = jit(value_and_grad(rnn));
+  auto [loss, gradient] = with_value(w, xs);
+  auto [eager_loss, eager_gradient] = value_and_grad(rnn)(w, xs);
+  EXPECT_TRUE(same_bits(loss, eager_loss));
+  EXPECT_TRUE(same_bits(gradient, eager_gradient));
+  std::string optimised = with_value.compile(w, xs).program().to_string();
+  size_t scans = 0;
+  for (size_t at = optimised.find("= scan["); at != std::string::npos;
+       at = optimised.find("= scan[", at + 1)) {
+    ++scans;
+  }
+  EXPECT_EQ(scans, 2u) << optimised;
 
   auto branchy = [](const Array& x) {
     return cond(

@@ -99,6 +99,7 @@ Program optimize(const Program& input, IrDumper& dumper, bool fuse) {
   stage("fold_constants", [](const Program& p) { return fold_constants(p); });
   stage("simplify_algebra", simplify_algebra);
   stage("eliminate_common_subexpressions", eliminate_common_subexpressions);
+  stage("merge_scans", merge_scans);
   stage("eliminate_dead_code", eliminate_dead_code);
   if (fuse) stage("clone_broadcasts", clone_broadcasts);
   return program;

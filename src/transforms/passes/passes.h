@@ -40,6 +40,13 @@ Program fold_constants(const Program& program, const ConstantFoldingOptions& opt
 // for floats: -0 + 0 is +0.)
 Program simplify_algebra(const Program& program);
 
+// Replaces a scan by a later scan over the same operands whose body is the same equations
+// with more outputs (value_and_grad's primal scan and the scan its VJP runs to stack
+// residuals): the wider scan moves to the narrower one's position and its leading results
+// stand for the narrower one's, so the loop runs once. Runs after common subexpressions
+// (which makes equal operands the same variables).
+Program merge_scans(const Program& program);
+
 // Gives each elementwise equation that reads a cheap broadcast (an operand at most 1/8 of
 // its result) and is not its first reader a copy of that broadcast of its own, just before
 // it: the fusion planner then fuses every copy into its consumer's loop instead of writing

@@ -1,0 +1,93 @@
+// Merging a scan into a wider one over the same operands (passes.h).
+//
+// value_and_grad of a function with a scan holds two forward scans: the primal one, and
+// the one scan's VJP runs to stack what its backward pass needs (the carry each step
+// receives, the costly results). The second's body is the first's with more outputs, so its
+// leading results are the first's, bit for bit. The first is replaced, at its own position,
+// by the second, whose later copy is dropped: the loop runs once. Bodies are compared by
+// their printed text (the printer names variables canonically), so only bodies that are the
+// same equations in the same order merge.
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/printer.h"
+#include "transforms/passes/passes.h"
+#include "transforms/passes/program_rewrite.h"
+
+namespace kiln {
+namespace {
+
+// The loop itself: everything but the body and the gradient option (which only changes
+// how a VJP is built, not what the scan computes).
+bool same_loop(const ScanParams& a, const ScanParams& b) {
+  return a.length == b.length && a.num_consts == b.num_consts && a.num_carry == b.num_carry &&
+         a.reverse == b.reverse && a.unroll == b.unroll;
+}
+
+// The text of `body` with only its first `count` outputs.
+std::string body_text(const Program& body, size_t count) {
+  Program prefix = body;
+  prefix.outputs.resize(count);
+  return print_program(prefix);
+}
+
+// Whether scan `wide`'s leading results are scan `narrow`'s.
+bool computes_prefix(const Equation& narrow, const Equation& wide) {
+  if (narrow.inputs != wide.inputs || narrow.outputs.size() > wide.outputs.size()) return false;
+  const auto& n = std::get<ScanParams>(narrow.params);
+  const auto& w = std::get<ScanParams>(wide.params);
+  if (!same_loop(n, w)) return false;
+  const Program& narrow_body = *n.body.program;
+  const Program& wide_body = *w.body.program;
+  size_t count = narrow_body.outputs.size();
+  return count <= wide_body.outputs.size() &&
+         print_program(narrow_body) == body_text(wide_body, count);
+}
+
+bool same_types(const Program& program, const Equation& narrow, const Equation& wide) {
+  for (size_t k = 0; k < narrow.outputs.size(); ++k) {
+    if (program.aval(narrow.outputs[k]) != program.aval(wide.outputs[k])) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+Program merge_scans(const Program& program) {
+  const std::vector<Equation>& equations = program.equations;
+  // For each scan, the later scan that replaces it (first match in program order).
+  std::vector<int64_t> replaced_by(equations.size(), -1);
+  std::vector<bool> moved(equations.size(), false);
+  for (size_t a = 0; a < equations.size(); ++a) {
+    if (equations[a].prim != PrimId::scan || moved[a]) continue;
+    for (size_t b = a + 1; b < equations.size(); ++b) {
+      if (equations[b].prim != PrimId::scan || moved[b] || replaced_by[b] >= 0) continue;
+      if (computes_prefix(equations[a], equations[b]) &&
+          same_types(program, equations[a], equations[b])) {
+        replaced_by[a] = static_cast<int64_t>(b);
+        moved[b] = true;
+        break;
+      }
+    }
+  }
+
+  ProgramRewrite rewrite(program);
+  for (size_t i = 0; i < program.constants.size(); ++i) rewrite.keep_constant(i);
+  for (size_t i = 0; i < equations.size(); ++i) {
+    if (moved[i]) continue;  // already copied where the scan it replaces stood
+    if (replaced_by[i] < 0) {
+      rewrite.copy_equation(equations[i]);
+      continue;
+    }
+    // Same operands, so the wider scan can run here; its leading results stand for these.
+    const Equation& wide = equations[static_cast<size_t>(replaced_by[i])];
+    rewrite.copy_equation(wide);
+    for (size_t k = 0; k < equations[i].outputs.size(); ++k) {
+      rewrite.map(equations[i].outputs[k], rewrite[wide.outputs[k]]);
+    }
+  }
+  return rewrite.finish();
+}
+
+}  // namespace kiln

@@ -1,0 +1,112 @@
+// merge_scans: value_and_grad's primal scan and the VJP's stacking scan become one loop,
+// bit for bit; scans over other operands, with another loop or another body stay apart.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "ir/program.h"
+#include "kiln/control_flow.h"
+#include "kiln/ops.h"
+#include "kiln/transforms.h"
+#include "transforms/pass_test_support.h"
+#include "transforms/passes/passes.h"
+
+namespace kiln {
+namespace {
+
+using testing::count_prim;
+using testing::same_results;
+
+Array rnn_loss(const Array& w, const Array& h0, const Array& xs) {
+  auto step = [&w](const Array& h, const Array& x) {
+    Array next = tanh(w * h + x);
+    return std::pair{next, next * next};
+  };
+  auto [h, ys] = scan(step, h0, xs);
+  return sum(ys) + sum(h);
+}
+
+TEST(PassMergeScans, ValueAndGradRunsTheForwardLoopOnce) {
+  Array w = zeros({3}), h0 = zeros({3}), xs = zeros({5, 3});
+  Program traced = *make_program(value_and_grad(rnn_loss), w, h0, xs).program;
+  Program program = eliminate_common_subexpressions(traced);
+  // The primal scan, the VJP's forward scan that stacks residuals, the backward scan.
+  ASSERT_EQ(count_prim(program, PrimId::scan), 3);
+  Program merged = merge_scans(program);
+  EXPECT_EQ(count_prim(merged, PrimId::scan), 2) << print_program(merged);
+  // The loss (from the primal results) and every gradient, bit for bit, NaNs included.
+  EXPECT_TRUE(same_results(program, merged));
+  EXPECT_EQ(count_prim(eliminate_dead_code(merged), PrimId::scan), 2);
+}
+
+TEST(PassMergeScans, GradAloneHasNothingToMerge) {
+  // Without the value the primal scan is dead; the pass leaves both remaining scans.
+  Array w = zeros({3}), h0 = zeros({3}), xs = zeros({5, 3});
+  Program program = eliminate_dead_code(*make_program(grad(rnn_loss), w, h0, xs).program);
+  ASSERT_EQ(count_prim(program, PrimId::scan), 2);
+  Program merged = merge_scans(program);
+  EXPECT_EQ(print_program(merged), print_program(program));
+}
+
+// Two scans over (init, xs); the second's body is `second_body`, with two outputs or three.
+Program two_scans(const std::string& second_body, const std::string& second_params,
+                  const std::string& second_operands, const std::string& second_results) {
+  return parse_program(
+      "{ lambda ; a:f32[] b:f32[3] c:f32[]. let\n"
+      "    d:f32[] e:f32[3] = scan[body={ lambda ; a:f32[] b:f32[]. let\n"
+      "        c:f32[] = mul a b\n"
+      "        d:f32[] = exp c\n"
+      "      in (d c) } length=3 num_consts=0 num_carry=1 reverse=false unroll=1 "
+      "recompute=false] a b\n"
+      "    f:f32[] = add d 1.0:f32[]\n" +
+      second_results + " = scan[body=" + second_body + " " + second_params + "] " +
+      second_operands +
+      "\n"
+      "  in (f e g h) }");
+}
+
+const char* kWiderBody =
+    "{ lambda ; a:f32[] b:f32[]. let\n"
+    "        c:f32[] = mul a b\n"
+    "        d:f32[] = exp c\n"
+    "      in (d c a) }";
+const char* kSameLoop = "length=3 num_consts=0 num_carry=1 reverse=false unroll=1 recompute=true";
+
+TEST(PassMergeScans, AWiderBodyOverTheSameOperandsReplacesTheNarrowScan) {
+  Program program = two_scans(kWiderBody, kSameLoop, "a b", "    g:f32[] h:f32[3] i:f32[3]");
+  Program merged = merge_scans(program);
+  EXPECT_EQ(count_prim(merged, PrimId::scan), 1) << print_program(merged);
+  // The wide scan now stands where the narrow one did, before the add that reads it.
+  EXPECT_EQ(merged.equations[0].prim, PrimId::scan);
+  EXPECT_TRUE(same_results(program, merged));
+}
+
+TEST(PassMergeScans, OtherOperandsLoopsOrBodiesStayApart) {
+  const std::string results = "    g:f32[] h:f32[3] i:f32[3]";
+  // Another initial carry.
+  Program other_operands = two_scans(kWiderBody, kSameLoop, "c b", results);
+  EXPECT_EQ(count_prim(merge_scans(other_operands), PrimId::scan), 2);
+  // Another direction.
+  Program reversed = two_scans(
+      kWiderBody, "length=3 num_consts=0 num_carry=1 reverse=true unroll=1 recompute=false", "a b",
+      results);
+  EXPECT_EQ(count_prim(merge_scans(reversed), PrimId::scan), 2);
+  // The same outputs from another computation (add instead of mul).
+  Program other_body = two_scans(
+      "{ lambda ; a:f32[] b:f32[]. let\n"
+      "        c:f32[] = add a b\n"
+      "        d:f32[] = exp c\n"
+      "      in (d c a) }",
+      kSameLoop, "a b", results);
+  EXPECT_EQ(count_prim(merge_scans(other_body), PrimId::scan), 2);
+  // A body whose leading outputs are in another order.
+  Program swapped = two_scans(
+      "{ lambda ; a:f32[] b:f32[]. let\n"
+      "        c:f32[] = mul a b\n"
+      "        d:f32[] = exp c\n"
+      "      in (c d a) }",
+      kSameLoop, "a b", results);
+  EXPECT_EQ(count_prim(merge_scans(swapped), PrimId::scan), 2);
+}
+
+}  // namespace
+}  // namespace kiln
