@@ -15,6 +15,7 @@
 #include "kiln/vmap.h"
 #include "support/arrays.h"
 #include "support/errors.h"
+#include "transforms/rnn_cell.h"
 
 namespace kiln {
 namespace {
@@ -22,6 +23,7 @@ namespace {
 using testing::example;
 using testing::fails_with;
 using ::testing::HasSubstr;
+using testing::rnn_loss_scan;
 using testing::values;
 
 // f(carry, x) = (carry + x, carry + x): the running sum.
@@ -116,17 +118,7 @@ TEST(Scan, RandomKeysSplitInTheBody) {
 
 // ----- gradients ------------------------------------------------------------------------
 
-// A recurrent cell closing over a weight: h_t = tanh(w * h_{t-1} + x_t), loss = sum of
-// h_t * h_t over steps.
-Array rnn_loss_scan(const Array& w, const Array& h0, const Array& xs) {
-  auto step = [&w](const Array& h, const Array& x) {
-    Array next = tanh(w * h + x);
-    return std::pair{next, next * next};
-  };
-  auto [h, ys] = scan(step, h0, xs);
-  return sum(ys) + sum(h);
-}
-
+// rnn_loss_scan (rnn_cell.h) written out step by step.
 Array rnn_loss_unrolled(const Array& w, const Array& h0, const Array& xs) {
   Array h = h0, total = zeros({}, xs.dtype());
   for (int64_t t = 0; t < xs.shape()[0]; ++t) {

@@ -9,25 +9,18 @@
 #include "kiln/transforms.h"
 #include "transforms/pass_test_support.h"
 #include "transforms/passes/passes.h"
+#include "transforms/rnn_cell.h"
 
 namespace kiln {
 namespace {
 
 using testing::count_prim;
+using testing::rnn_loss_scan;
 using testing::same_results;
-
-Array rnn_loss(const Array& w, const Array& h0, const Array& xs) {
-  auto step = [&w](const Array& h, const Array& x) {
-    Array next = tanh(w * h + x);
-    return std::pair{next, next * next};
-  };
-  auto [h, ys] = scan(step, h0, xs);
-  return sum(ys) + sum(h);
-}
 
 TEST(PassMergeScans, ValueAndGradRunsTheForwardLoopOnce) {
   Array w = zeros({3}), h0 = zeros({3}), xs = zeros({5, 3});
-  Program traced = *make_program(value_and_grad(rnn_loss), w, h0, xs).program;
+  Program traced = *make_program(value_and_grad(rnn_loss_scan), w, h0, xs).program;
   Program program = eliminate_common_subexpressions(traced);
   // The primal scan, the VJP's forward scan that stacks residuals, the backward scan.
   ASSERT_EQ(count_prim(program, PrimId::scan), 3);
@@ -41,7 +34,7 @@ TEST(PassMergeScans, ValueAndGradRunsTheForwardLoopOnce) {
 TEST(PassMergeScans, GradAloneHasNothingToMerge) {
   // Without the value the primal scan is dead; the pass leaves both remaining scans.
   Array w = zeros({3}), h0 = zeros({3}), xs = zeros({5, 3});
-  Program program = eliminate_dead_code(*make_program(grad(rnn_loss), w, h0, xs).program);
+  Program program = eliminate_dead_code(*make_program(grad(rnn_loss_scan), w, h0, xs).program);
   ASSERT_EQ(count_prim(program, PrimId::scan), 2);
   Program merged = merge_scans(program);
   EXPECT_EQ(print_program(merged), print_program(program));
