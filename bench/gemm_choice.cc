@@ -89,6 +89,7 @@ struct Options {
   bool single = false;
   int quiet_ms = 150;
   bool timing = true;
+  bool pair = false;
 };
 
 void dnnl_call(const GemmDims& d, const float* a, const float* b, float* c) {
@@ -250,10 +251,13 @@ Options parse(int argc, char** argv) {
       options.quiet_ms = std::atoi(next());
     } else if (arg == "--no-timing") {
       options.timing = false;
+    } else if (arg == "--pair") {
+      options.pair = true;
     } else {
       std::fprintf(stderr,
                    "usage: gemm_choice [--rounds R] [--min-time S] [--threads T] [--blocks B "
-                   "[--split m|n]] [--only SUBSTRING] [--single] [--quiet-ms MS] [--no-timing]\n");
+                   "[--split m|n]] [--only SUBSTRING] [--single] [--quiet-ms MS] [--no-timing] "
+                   "[--pair]\n");
       std::exit(2);
     }
   }
@@ -262,10 +266,54 @@ Options parse(int argc, char** argv) {
   return options;
 }
 
+// The two backward GEMMs of the MLP's middle layer (dW = h^T dY and dX = dY W^T) do not
+// depend on each other. kiln runs them one after the other, each split into gemm_blocks()
+// over the pool. A scheduler could run them side by side, each whole on one thread, and save
+// one GEMM's packing and one fork-join: this measures what that would buy, and checks that
+// the whole GEMMs give the blocked ones' bits.
+void run_pair(const Options& options) {
+  std::mt19937 rng(2);
+  GemmDims dw = dims_of({"dW", 512, 512, 128, true, false});
+  GemmDims dx = dims_of({"dX", 128, 512, 512, false, true});
+  std::vector<float> h = random_matrix(128 * 512, rng), dy = random_matrix(128 * 512, rng);
+  std::vector<float> w = random_matrix(512 * 512, rng);
+  std::vector<float> dw_blocked(512 * 512), dx_blocked(128 * 512);
+  std::vector<float> dw_whole(512 * 512), dx_whole(128 * 512);
+  ComputePool pool(options.threads);
+  auto one_after_the_other = [&] {
+    kiln::gemm(pool, dw, h.data(), dy.data(), dw_blocked.data());
+    kiln::gemm(pool, dx, dy.data(), w.data(), dx_blocked.data());
+  };
+  auto side_by_side = [&] {
+    pool.parallel_for(2, [&](int64_t which) {
+      if (which == 0) kiln::gemm_serial(dw, h.data(), dy.data(), dw_whole.data());
+      if (which == 1) kiln::gemm_serial(dx, dy.data(), w.data(), dx_whole.data());
+    });
+  };
+  kiln::profile::AlternateOptions alternation;
+  alternation.rounds = options.rounds;
+  alternation.calls = 50;
+  kiln::profile::Alternation pairs =
+      kiln::profile::alternate(side_by_side, one_after_the_other, alternation);
+  std::printf("\n## dW (512x512, K=128) and dX (128x512, K=512) of one 512x512 layer, %d threads\n",
+              options.threads);
+  std::printf("bits: dW %s, dX %s (whole GEMM vs kiln's blocks)\n",
+              same_bits(dw_whole, dw_blocked) ? "identical" : "DIFFER",
+              same_bits(dx_whole, dx_blocked) ? "identical" : "DIFFER");
+  std::printf("one after the other (blocked): %.3f ms; side by side (one thread each): %.3f ms\n",
+              kiln::profile::median(pairs.b_s) * 1e3, kiln::profile::median(pairs.a_s) * 1e3);
+  std::printf("gain per round: %s (median %.2fx)\n",
+              kiln::profile::format_ratios(pairs.ratios()).c_str(), pairs.median_ratio());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Options options = parse(argc, argv);
+  if (options.pair) {
+    run_pair(options);
+    return 0;
+  }
   const dnnl_version_t* version = dnnl_version();
   std::printf("# gemm_choice: threads=%d rounds=%d min-time=%.2fs quiet=%dms blocks=%s\n",
               options.threads, options.rounds, options.min_time, options.quiet_ms,
