@@ -1,7 +1,10 @@
 // merge_scans: value_and_grad's primal scan and the VJP's stacking scan become one loop,
-// bit for bit; scans over other operands, with another loop or another body stay apart.
+// bit for bit; scans over other operands, with another loop, another body or other constant
+// arrays in their bodies stay apart.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include <memory>
 
 #include "ir/program.h"
 #include "kiln/control_flow.h"
@@ -99,6 +102,49 @@ TEST(PassMergeScans, OtherOperandsLoopsOrBodiesStayApart) {
       "      in (c d a) }",
       kSameLoop, "a b", results);
   EXPECT_EQ(count_prim(merge_scans(swapped), PrimId::scan), 2);
+}
+
+// Scan `index` of `program` with its body's one constant set to `value`.
+void set_body_constant(Program& program, size_t index, const Array& value) {
+  auto& params = std::get<ScanParams>(program.equations[index].params);
+  auto body = std::make_shared<Program>(*params.body.program);
+  body->constant_values = {value};
+  params.body.program = body;
+}
+
+// Two scans over the same operands whose bodies print alike: each scales the carry by a
+// closed-over vector `k`, which prints as a name, not as its value.
+Program scans_with_body_constants(const Array& first, const Array& second) {
+  Program program = parse_program(
+      "{ lambda ; a:f32[2] b:f32[3,2]. let\n"
+      "    c:f32[2] d:f32[3,2] = scan[body={ lambda k:f32[2] ; a:f32[2] b:f32[2]. let\n"
+      "        c:f32[2] = mul a k\n"
+      "        d:f32[2] = add c b\n"
+      "      in (d d) } length=3 num_consts=0 num_carry=1 reverse=false unroll=1 "
+      "recompute=false] a b\n"
+      "    e:f32[2] f:f32[3,2] g:f32[3,2] = scan[body={ lambda k:f32[2] ; a:f32[2] b:f32[2]. let\n"
+      "        c:f32[2] = mul a k\n"
+      "        d:f32[2] = add c b\n"
+      "      in (d d a) } length=3 num_consts=0 num_carry=1 reverse=false unroll=1 "
+      "recompute=false] a b\n"
+      "  in (c d e f g) }");
+  set_body_constant(program, 0, first);
+  set_body_constant(program, 1, second);
+  return program;
+}
+
+TEST(PassMergeScans, BodiesHoldingOtherConstantArraysStayApart) {
+  Array halves = from_host<float>({0.5f, 0.5f}, {2});
+  Array twos = from_host<float>({2.0f, 2.0f}, {2});
+  Program different = scans_with_body_constants(halves, twos);
+  Program kept = merge_scans(different);
+  EXPECT_EQ(count_prim(kept, PrimId::scan), 2) << print_program(kept);
+  EXPECT_TRUE(same_results(different, kept));
+  // The very same array in both bodies: one loop.
+  Program same = scans_with_body_constants(halves, halves);
+  Program merged = merge_scans(same);
+  EXPECT_EQ(count_prim(merged, PrimId::scan), 1) << print_program(merged);
+  EXPECT_TRUE(same_results(same, merged));
 }
 
 }  // namespace

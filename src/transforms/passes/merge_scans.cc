@@ -6,8 +6,8 @@
 // leading results are the first's, bit for bit. The first is replaced, at its own position,
 // by the second, whose later copy is dropped: the loop runs once. Bodies are compared by
 // their printed text (the printer names variables canonically), so only bodies that are the
-// same equations in the same order merge.
-#include <map>
+// same equations in the same order merge; constants other than rank-0 values print without
+// their values, so those must be the very same arrays as well.
 #include <string>
 #include <vector>
 
@@ -32,6 +32,20 @@ std::string body_text(const Program& body, size_t count) {
   return print_program(prefix);
 }
 
+// Whether the two bodies' constants hold the same values, position by position: concrete
+// rank-0 values print inline (the text compares them); any other must be the same array. A body
+// without values (a parsed one) has none to differ.
+bool same_constant_arrays(const Program& a, const Program& b) {
+  if (a.constant_values.size() != b.constant_values.size()) return false;
+  for (size_t i = 0; i < a.constant_values.size(); ++i) {
+    const Array& x = a.constant_values[i];
+    const Array& y = b.constant_values[i];
+    bool printed_inline = is_concrete(x) && is_concrete(y) && x.rank() == 0 && y.rank() == 0;
+    if (!printed_inline && x.impl() != y.impl()) return false;
+  }
+  return true;
+}
+
 // Whether scan `wide`'s leading results are scan `narrow`'s.
 bool computes_prefix(const Equation& narrow, const Equation& wide) {
   if (narrow.inputs != wide.inputs || narrow.outputs.size() > wide.outputs.size()) return false;
@@ -41,7 +55,7 @@ bool computes_prefix(const Equation& narrow, const Equation& wide) {
   const Program& narrow_body = *n.body.program;
   const Program& wide_body = *w.body.program;
   size_t count = narrow_body.outputs.size();
-  return count <= wide_body.outputs.size() &&
+  return count <= wide_body.outputs.size() && same_constant_arrays(narrow_body, wide_body) &&
          print_program(narrow_body) == body_text(wide_body, count);
 }
 
