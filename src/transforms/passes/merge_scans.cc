@@ -59,13 +59,6 @@ bool computes_prefix(const Equation& narrow, const Equation& wide) {
          print_program(narrow_body) == body_text(wide_body, count);
 }
 
-bool same_types(const Program& program, const Equation& narrow, const Equation& wide) {
-  for (size_t k = 0; k < narrow.outputs.size(); ++k) {
-    if (program.aval(narrow.outputs[k]) != program.aval(wide.outputs[k])) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 Program merge_scans(const Program& program) {
@@ -76,9 +69,10 @@ Program merge_scans(const Program& program) {
   for (size_t a = 0; a < equations.size(); ++a) {
     if (equations[a].prim != PrimId::scan || moved[a]) continue;
     for (size_t b = a + 1; b < equations.size(); ++b) {
-      if (equations[b].prim != PrimId::scan || moved[b] || replaced_by[b] >= 0) continue;
-      if (computes_prefix(equations[a], equations[b]) &&
-          same_types(program, equations[a], equations[b])) {
+      if (equations[b].prim != PrimId::scan || moved[b]) continue;
+      // Same operands, loop and leading body outputs (their types printed with them), so
+      // the leading results have the narrow scan's types as well.
+      if (computes_prefix(equations[a], equations[b])) {
         replaced_by[a] = static_cast<int64_t>(b);
         moved[b] = true;
         break;
