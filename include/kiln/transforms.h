@@ -515,6 +515,9 @@ using ForwardResult = std::decay_t<std::invoke_result_t<const Fwd&, const std::d
 // needs. `bwd(residuals, output_cotangent)` returns the cotangents of the arguments, as a
 // std::tuple with one entry per argument (a single Array when there is one argument).
 // Arguments must be Arrays or pytrees of them; capture anything static in the lambdas.
+// An integer or bool argument takes no cotangent (JAX gives it a float0 zero): return an
+// empty `Array()` for it; a defined cotangent must still have its shape and dtype, and is
+// discarded.
 //
 //   auto softplus = kiln::custom_vjp("softplus",
 //       [](const Array& x) { Array y = log1p(exp(x)); return std::pair{y, std::vector{x}}; },
@@ -554,9 +557,13 @@ auto custom_vjp(std::string name, Fwd fwd, Bwd bwd) {
         detail::CustomForward forward = [state, arg_template,
                                          output_template](std::span<const Array> flat) {
           const Array* next = flat.data();
+          // Braced initialisation: its elements are evaluated left to right, so each
+          // argument takes its own leaves (a function call's arguments, as in make_tuple,
+          // may be evaluated in any order, and GCC goes right to left).
           auto rebuilt = std::apply(
               [&](const auto&... arg) {
-                return std::make_tuple(detail::unflatten_like(arg, next)...);
+                return std::tuple<std::decay_t<decltype(arg)>...>{
+                    detail::unflatten_like(arg, next)...};
               },
               arg_template);
           Result result = std::apply(state->fwd, rebuilt);

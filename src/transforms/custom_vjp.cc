@@ -153,7 +153,10 @@ std::vector<Array> custom_vjp_rule(const VjpArgs& args) {
            fmt::format("custom_vjp '{}': the backward function returned a {} cotangent "
                        "for argument array {}, which is {}",
                        function.name, ct.aval().to_string(), i, args.inputs[i].aval().to_string()),
-           "a cotangent has the shape and dtype of its argument");
+           is_floating(args.inputs[i].dtype())
+               ? "a cotangent has the shape and dtype of its argument"
+               : "an integer or bool argument takes no cotangent: return an empty Array() "
+                 "for it");
     }
   }
   add_residual_cotangents(function, args, num_outputs, input_cts);
