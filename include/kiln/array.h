@@ -25,12 +25,16 @@ namespace kiln {
 class Device;
 class Array;
 
-// What every kind of array value (a concrete device array, later a tracer) provides.
+// What every kind of array value (a device array, a tracer or batched value inside a
+// transformation) provides.
 class ArrayImpl {
  public:
   explicit ArrayImpl(AbstractValue aval) : aval_(std::move(aval)) {}
   virtual ~ArrayImpl() = default;
   const AbstractValue& aval() const { return aval_; }
+  // Whether the value's elements exist and can be read: false for values that exist only
+  // inside a transformation (a tracer has a type, not a value).
+  virtual bool is_concrete() const { return true; }
 
  private:
   AbstractValue aval_;

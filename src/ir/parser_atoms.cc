@@ -11,7 +11,7 @@
 #include <fmt/format.h>
 
 #include "base/edit_distance.h"
-#include "kernels/element_convert.h"
+#include "core/element_convert.h"
 #include "kiln/ops.h"
 
 namespace kiln::ir {

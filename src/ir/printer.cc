@@ -5,7 +5,6 @@
 
 #include "kiln/transforms.h"
 #include "prims/params_walk.h"
-#include "transforms/trace.h"
 
 namespace kiln {
 namespace {
@@ -14,8 +13,7 @@ namespace {
 bool is_literal(const Program& program, size_t constant_index) {
   if (constant_index >= program.constant_values.size()) return false;
   const Array& value = program.constant_values[constant_index];
-  return value.defined() && value.rank() == 0 &&
-         dynamic_cast<const Tracer*>(value.impl()) == nullptr;
+  return value.defined() && value.rank() == 0 && value.impl()->is_concrete();
 }
 
 std::string literal_text(const Array& value) {

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "kernels/element_convert.h"
+#include "core/element_convert.h"
 #include "kiln/shape.h"
 
 namespace kiln::sorting {

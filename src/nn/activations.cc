@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "ir/parser_atoms.h"
+#include "base/edit_distance.h"
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
 
@@ -151,9 +151,10 @@ ActivationFn activation_by_name(std::string_view name, CallSite site) {
     if (kEntries[i].name == name) return kEntries[i].fn;
     names[i] = kEntries[i].name;
   }
+  std::string_view guess = closest_match(name, names);
   fail(site,
        fmt::format("activation_by_name: unknown activation '{}'{}", name,
-                   ir::did_you_mean(name, names)),
+                   guess.empty() ? "" : fmt::format(" (did you mean '{}'?)", guess)),
        "known activations: relu, leaky_relu, elu, gelu, gelu_tanh, silu, sigmoid, tanh, "
        "softplus, identity");
 }

@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/element_convert.h"
+#include "core/element_convert.h"
 #include "ops/op_util.h"
 
 namespace kiln {

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/element_convert.h"
+#include "core/element_convert.h"
 #include "kiln/device.h"
 #include "ops/op_util.h"
 

@@ -3,7 +3,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/element_convert.h"
+#include "core/element_convert.h"
 #include "kiln/promotion.h"
 #include "ops/op_util.h"
 

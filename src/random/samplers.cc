@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/element_convert.h"
+#include "core/element_convert.h"
 #include "kiln/device.h"
 #include "kiln/ops.h"
 #include "ops/op_util.h"

@@ -16,6 +16,7 @@ class TransformValue : public ArrayImpl {
       : ArrayImpl(std::move(aval)), owner_(std::move(owner)) {}
   // The interpreter this value belongs to, or null once it has finished.
   Interpreter* owner() const { return *owner_; }
+  bool is_concrete() const override { return false; }
 
  private:
   std::shared_ptr<Interpreter*> owner_;

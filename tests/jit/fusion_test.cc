@@ -10,13 +10,13 @@
 #include <set>
 
 #include "ir/parser.h"
+#include "jit/executable.h"
+#include "jit/step_plan.h"
 #include "kiln/jit.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
 #include "support/arrays.h"
 #include "transforms/eval.h"
-#include "transforms/jit/executable.h"
-#include "transforms/jit/step_plan.h"
 #include "transforms/pass_test_support.h"
 
 namespace kiln {

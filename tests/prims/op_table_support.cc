@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/element_convert.h"
+#include "core/element_convert.h"
 #include "kiln/ops.h"
 #include "prims/bind.h"
 #include "prims/op_table.h"

@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/element_convert.h"
+#include "core/element_convert.h"
 #include "prims/op_table.h"
 
 namespace kiln::testing {

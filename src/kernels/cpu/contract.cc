@@ -9,11 +9,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/element_convert.h"
 #include "kernels/contract_layout.h"
 #include "kernels/cpu/contract_kernels.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
-#include "kernels/element_convert.h"
 
 namespace kiln {
 namespace {

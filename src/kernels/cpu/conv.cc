@@ -10,9 +10,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/element_convert.h"
 #include "kernels/cpu/contract_kernels.h"
 #include "kernels/cpu/gemm.h"
-#include "kernels/element_convert.h"
 
 namespace kiln {
 namespace {

@@ -5,11 +5,11 @@
 // materialising them and split the output into size-determined chunks.
 #include <type_traits>
 
+#include "core/element_convert.h"
 #include "kernels/cpu/broadcast_layout.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/elementwise_simd.h"
 #include "kernels/cpu/vector_ops.h"
-#include "kernels/element_convert.h"
 #include "kernels/elementwise_ops.h"
 
 namespace kiln {

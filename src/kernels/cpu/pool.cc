@@ -9,9 +9,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/element_convert.h"
 #include "kernels/cpu/contract_kernels.h"
 #include "kernels/cpu/window_layout.h"
-#include "kernels/element_convert.h"
 
 namespace kiln {
 namespace {

@@ -17,9 +17,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/element_convert.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/reduce_simd.h"
-#include "kernels/element_convert.h"
 #include "kernels/ref/reduce_kernels.h"
 
 namespace kiln {

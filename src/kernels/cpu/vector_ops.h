@@ -1,6 +1,6 @@
 // Which primitives have a Highway vector loop (elementwise_simd.h) for f32 and f64: the
 // one table that both the eager kernels (elementwise.cc) and jit's fused loops
-// (transforms/jit/fused_kernel.cc) consult, so the two always run the same loop and give
+// (jit/fused_kernel.cc) consult, so the two always run the same loop and give
 // the same bits (arithmetic rounds, so the loop must be the same; comparisons are exact).
 #pragma once
 

@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/element_convert.h"
 #include "kernels/contract_layout.h"
-#include "kernels/element_convert.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace kiln {

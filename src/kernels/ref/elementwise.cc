@@ -3,8 +3,8 @@
 // floats are computed in float and rounded once.
 #include <type_traits>
 
+#include "core/element_convert.h"
 #include "kernels/broadcast_iter.h"
-#include "kernels/element_convert.h"
 #include "kernels/elementwise_ops.h"
 #include "kernels/ref/ref_kernels.h"
 

@@ -9,7 +9,7 @@
 
 #include <fmt/format.h>
 
-#include "kernels/element_convert.h"
+#include "core/element_convert.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace kiln {

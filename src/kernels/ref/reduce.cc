@@ -8,8 +8,8 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/element_convert.h"
 #include "kernels/broadcast_iter.h"
-#include "kernels/element_convert.h"
 #include "kernels/ref/reduce_kernels.h"
 #include "kernels/ref/ref_kernels.h"
 

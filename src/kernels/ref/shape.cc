@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "kernels/element_convert.h"
+#include "core/element_convert.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace kiln {

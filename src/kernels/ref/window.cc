@@ -7,7 +7,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/element_convert.h"
+#include "core/element_convert.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace kiln {

@@ -3,7 +3,7 @@
 // the input program eagerly: a pass never reorders floating-point operations or replaces
 // an operation by one that rounds differently.
 //
-// The pipeline (transforms/jit/pipeline.cc) runs them in order and can dump the program
+// The pipeline (jit/pipeline.cc) runs them in order and can dump the program
 // before and after each one (KILN_DUMP_IR).
 #pragma once
 

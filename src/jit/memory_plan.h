@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "ir/program.h"
+#include "jit/step_plan.h"
 #include "kiln/jit.h"
-#include "transforms/jit/step_plan.h"
 
 namespace kiln::detail {
 

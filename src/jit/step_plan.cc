@@ -6,7 +6,7 @@
 // merge would put a group on a cycle: a path that leaves the merged group through an
 // equation outside it and comes back. The groups then form an acyclic graph and run as
 // steps in a topological order of it.
-#include "transforms/jit/step_plan.h"
+#include "jit/step_plan.h"
 
 #include <fmt/format.h>
 

@@ -9,11 +9,11 @@
 #include <vector>
 
 #include "ir/program.h"
+#include "jit/fused_kernel.h"
+#include "jit/memory_plan.h"
+#include "jit/step_plan.h"
 #include "kiln/jit.h"
 #include "runtime/device_array.h"
-#include "transforms/jit/fused_kernel.h"
-#include "transforms/jit/memory_plan.h"
-#include "transforms/jit/step_plan.h"
 
 namespace kiln::detail {
 

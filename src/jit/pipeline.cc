@@ -1,5 +1,5 @@
 // The pass pipeline and the IR dumps (see pipeline.h).
-#include "transforms/jit/pipeline.h"
+#include "jit/pipeline.h"
 
 #include <fmt/format.h>
 

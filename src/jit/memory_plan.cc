@@ -1,5 +1,5 @@
 // The memory planner (see memory_plan.h).
-#include "transforms/jit/memory_plan.h"
+#include "jit/memory_plan.h"
 
 #include <fmt/format.h>
 

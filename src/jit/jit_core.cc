@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "jit/executable.h"
 #include "kiln/jit.h"
 #include "prims/bind.h"
 #include "runtime/device_array.h"
-#include "transforms/jit/executable.h"
 
 namespace kiln {
 namespace detail {

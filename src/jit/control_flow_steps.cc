@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "transforms/jit/executable.h"
+#include "jit/executable.h"
 
 namespace kiln::detail {
 namespace {

@@ -1,5 +1,5 @@
 // The fused elementwise loop (see fused_kernel.h).
-#include "transforms/jit/fused_kernel.h"
+#include "jit/fused_kernel.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,5 +1,5 @@
 // Compiling a program into an executable and running it (see executable.h).
-#include "transforms/jit/executable.h"
+#include "jit/executable.h"
 
 #include <fmt/format.h>
 
@@ -8,10 +8,10 @@
 #include <cstring>
 
 #include "base/float_control.h"
+#include "jit/pipeline.h"
 #include "prims/bind.h"
 #include "runtime/device_array.h"
 #include "transforms/eval.h"
-#include "transforms/jit/pipeline.h"
 
 namespace kiln::detail {
 namespace {
