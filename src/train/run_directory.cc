@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "checkpoint/atomic_file.h"
-#include "checkpoint/sha256.h"
+#include "io/atomic_file.h"
+#include "io/sha256.h"
 #include "kiln/error.h"
 
 namespace kiln::train {

@@ -13,8 +13,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/sha256.h"
 #include "data/idx.h"
+#include "io/sha256.h"
 #include "kiln/device.h"
 #include "kiln/nn/module.h"
 #include "kiln/profile.h"

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Independent safetensors reader and writer (numpy + json, no safetensors package), used by
-tests/checkpoint/safetensors_test.cc to cross-check kiln's implementation.
+tests/io/safetensors_test.cc to cross-check kiln's implementation.
 
   safetensors_check.py FILE          validate FILE; print one tab-separated line per tensor
                                      (tensor, name, dtype, shape, sum) and per metadata entry

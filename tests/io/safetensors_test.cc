@@ -12,7 +12,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "checkpoint/scratch_files.h"
+#include "io/scratch_files.h"
 #include "kiln/ops.h"
 #include "support/arrays.h"
 #include "support/errors.h"

@@ -1,5 +1,5 @@
 // SHA-256 through OpenSSL's EVP interface; see sha256.h.
-#include "checkpoint/sha256.h"
+#include "io/sha256.h"
 
 #include <openssl/evp.h>
 

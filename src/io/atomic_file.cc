@@ -1,5 +1,5 @@
 // Temporary file + fsync + rename + directory fsync; see atomic_file.h. POSIX only.
-#include "checkpoint/atomic_file.h"
+#include "io/atomic_file.h"
 
 #include <fcntl.h>
 #include <unistd.h>

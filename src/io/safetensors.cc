@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "checkpoint/atomic_file.h"
+#include "io/atomic_file.h"
 #include "kiln/error.h"
 #include "kiln/ops.h"
 

@@ -7,7 +7,7 @@
 
 #include <random>
 
-#include "checkpoint/scratch_files.h"
+#include "io/scratch_files.h"
 #include "kiln/ops.h"
 #include "kiln/safetensors.h"
 #include "support/arrays.h"

@@ -1,13 +1,13 @@
 // write_file_atomically: the destination is replaced whole or not at all, and a failed
 // write (missing directory, a producer that throws) leaves no file and no temporary.
-#include "checkpoint/atomic_file.h"
+#include "io/atomic_file.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <stdexcept>
 
-#include "checkpoint/scratch_files.h"
+#include "io/scratch_files.h"
 #include "support/errors.h"
 
 namespace kiln::io {

@@ -1,10 +1,10 @@
 // SHA-256 of bytes, text and files against the FIPS 180-2 examples.
-#include "checkpoint/sha256.h"
+#include "io/sha256.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "checkpoint/scratch_files.h"
+#include "io/scratch_files.h"
 #include "support/errors.h"
 
 namespace kiln::io {
