@@ -19,6 +19,30 @@ InterpreterScope::~InterpreterScope() {
   current = previous_;
 }
 
+namespace {
+
+// A result whose byte count overflows int64 (a shape like [3, 3, 1, 2^62] that every rule
+// accepts axis by axis) would be allocated with a wrapped size and then written out of
+// bounds by its kernel: it is refused here, for every primitive, before an interpreter
+// queues anything.
+void check_result_sizes(std::span<const AbstractValue> outputs, const RuleContext& context) {
+  for (const AbstractValue& out : outputs) {
+    bool empty = false;
+    for (int64_t axis = 0; axis < out.shape.rank(); ++axis) empty = empty || out.shape[axis] == 0;
+    if (empty) continue;
+    int64_t bytes = dtype_size(out.dtype);
+    for (int64_t axis = 0; axis < out.shape.rank(); ++axis) {
+      if (__builtin_mul_overflow(bytes, out.shape[axis], &bytes)) {
+        context.fail(fmt::format("the result would be {}, more than 2^63 bytes", out.to_string()),
+                     "a size given to the op (a layer's features, a kernel or window size, a "
+                     "batch size) is far too large");
+      }
+    }
+  }
+}
+
+}  // namespace
+
 std::vector<AbstractValue> abstract_eval(PrimId id, std::span<const AbstractValue> inputs,
                                          const Params& params, CallSite site) {
   const PrimDef& prim = prim_def(id);
@@ -28,7 +52,9 @@ std::vector<AbstractValue> abstract_eval(PrimId id, std::span<const AbstractValu
   }
   KILN_CHECK(params.index() == prim.params_index, "{} bound with the wrong params kind", prim.name);
   KILN_CHECK(prim.abstract_eval != nullptr, "{} has no abstract_eval rule", prim.name);
-  return prim.abstract_eval(inputs, params, context);
+  std::vector<AbstractValue> outputs = prim.abstract_eval(inputs, params, context);
+  check_result_sizes(outputs, context);
+  return outputs;
 }
 
 std::vector<Array> bind(PrimId id, std::span<const Array> inputs, const Params& params,
