@@ -11,17 +11,16 @@
 
 #include "kiln/ops.h"
 #include "prims/bind.h"
+#include "support/arrays.h"
 #include "support/errors.h"
 
 namespace kiln {
 namespace {
 
+using ::kiln::testing::floats;
+
 using testing::error_of;
 using testing::fails_with;
-
-Array floats(std::vector<float> values, Shape shape) {
-  return from_host(values, std::move(shape));
-}
 
 // 1, 2, 3, ... (or a small repeating pattern) as f32 in `shape`.
 Array counting(Shape shape, float start = 1) {

@@ -10,17 +10,17 @@
 
 #include "kiln/ops.h"
 #include "prims/bind.h"
+#include "support/arrays.h"
 #include "support/errors.h"
 
 namespace kiln {
 namespace {
 
+using ::kiln::testing::floats;
+
 using testing::error_of;
 using testing::fails_with;
 
-Array floats(std::vector<float> values, Shape shape) {
-  return from_host(values, std::move(shape));
-}
 std::vector<float> iota_values(int64_t n) {
   std::vector<float> values(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = static_cast<float>(i);

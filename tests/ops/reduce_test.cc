@@ -12,17 +12,17 @@
 
 #include "kiln/ops.h"
 #include "prims/bind.h"
+#include "support/arrays.h"
 #include "support/errors.h"
 
 namespace kiln {
 namespace {
 
+using ::kiln::testing::floats;
+
 using testing::error_of;
 using testing::fails_with;
 
-Array floats(std::vector<float> values, Shape shape) {
-  return from_host(values, std::move(shape));
-}
 // 0, 1, 2, ... as f32 in `shape`.
 Array counting(Shape shape) {
   std::vector<float> values(static_cast<size_t>(shape.num_elements()));

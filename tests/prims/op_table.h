@@ -1,11 +1,18 @@
 // The primitive test table. One OpRow per primitive says how to make test cases for it and
 // how to compute the expected result in double precision (the oracle). The generic suite
-// in op_table.cc then checks, for every row:
-//   - the reference kernel against the oracle,
-//   - every fast kernel against the reference (and that its bits do not depend on the
-//     number of compute threads),
-//   - the eager path (bind + async runtime) against the reference.
-// Later issues add columns (gradients, vmap, jit, sharding) that reuse the same rows.
+// then checks, for every row (one column each):
+//   - the reference kernel against the oracle (op_table.cc),
+//   - the fast kernel against the reference on every case it supports, with 1, 3 and all
+//     compute threads giving the same bits (op_table.cc),
+//   - the eager path (bind + async runtime) against the reference (op_table.cc),
+//   - the VJP against central finite differences in f64, and its own VJP where
+//     second_order is set (op_table.cc),
+//   - one-equation programs printing and parsing back (op_table.cc),
+//   - vmap against a loop over examples (op_table_vmap.cc),
+//   - jit against eager, bit for bit (op_table_jit.cc),
+//   - a sane cost for every case (cost_rules_test.cc);
+// and that every primitive has a row and the rules it needs (OpTableCompleteness). The
+// sharding column (issue 21) will reuse the same rows.
 #pragma once
 
 #include <cstdint>
@@ -128,5 +135,7 @@ double wrap_to(DType dtype, __int128 value);
 // Encode / decode between doubles and a dtype's storage.
 std::vector<std::byte> encode(const TestArray& array);
 TestArray decode(const AbstractValue& aval, const void* data);
+// The test array as a kiln Array on the default device.
+Array to_array(const TestArray& input);
 
 }  // namespace kiln::testing

@@ -16,11 +16,6 @@
 namespace kiln::testing {
 namespace {
 
-Array to_array(const TestArray& input) {
-  std::vector<std::byte> bytes = encode(input);
-  return from_host_bytes(bytes.data(), input.aval, nullptr, CallSite());
-}
-
 // Identical bits (NaN payloads included), as the host sees them.
 std::string bit_difference(const Array& got, const Array& want) {
   if (got.aval() != want.aval()) {

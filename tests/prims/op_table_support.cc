@@ -203,6 +203,11 @@ struct AlignedBytes {
 
 }  // namespace
 
+Array to_array(const TestArray& input) {
+  std::vector<std::byte> bytes = encode(input);
+  return from_host_bytes(bytes.data(), input.aval, nullptr, CallSite());
+}
+
 std::vector<TestArray> run_kernel(KernelFn kernel, const OpCase& c,
                                   const std::vector<AbstractValue>& out_avals, ComputePool& pool) {
   std::vector<AlignedBytes> in_storage;

@@ -17,11 +17,6 @@ namespace {
 
 constexpr int64_t kBatch = 3;
 
-Array to_array(const TestArray& input) {
-  std::vector<std::byte> bytes = encode(input);
-  return from_host_bytes(bytes.data(), input.aval, nullptr, CallSite());
-}
-
 TestArray to_test_array(const Array& array) {
   HostArray host = array.to_host();
   return decode(host.aval, host.bytes.data());

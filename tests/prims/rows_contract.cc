@@ -461,20 +461,18 @@ std::vector<OpCase> conv_grad_cases() {
 
 std::vector<OpRow> contract_rows() {
   std::vector<OpRow> rows;
-  rows.push_back(OpRow{PrimId::dot_general,
-                       dot_cases,
-                       dot_oracle,
-                       {},
-                       dot_fast_tolerance,
-                       dot_grad_cases,
-                       /*second_order=*/true});
-  rows.push_back(OpRow{PrimId::conv_general_dilated,
-                       conv_cases,
-                       conv_oracle,
-                       {},
-                       conv_fast_tolerance,
-                       conv_grad_cases,
-                       /*second_order=*/true});
+  rows.push_back(OpRow{.prim = PrimId::dot_general,
+                       .cases = dot_cases,
+                       .oracle = dot_oracle,
+                       .fast_tolerance = dot_fast_tolerance,
+                       .grad_cases = dot_grad_cases,
+                       .second_order = true});
+  rows.push_back(OpRow{.prim = PrimId::conv_general_dilated,
+                       .cases = conv_cases,
+                       .oracle = conv_oracle,
+                       .fast_tolerance = conv_fast_tolerance,
+                       .grad_cases = conv_grad_cases,
+                       .second_order = true});
   return rows;
 }
 

@@ -163,26 +163,28 @@ std::vector<TestArray> while_oracle(const OpCase& c) {
 }  // namespace
 
 std::vector<OpRow> control_flow_rows() {
-  OpRow scan_row{PrimId::scan,
-                 [] {
-                   return scan_cases_for({DType::f32, DType::f64});
-                 },
-                 scan_oracle};
+  OpRow scan_row{.prim = PrimId::scan,
+                 .cases =
+                     [] {
+                       return scan_cases_for({DType::f32, DType::f64});
+                     },
+                 .oracle = scan_oracle};
   scan_row.ref_tolerance = loop_tolerance;
   scan_row.fast_tolerance = loop_tolerance;
   scan_row.grad_cases = [] { return scan_cases_for({DType::f64}); };
   scan_row.second_order = true;
 
-  OpRow cond_row{PrimId::cond,
-                 [] {
-                   return cond_cases_for({DType::f32, DType::f64});
-                 },
-                 cond_oracle};
+  OpRow cond_row{.prim = PrimId::cond,
+                 .cases =
+                     [] {
+                       return cond_cases_for({DType::f32, DType::f64});
+                     },
+                 .oracle = cond_oracle};
   cond_row.ref_tolerance = loop_tolerance;
   cond_row.grad_cases = [] { return cond_cases_for({DType::f64}); };
   cond_row.second_order = true;
 
-  OpRow while_row{PrimId::while_loop, while_cases, while_oracle};
+  OpRow while_row{.prim = PrimId::while_loop, .cases = while_cases, .oracle = while_oracle};
   while_row.ref_tolerance = loop_tolerance;
   return {scan_row, cond_row, while_row};
 }

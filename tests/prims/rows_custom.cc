@@ -53,7 +53,7 @@ std::vector<TestArray> custom_oracle(const OpCase& c) {
 }  // namespace
 
 std::vector<OpRow> custom_rows() {
-  OpRow row{PrimId::custom_vjp_call, custom_cases, custom_oracle};
+  OpRow row{.prim = PrimId::custom_vjp_call, .cases = custom_cases, .oracle = custom_oracle};
   // Two roundings of positive terms and one of sin: a few ulps.
   row.ref_tolerance = [](const OpCase&, DType dtype) { return ulp_tolerance(dtype, 8); };
   row.second_order = true;

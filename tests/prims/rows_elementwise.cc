@@ -154,11 +154,9 @@ std::vector<DType> all_dtypes() {
 
 OpRow row(PrimId prim, int arity, std::vector<DType> dtypes, ScalarOracle f,
           bool returns_bool = false, ValueGen gen = default_value) {
-  return OpRow{prim,
-               [=] { return elementwise_cases(arity, dtypes, gen, true); },
-               elementwise_oracle(f, returns_bool),
-               {},
-               {}};
+  return OpRow{.prim = prim,
+               .cases = [=] { return elementwise_cases(arity, dtypes, gen, true); },
+               .oracle = elementwise_oracle(f, returns_bool)};
 }
 
 // Rows whose gradient column also checks the gradient of the gradient.
@@ -315,98 +313,102 @@ std::vector<OpRow> elementwise_rows() {
 
   // select(pred, on_true, on_false): the predicate is bool, the branches share a dtype.
   rows.push_back(second_order(OpRow{
-      PrimId::select,
-      [] {
-        std::vector<OpCase> cases;
-        Rng rng(99);
-        auto bits = [](Rng& r) { return uniform(r, 0, 1) < 0.5 ? 0.0 : 1.0; };
-        for (DType dtype : all_dtypes()) {
-          auto branch = [&](const Shape& shape) {
-            TestArray array =
-                random_array(dtype, shape, rng, [&](Rng& r) { return default_value(r, dtype, 0); });
-            insert_specials(array);
-            return array;
-          };
-          for (const Shape& shape : standard_shapes(dtype)) {
-            cases.push_back(
-                {fmt::format("{}{}", dtype_name(dtype), shape.to_string()),
-                 {random_array(DType::bool_, shape, rng, bits), branch(shape), branch(shape)},
-                 NoParams{}});
-          }
-          cases.push_back({fmt::format("{} broadcast", dtype_name(dtype)),
-                           {random_array(DType::bool_, Shape{3, 1}, rng, bits), branch(Shape{1, 4}),
-                            branch(Shape{3, 4})},
-                           NoParams{}});
-        }
-        return cases;
-      },
-      elementwise_oracle([](std::span<const double> x, DType) { return x[0] != 0 ? x[1] : x[2]; },
-                         false),
-      {},
-      {}}));
+      .prim = PrimId::select,
+      .cases =
+          [] {
+            std::vector<OpCase> cases;
+            Rng rng(99);
+            auto bits = [](Rng& r) { return uniform(r, 0, 1) < 0.5 ? 0.0 : 1.0; };
+            for (DType dtype : all_dtypes()) {
+              auto branch = [&](const Shape& shape) {
+                TestArray array = random_array(dtype, shape, rng,
+                                               [&](Rng& r) { return default_value(r, dtype, 0); });
+                insert_specials(array);
+                return array;
+              };
+              for (const Shape& shape : standard_shapes(dtype)) {
+                cases.push_back(
+                    {fmt::format("{}{}", dtype_name(dtype), shape.to_string()),
+                     {random_array(DType::bool_, shape, rng, bits), branch(shape), branch(shape)},
+                     NoParams{}});
+              }
+              cases.push_back({fmt::format("{} broadcast", dtype_name(dtype)),
+                               {random_array(DType::bool_, Shape{3, 1}, rng, bits),
+                                branch(Shape{1, 4}), branch(Shape{3, 4})},
+                               NoParams{}});
+            }
+            return cases;
+          },
+      .oracle = elementwise_oracle(
+          [](std::span<const double> x, DType) { return x[0] != 0 ? x[1] : x[2]; }, false)}));
 
   // convert_element_type between every pair of dtypes, including specials and extremes.
   rows.push_back(OpRow{
-      PrimId::convert_element_type,
-      [] {
-        std::vector<OpCase> cases;
-        Rng rng(7);
-        for (DType from : all_dtypes()) {
-          for (DType to : all_dtypes()) {
-            for (const Shape& shape : {Shape{}, Shape{0}, Shape{257}}) {
-              TestArray input = random_array(from, shape, rng, [&](Rng& r) {
-                return is_floating(from) ? uniform(r, -70000, 70000) : default_value(r, from, 0);
-              });
-              insert_specials(input);
-              insert_int_extremes(input);
-              if (is_floating(from) && input.values.size() > 40) {
-                // Values that sit exactly at or near rounding ties of the narrow formats.
-                double probes[] = {1.0 + 0x1p-11, 1.0 + 0x1p-8, 1.0 + 3 * 0x1p-11, 2.5,  -2.5,
-                                   65519.99,      65520,        4294967296.0,      -1.5, 0.5,
-                                   300,           -129};
-                for (size_t i = 0; i < std::size(probes); ++i) input.values[20 + i] = probes[i];
-                input = make_array(from, input.aval.shape, input.values);
+      .prim = PrimId::convert_element_type,
+      .cases =
+          [] {
+            std::vector<OpCase> cases;
+            Rng rng(7);
+            for (DType from : all_dtypes()) {
+              for (DType to : all_dtypes()) {
+                for (const Shape& shape : {Shape{}, Shape{0}, Shape{257}}) {
+                  TestArray input = random_array(from, shape, rng, [&](Rng& r) {
+                    return is_floating(from) ? uniform(r, -70000, 70000)
+                                             : default_value(r, from, 0);
+                  });
+                  insert_specials(input);
+                  insert_int_extremes(input);
+                  if (is_floating(from) && input.values.size() > 40) {
+                    // Values that sit exactly at or near rounding ties of the narrow formats.
+                    double probes[] = {1.0 + 0x1p-11, 1.0 + 0x1p-8, 1.0 + 3 * 0x1p-11, 2.5,  -2.5,
+                                       65519.99,      65520,        4294967296.0,      -1.5, 0.5,
+                                       300,           -129};
+                    for (size_t i = 0; i < std::size(probes); ++i) input.values[20 + i] = probes[i];
+                    input = make_array(from, input.aval.shape, input.values);
+                  }
+                  cases.push_back(
+                      {fmt::format("{}->{}{}", dtype_name(from), dtype_name(to), shape.to_string()),
+                       {input},
+                       ConvertParams{to}});
+                }
               }
-              cases.push_back(
-                  {fmt::format("{}->{}{}", dtype_name(from), dtype_name(to), shape.to_string()),
-                   {input},
-                   ConvertParams{to}});
             }
-          }
-        }
-        return cases;
-      },
-      [](const OpCase& c) {
-        DType to = std::get<ConvertParams>(c.params).new_dtype;
-        TestArray out{AbstractValue(c.inputs[0].aval.shape, to), {}};
-        for (double x : c.inputs[0].values) {
-          double y;
-          if (to == DType::bool_) {
-            y = x != 0 ? 1 : 0;
-          } else if (is_floating(to)) {
-            y = x;  // compare() rounds to the target dtype
-          } else if (is_floating(c.inputs[0].aval.dtype)) {
-            double lo = to == DType::i32   ? -2147483648.0
-                        : to == DType::i64 ? -9223372036854775808.0
-                                           : 0;
-            double hi = to == DType::i32   ? 2147483647.0
-                        : to == DType::i64 ? 9223372036854775807.0
-                        : to == DType::u8  ? 255.0
-                                           : 4294967295.0;
-            y = std::isnan(x) ? 0 : x <= lo ? lo : x >= hi ? hi : std::trunc(x);
-          } else {
-            y = wrap_to(to, as_int(x));
-          }
-          out.values.push_back(y);
-        }
-        return std::vector<TestArray>{out};
-      },
-      [](const OpCase&, DType) {
-        return Tolerance{0, 0};
-      },
-      [](const OpCase&, DType) {
-        return Tolerance{0, 0};
-      }});
+            return cases;
+          },
+      .oracle =
+          [](const OpCase& c) {
+            DType to = std::get<ConvertParams>(c.params).new_dtype;
+            TestArray out{AbstractValue(c.inputs[0].aval.shape, to), {}};
+            for (double x : c.inputs[0].values) {
+              double y;
+              if (to == DType::bool_) {
+                y = x != 0 ? 1 : 0;
+              } else if (is_floating(to)) {
+                y = x;  // compare() rounds to the target dtype
+              } else if (is_floating(c.inputs[0].aval.dtype)) {
+                double lo = to == DType::i32   ? -2147483648.0
+                            : to == DType::i64 ? -9223372036854775808.0
+                                               : 0;
+                double hi = to == DType::i32   ? 2147483647.0
+                            : to == DType::i64 ? 9223372036854775807.0
+                            : to == DType::u8  ? 255.0
+                                               : 4294967295.0;
+                y = std::isnan(x) ? 0 : x <= lo ? lo : x >= hi ? hi : std::trunc(x);
+              } else {
+                y = wrap_to(to, as_int(x));
+              }
+              out.values.push_back(y);
+            }
+            return std::vector<TestArray>{out};
+          },
+      .ref_tolerance =
+          [](const OpCase&, DType) {
+            return Tolerance{0, 0};
+          },
+      .fast_tolerance =
+          [](const OpCase&, DType) {
+            return Tolerance{0, 0};
+          }});
   (void)int_min_of;
   return rows;
 }

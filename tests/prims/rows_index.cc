@@ -205,15 +205,24 @@ Tolerance scatter_add_tolerance(const OpCase& c, DType dtype) {
 
 std::vector<OpRow> index_rows() {
   auto exact = [](const OpCase&, DType) { return Tolerance{0, 0}; };
-  OpRow gather_row{PrimId::gather, [] { return index_cases(Which::kGather); }, gather_oracle, exact,
-                   exact};
+  OpRow gather_row{.prim = PrimId::gather,
+                   .cases = [] { return index_cases(Which::kGather); },
+                   .oracle = gather_oracle,
+                   .ref_tolerance = exact,
+                   .fast_tolerance = exact};
   gather_row.second_order = true;
   return {
       gather_row,
-      OpRow{PrimId::scatter, [] { return index_cases(Which::kScatter); }, scatter_oracle(false),
-            exact, exact},
-      OpRow{PrimId::scatter_add, [] { return index_cases(Which::kScatterAdd); },
-            scatter_oracle(true), scatter_add_tolerance, scatter_add_tolerance},
+      OpRow{.prim = PrimId::scatter,
+            .cases = [] { return index_cases(Which::kScatter); },
+            .oracle = scatter_oracle(false),
+            .ref_tolerance = exact,
+            .fast_tolerance = exact},
+      OpRow{.prim = PrimId::scatter_add,
+            .cases = [] { return index_cases(Which::kScatterAdd); },
+            .oracle = scatter_oracle(true),
+            .ref_tolerance = scatter_add_tolerance,
+            .fast_tolerance = scatter_add_tolerance},
   };
 }
 

@@ -211,21 +211,26 @@ std::vector<OpCase> shift_cases() {
 
 OpRow shift_row(PrimId prim, Shift kind) {
   return OpRow{
-      prim, shift_cases,
-      [kind](const OpCase& c) {
-        Shape out = broadcast_of(c.inputs);
-        DType dtype = c.inputs[0].aval.dtype;
-        TestArray y{AbstractValue(out, dtype), {}};
-        for (int64_t i = 0; i < out.num_elements(); ++i) {
-          double x =
-              c.inputs[0].values[static_cast<size_t>(source_index(out, c.inputs[0].aval.shape, i))];
-          double amount =
-              c.inputs[1].values[static_cast<size_t>(source_index(out, c.inputs[1].aval.shape, i))];
-          y.values.push_back(shift_oracle(kind, dtype, x, amount));
-        }
-        return std::vector<TestArray>{y};
-      },
-      exact, exact};
+      .prim = prim,
+      .cases = shift_cases,
+      .oracle =
+          [kind](const OpCase& c) {
+            Shape out = broadcast_of(c.inputs);
+            DType dtype = c.inputs[0].aval.dtype;
+            TestArray y{AbstractValue(out, dtype), {}};
+            for (int64_t i = 0; i < out.num_elements(); ++i) {
+              double x =
+                  c.inputs[0]
+                      .values[static_cast<size_t>(source_index(out, c.inputs[0].aval.shape, i))];
+              double amount =
+                  c.inputs[1]
+                      .values[static_cast<size_t>(source_index(out, c.inputs[1].aval.shape, i))];
+              y.values.push_back(shift_oracle(kind, dtype, x, amount));
+            }
+            return std::vector<TestArray>{y};
+          },
+      .ref_tolerance = exact,
+      .fast_tolerance = exact};
 }
 
 // ----- bitcast_convert_type --------------------------------------------------------------
@@ -380,15 +385,18 @@ std::vector<OpCase> special_grad_cases(bool inverse) {
 }
 
 OpRow special_row(PrimId prim, bool inverse) {
-  OpRow row{prim, [inverse] { return special_cases(inverse); },
-            [inverse](const OpCase& c) {
-              TestArray y{c.inputs[0].aval, {}};
-              for (double x : c.inputs[0].values) {
-                long double v = inverse ? erf_inv_oracle(x) : std::erf(static_cast<long double>(x));
-                y.values.push_back(static_cast<double>(v));
-              }
-              return std::vector<TestArray>{y};
-            }};
+  OpRow row{.prim = prim,
+            .cases = [inverse] { return special_cases(inverse); },
+            .oracle =
+                [inverse](const OpCase& c) {
+                  TestArray y{c.inputs[0].aval, {}};
+                  for (double x : c.inputs[0].values) {
+                    long double v =
+                        inverse ? erf_inv_oracle(x) : std::erf(static_cast<long double>(x));
+                    y.values.push_back(static_cast<double>(v));
+                  }
+                  return std::vector<TestArray>{y};
+                }};
   row.grad_cases = [inverse] { return special_grad_cases(inverse); };
   row.second_order = true;
   return row;
@@ -398,11 +406,19 @@ OpRow special_row(PrimId prim, bool inverse) {
 
 std::vector<OpRow> random_rows() {
   std::vector<OpRow> rows;
-  rows.push_back(OpRow{PrimId::threefry2x32, threefry_cases, threefry_oracle, exact, exact});
+  rows.push_back(OpRow{.prim = PrimId::threefry2x32,
+                       .cases = threefry_cases,
+                       .oracle = threefry_oracle,
+                       .ref_tolerance = exact,
+                       .fast_tolerance = exact});
   rows.push_back(shift_row(PrimId::shift_left, Shift::kLeft));
   rows.push_back(shift_row(PrimId::shift_right_logical, Shift::kRightLogical));
   rows.push_back(shift_row(PrimId::shift_right_arithmetic, Shift::kRightArithmetic));
-  rows.push_back(OpRow{PrimId::bitcast_convert_type, bitcast_cases, bitcast_oracle, exact, exact});
+  rows.push_back(OpRow{.prim = PrimId::bitcast_convert_type,
+                       .cases = bitcast_cases,
+                       .oracle = bitcast_oracle,
+                       .ref_tolerance = exact,
+                       .fast_tolerance = exact});
   rows.push_back(special_row(PrimId::erf, false));
   rows.push_back(special_row(PrimId::erf_inv, true));
   return rows;

@@ -248,8 +248,11 @@ ToleranceRule reduce_tolerance(Kind kind) {
 }
 
 OpRow reduce_row(PrimId prim, Kind kind) {
-  return OpRow{prim, [kind] { return reduce_cases(kind); }, reduce_oracle(kind),
-               reduce_tolerance(kind), reduce_tolerance(kind)};
+  return OpRow{.prim = prim,
+               .cases = [kind] { return reduce_cases(kind); },
+               .oracle = reduce_oracle(kind),
+               .ref_tolerance = reduce_tolerance(kind),
+               .fast_tolerance = reduce_tolerance(kind)};
 }
 
 // Gradient cases for reduce_max/min: distinct f64 values (a tie has no derivative for

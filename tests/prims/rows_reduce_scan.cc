@@ -202,10 +202,23 @@ Tolerance cumsum_tolerance(const OpCase& c, DType dtype) {
 
 std::vector<OpRow> arg_reduce_and_scan_rows() {
   auto exact = [](const OpCase&, DType) { return Tolerance{0, 0}; };
-  OpRow cumsum_row{PrimId::cumsum, cumsum_cases, cumsum_oracle, cumsum_tolerance, cumsum_tolerance};
+  OpRow cumsum_row{.prim = PrimId::cumsum,
+                   .cases = cumsum_cases,
+                   .oracle = cumsum_oracle,
+                   .ref_tolerance = cumsum_tolerance,
+                   .fast_tolerance = cumsum_tolerance};
   cumsum_row.second_order = true;
-  return {OpRow{PrimId::argmax, arg_cases, arg_oracle(true), exact, exact},
-          OpRow{PrimId::argmin, arg_cases, arg_oracle(false), exact, exact}, cumsum_row};
+  return {OpRow{.prim = PrimId::argmax,
+                .cases = arg_cases,
+                .oracle = arg_oracle(true),
+                .ref_tolerance = exact,
+                .fast_tolerance = exact},
+          OpRow{.prim = PrimId::argmin,
+                .cases = arg_cases,
+                .oracle = arg_oracle(false),
+                .ref_tolerance = exact,
+                .fast_tolerance = exact},
+          cumsum_row};
 }
 
 }  // namespace kiln::testing

@@ -65,9 +65,17 @@ std::vector<TestArray> identity_oracle(const OpCase& c) {
 }  // namespace
 
 std::vector<OpRow> remat_rows() {
-  OpRow barrier{PrimId::optimization_barrier, barrier_cases, identity_oracle, exact, exact};
+  OpRow barrier{.prim = PrimId::optimization_barrier,
+                .cases = barrier_cases,
+                .oracle = identity_oracle,
+                .ref_tolerance = exact,
+                .fast_tolerance = exact};
   barrier.second_order = true;
-  OpRow name{PrimId::checkpoint_name, name_cases, identity_oracle, exact, exact};
+  OpRow name{.prim = PrimId::checkpoint_name,
+             .cases = name_cases,
+             .oracle = identity_oracle,
+             .ref_tolerance = exact,
+             .fast_tolerance = exact};
   name.second_order = true;
   return {barrier, name};
 }

@@ -79,7 +79,11 @@ Tolerance exact(const OpCase&, DType) {
 }  // namespace
 
 OpRow copy_row(PrimId prim, CaseGenerator cases, Oracle oracle) {
-  return OpRow{prim, std::move(cases), std::move(oracle), exact, exact};
+  return OpRow{.prim = prim,
+               .cases = std::move(cases),
+               .oracle = std::move(oracle),
+               .ref_tolerance = exact,
+               .fast_tolerance = exact};
 }
 
 OpRow second_order(OpRow row) {

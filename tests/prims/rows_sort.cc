@@ -121,7 +121,11 @@ std::vector<TestArray> sort_oracle(const OpCase& c) {
 }  // namespace
 
 std::vector<OpRow> sort_rows() {
-  return {OpRow{PrimId::sort, sort_cases, sort_oracle, exact, exact}};
+  return {OpRow{.prim = PrimId::sort,
+                .cases = sort_cases,
+                .oracle = sort_oracle,
+                .ref_tolerance = exact,
+                .fast_tolerance = exact}};
 }
 
 }  // namespace kiln::testing

@@ -1,5 +1,6 @@
-// Helpers for tests that look at arrays' values: the values as doubles, one example of a
-// batch, and bit-for-bit equality (NaN payloads and the sign of zero included).
+// Helpers for tests that make and look at arrays: f32 arrays from values, the values as
+// doubles, one example of a batch, and bit-for-bit equality (NaN payloads and the sign of
+// zero included).
 #pragma once
 
 #include <cstring>
@@ -12,6 +13,11 @@ namespace kiln::testing {
 
 inline std::vector<double> values(const Array& x) {
   return astype(x, DType::f64).to_vector<double>();
+}
+
+// An f32 array of `values` in `shape`.
+inline Array floats(std::vector<float> values, Shape shape) {
+  return from_host(values, std::move(shape));
 }
 
 // Entry `b` of `x` along axis 0.

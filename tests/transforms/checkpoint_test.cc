@@ -16,9 +16,12 @@
 #include "kiln/transforms.h"
 #include "kiln/vmap.h"
 #include "support/errors.h"
+#include "support/text.h"
 
 namespace kiln {
 namespace {
+
+using ::kiln::testing::count_of;
 
 using ::testing::HasSubstr;
 
@@ -157,12 +160,6 @@ TEST(Checkpoint, ForwardKeepsOnlyWhatThePolicySays) {
             operands + kLayers);
   EXPECT_EQ(residual_count(make_program(remat_loss(save_named({"h2", "h5"})), ws, x)),
             operands + 2);
-}
-
-int count_of(const std::string& text, const std::string& word) {
-  int count = 0;
-  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) ++count;
-  return count;
 }
 
 TEST(Checkpoint, GradientProgramRecomputesBehindABarrier) {

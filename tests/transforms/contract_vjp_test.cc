@@ -14,6 +14,7 @@
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
 #include "prims/bind.h"
+#include "support/arrays.h"
 
 namespace kiln {
 namespace {
@@ -24,17 +25,9 @@ Array f64(std::vector<double> values, Shape shape) {
   return from_host(values, std::move(shape));
 }
 
-std::vector<double> values_of(const Array& x) {
-  HostArray host = x.to_host();
-  std::vector<double> values(static_cast<size_t>(x.size()));
-  for (size_t i = 0; i < values.size(); ++i)
-    values[i] = host.element<double>(static_cast<int64_t>(i));
-  return values;
-}
-
 void expect_values(const Array& x, const Shape& shape, const std::vector<double>& expected) {
   EXPECT_EQ(x.shape(), shape);
-  std::vector<double> actual = values_of(x);
+  std::vector<double> actual = testing::values(x);
   ASSERT_EQ(actual.size(), expected.size());
   for (size_t i = 0; i < actual.size(); ++i) {
     if (std::isinf(expected[i])) {
@@ -215,9 +208,9 @@ TEST(ConvVjp, GroupedConvMatchesPerGroupConvolutions) {
         vjp([&](const Array& a, const Array& b) { return conv(a, b, 1); }, xg, wg);
     auto [dxg, dwg] = pullback_g(gg);
     expect_values(slice(dx, {0, 0, 0, 2 * group}, {2, 5, 6, 2 * group + 2}), dxg.shape(),
-                  values_of(dxg));
+                  testing::values(dxg));
     expect_values(slice(dw, {0, 0, 0, 3 * group}, {3, 3, 2, 3 * group + 3}), dwg.shape(),
-                  values_of(dwg));
+                  testing::values(dwg));
   }
 }
 
@@ -360,7 +353,7 @@ TEST(ReduceWindowMaxVjp, WindowsOfPaddingOnlyDropTheirCotangent) {
 TEST(ReduceWindowMaxVjp, NaNMaximumComesFromTheFirstNaN) {
   Array x = f64({1, std::nan(""), std::nan(""), 2}, Shape{4});
   auto [y, pullback] = vjp([](const Array& a) { return window_max(a, {4}, {1}, {0}, {0}); }, x);
-  EXPECT_TRUE(std::isnan(values_of(y)[0]));
+  EXPECT_TRUE(std::isnan(testing::values(y)[0]));
   auto [dx] = pullback(f64({3}, Shape{1}));
   expect_values(dx, Shape{4}, {0, 3, 0, 0});
 }

@@ -15,10 +15,13 @@
 #include "kiln/vmap.h"
 #include "support/arrays.h"
 #include "support/errors.h"
+#include "support/text.h"
 #include "transforms/rnn_cell.h"
 
 namespace kiln {
 namespace {
+
+using ::kiln::testing::count_of;
 
 using testing::example;
 using testing::fails_with;
@@ -197,12 +200,6 @@ std::string backward_scan_body(const std::string& text) {
   return text.substr(start, reverse - start);
 }
 
-size_t count_of(const std::string& text, const std::string& what) {
-  size_t count = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++count;
-  return count;
-}
-
 TEST(ScanGrad, BackwardPassTakesTheCostlyResultsFromTheForwardRun) {
   Array w = random::normal(random::key(12), {3}, DType::f64) * 0.5;
   Array h0 = random::normal(random::key(13), {3}, DType::f64);
@@ -211,10 +208,10 @@ TEST(ScanGrad, BackwardPassTakesTheCostlyResultsFromTheForwardRun) {
   std::string body = backward_scan_body(text);
   // tanh and both products come from the stacked forward results; the cheap add is
   // replayed so that the saved tanh's VJP has its operand.
-  EXPECT_EQ(count_of(body, "= tanh"), 0u) << body;
-  EXPECT_EQ(count_of(body, "name=\"saved tanh\""), 1u) << body;
-  EXPECT_EQ(count_of(body, "name=\"saved mul\""), 2u) << body;
-  EXPECT_GE(count_of(body, "= add"), 1u) << body;
+  EXPECT_EQ(count_of(body, "= tanh"), 0) << body;
+  EXPECT_EQ(count_of(body, "name=\"saved tanh\""), 1) << body;
+  EXPECT_EQ(count_of(body, "name=\"saved mul\""), 2) << body;
+  EXPECT_GE(count_of(body, "= add"), 1) << body;
 }
 
 TEST(ScanGrad, RecomputeRunsTheBodyAgainAndGivesTheSameBits) {
@@ -234,8 +231,8 @@ TEST(ScanGrad, RecomputeRunsTheBodyAgainAndGivesTheSameBits) {
   std::string text = print_program(*make_program(grad(loss(true)), w, h0, xs).program);
   std::string body = backward_scan_body(text);
   EXPECT_THAT(text, HasSubstr("recompute=true"));
-  EXPECT_EQ(count_of(body, "saved"), 0u) << body;
-  EXPECT_EQ(count_of(body, "= tanh"), 1u) << body;
+  EXPECT_EQ(count_of(body, "saved"), 0) << body;
+  EXPECT_EQ(count_of(body, "= tanh"), 1) << body;
   for (int argnum = 0; argnum < 3; ++argnum) {
     auto kept = argnum == 0   ? grad<0>(loss(false))(w, h0, xs)
                 : argnum == 1 ? grad<1>(loss(false))(w, h0, xs)
@@ -265,8 +262,8 @@ TEST(ScanGrad, ACheckpointedBodyIsRecomputedInTheBackwardPass) {
   Array xs = random::normal(random::key(17), {4, 3}, DType::f64);
   std::string body =
       backward_scan_body(print_program(*make_program(grad(loss), w, h0, xs).program));
-  EXPECT_EQ(count_of(body, "name=\"saved tanh\""), 0u) << body;
-  EXPECT_EQ(count_of(body, "= tanh"), 1u) << body;  // the checkpoint's replay
+  EXPECT_EQ(count_of(body, "name=\"saved tanh\""), 0) << body;
+  EXPECT_EQ(count_of(body, "= tanh"), 1) << body;  // the checkpoint's replay
   expect_close(grad(loss)(w, h0, xs), grad(rnn_loss_unrolled)(w, h0, xs), 1e-12);
 }
 

@@ -11,10 +11,14 @@
 #include "kiln/transforms.h"
 #include "kiln/vmap.h"
 #include "prims/bind.h"
+#include "support/arrays.h"
 #include "support/errors.h"
+#include "support/text.h"
 
 namespace kiln {
 namespace {
+
+using ::kiln::testing::count_of;
 
 using testing::fails_with;
 
@@ -24,23 +28,6 @@ ReduceWindowParams pool_2x2() {
 
 Array scatter(const Array& source, const Array& operand, const ReduceWindowParams& params) {
   return bind1(PrimId::select_and_scatter_add, {source, operand}, params, CallSite());
-}
-
-std::vector<double> values_of(const Array& x) {
-  HostArray host = x.to_host();
-  std::vector<double> values(static_cast<size_t>(x.size()));
-  for (size_t i = 0; i < values.size(); ++i) {
-    values[i] = host.element<double>(static_cast<int64_t>(i));
-  }
-  return values;
-}
-
-size_t count_of(const std::string& text, const std::string& word) {
-  size_t count = 0;
-  for (size_t at = text.find(word); at != std::string::npos; at = text.find(word, at + 1)) {
-    ++count;
-  }
-  return count;
 }
 
 TEST(SelectAndScatterAdd, RejectsBadOperands) {
@@ -67,8 +54,8 @@ TEST(SelectAndScatterAdd, MaxPoolGradientIsOnePrimitive) {
   Array x = zeros({2, 6, 6, 3});
   auto loss = [](const Array& a) { return sum(max_pool(a, {2, 2}, {2, 2})); };
   std::string text = make_program(grad(loss), x).to_string();
-  EXPECT_EQ(count_of(text, "select_and_scatter_add"), 1u) << text;
-  EXPECT_EQ(count_of(text, "slice"), 0u) << text;
+  EXPECT_EQ(count_of(text, "select_and_scatter_add"), 1) << text;
+  EXPECT_EQ(count_of(text, "slice"), 0) << text;
 }
 
 TEST(SelectAndScatterAdd, GradientOfTheGradientGathersAtTheSelectedCells) {
@@ -77,11 +64,11 @@ TEST(SelectAndScatterAdd, GradientOfTheGradientGathersAtTheSelectedCells) {
   Array x = from_host(std::vector<double>{1, 3, 3, 2}, Shape{4});
   ReduceWindowParams params{{2}, {1}, {0}, {0}};
   Array source = from_host(std::vector<double>{1, 10, 100}, Shape{3});
-  EXPECT_EQ(values_of(scatter(source, x, params)), (std::vector<double>{0, 11, 100, 0}));
+  EXPECT_EQ(testing::values(scatter(source, x, params)), (std::vector<double>{0, 11, 100, 0}));
   Array ct = from_host(std::vector<double>{1, 2, 4, 8}, Shape{4});
   auto [out, pullback] = vjp([&](const Array& s) { return scatter(s, x, params); }, source);
   auto [d_source] = pullback(ct);
-  EXPECT_EQ(values_of(d_source), (std::vector<double>{2, 2, 4}));
+  EXPECT_EQ(testing::values(d_source), (std::vector<double>{2, 2, 4}));
 }
 
 TEST(SelectAndScatterAdd, SecondOrderMaxPoolMatchesFiniteDifferences) {
@@ -107,7 +94,7 @@ TEST(SelectAndScatterAdd, VmapOfMaxPoolGradientMatchesALoop) {
     Shape example{1, 4, 4, 2};
     Array one = pool_grad(reshape(slice(xs, {b, 0, 0, 0, 0}, {b + 1, 1, 4, 4, 2}), example));
     Array from_batch = reshape(slice(batched, {b, 0, 0, 0, 0}, {b + 1, 1, 4, 4, 2}), example);
-    EXPECT_EQ(values_of(from_batch), values_of(one)) << "example " << b;
+    EXPECT_EQ(testing::values(from_batch), testing::values(one)) << "example " << b;
   }
 }
 

@@ -6,6 +6,7 @@
 #include "kiln/ops.h"
 #include "kiln/random.h"
 #include "kiln/vmap.h"
+#include "support/arrays.h"
 #include "support/errors.h"
 
 namespace kiln {
@@ -14,9 +15,7 @@ namespace {
 using testing::error_of;
 using ::testing::HasSubstr;
 
-std::vector<double> values(const Array& x) {
-  return x.to_vector<double>();
-}
+using ::kiln::testing::values;
 
 Array row(const Array& x, int64_t i) {
   return squeeze(slice(x, {i, 0}, {i + 1, x.shape()[1]}), {0});
