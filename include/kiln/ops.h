@@ -9,13 +9,16 @@
 //   Array z = matmul(y, ones({3, 4})).sum({1});
 #pragma once
 
+#include <concepts>
 #include <initializer_list>
 #include <optional>
 #include <span>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include "kiln/array.h"
+#include "kiln/detail/host_values.h"
 #include "kiln/device.h"
 #include "kiln/dtype.h"
 #include "kiln/index_mode.h"
@@ -26,12 +29,11 @@ namespace kiln {
 // ----- creation -------------------------------------------------------------------------
 // Copies row-major values from the host onto `device` (default: the default device).
 Array from_host_bytes(const void* data, AbstractValue aval, Device* device, CallSite site);
-void check_host_size(size_t count, const Shape& shape, CallSite site);
 
 template <typename T>
 Array from_host(std::span<const T> values, Shape shape, Device* device = nullptr,
                 CallSite site = {}) {
-  check_host_size(values.size(), shape, site);
+  detail::check_host_size(values.size(), shape, site);
   return from_host_bytes(values.data(), AbstractValue{std::move(shape), dtype_of<T>()}, device,
                          site);
 }
@@ -55,8 +57,9 @@ Array zeros(Shape shape, DType dtype = DType::f32, Device* device = nullptr, Cal
 Array ones(Shape shape, DType dtype = DType::f32, Device* device = nullptr, CallSite site = {});
 Array zeros_like(const Array& x, CallSite site = {});
 Array ones_like(const Array& x, CallSite site = {});
-// Values along `dimension` count 0, 1, 2, ...
-Array iota(DType dtype, Shape shape, int64_t dimension = 0, Device* device = nullptr,
+// Values along `dimension` count 0, 1, 2, ... (lax.broadcasted_iota). Like every creation
+// function, the shape comes first and then the dtype.
+Array iota(Shape shape, DType dtype = DType::i32, int64_t dimension = 0, Device* device = nullptr,
            CallSite site = {});
 // [start, stop) with `step`, like numpy.arange.
 Array arange(double start, double stop, double step = 1, DType dtype = DType::i32,
@@ -116,10 +119,6 @@ Array where(const Array& pred, const Array& on_true, const Array& on_false, Call
 Array clip(const Array& x, double low, double high, CallSite site = {});
 Array astype(const Array& x, DType dtype, CallSite site = {});
 
-// A C++ number in an expression with an array is weakly typed: it takes the array's
-// dtype when it can (`x * 2.0` stays bf16 for a bf16 x), as in JAX.
-Array weak_scalar_like(double value, bool is_float, const Array& like, CallSite site = {});
-
 // Operators capture the call site through this operand wrapper.
 struct Operand {
   const Array& array;
@@ -127,12 +126,32 @@ struct Operand {
   Operand(const Array& a, CallSite s = {}) : array(a), site(s) {}  // NOLINT: implicit
 };
 
+// A C++ number beside an array in an operator, of any arithmetic type (`x * n` for an
+// int64_t or size_t n, `x / 2.0f`): weakly typed, as in JAX, so it takes the array's dtype
+// when it can (`x * 2.0` stays bf16 for a bf16 x). An integer that a double cannot hold
+// exactly (beyond 2^53) is an error at the operator, not a rounded value.
+struct WeakScalar {
+  double value = 0;
+  bool is_float = false;
+  bool exact = true;
+  template <typename T>
+  requires std::is_arithmetic_v<T> WeakScalar(
+      T number)  // NOLINT: implicit, so that any number can stand beside an array
+      : value(static_cast<double>(number)), is_float(std::is_floating_point_v<T>) {
+    if constexpr (std::is_integral_v<T>) {
+      // 2^63 (and 2^64) as doubles are outside every 64-bit integer range: compare there
+      // instead of converting back, which would overflow.
+      constexpr double kLimit =
+          std::is_signed_v<T> ? 9223372036854775808.0 : 18446744073709551616.0;
+      exact = value < kLimit && static_cast<T>(value) == number;
+    }
+  }
+};
+
 #define KILN_DECLARE_BINARY_OPERATOR(op)        \
   Array operator op(Operand a, const Array& b); \
-  Array operator op(Operand a, double b);       \
-  Array operator op(double a, Operand b);       \
-  Array operator op(Operand a, int b);          \
-  Array operator op(int a, Operand b);
+  Array operator op(Operand a, WeakScalar b);   \
+  Array operator op(WeakScalar a, Operand b);
 KILN_DECLARE_BINARY_OPERATOR(+)
 KILN_DECLARE_BINARY_OPERATOR(-)
 KILN_DECLARE_BINARY_OPERATOR(*)
@@ -172,6 +191,7 @@ Array dynamic_update_slice(const Array& x, const Array& update, const Array& sta
 Array concatenate(std::span<const Array> arrays, int64_t axis = 0, CallSite site = {});
 Array concatenate(std::initializer_list<Array> arrays, int64_t axis = 0, CallSite site = {});
 Array stack(std::span<const Array> arrays, int64_t axis = 0, CallSite site = {});
+Array stack(std::initializer_list<Array> arrays, int64_t axis = 0, CallSite site = {});
 // lax.pad: low/high per axis (negative crops), interior padding between elements.
 Array pad(const Array& x, Dims low, Dims high, Dims interior = {}, double value = 0,
           CallSite site = {});

@@ -65,7 +65,12 @@ std::shared_ptr<const Executable> Executable::compile(const Program& program,
     executable->plan_ = plan_memory(optimized, executable->steps_, donated);
     executable->kernels_.resize(optimized.equations.size());
     for (size_t e = 0; e < optimized.equations.size(); ++e) {
-      executable->kernels_[e] = chosen_kernel(prim_def(optimized.equations[e].prim));
+      const Equation& equation = optimized.equations[e];
+      std::vector<AbstractValue> in_types, out_types;
+      for (VarId in : equation.inputs) in_types.push_back(optimized.aval(in));
+      for (VarId out : equation.outputs) out_types.push_back(optimized.aval(out));
+      executable->kernels_[e] =
+          chosen_kernel(prim_def(equation.prim), in_types, out_types, equation.params);
     }
     const MemoryPlan& plan = executable->plan_;
     auto in_memory = [&plan](VarId var) {

@@ -51,14 +51,14 @@ Array relu(const Array& x, CallSite site) {
   check_float("relu", x, site);
   // Not maximum(x, 0): its tie rule would give a gradient of 1/2 at 0; this gives 0 there,
   // as JAX and PyTorch do, and still propagates NaN (NaN <= 0 is false).
-  return where(less_equal(x, weak_scalar_like(0, true, x, site), site), zeros_like(x, site), x,
-               site);
+  return where(less_equal(x, kiln::detail::weak_scalar_like(0, true, x, site), site),
+               zeros_like(x, site), x, site);
 }
 
 Array leaky_relu(const Array& x, double negative_slope, CallSite site) {
   check_float("leaky_relu", x, site);
-  return where(greater_equal(x, weak_scalar_like(0, true, x, site), site), x,
-               mul(x, weak_scalar_like(negative_slope, true, x, site), site), site);
+  return where(greater_equal(x, kiln::detail::weak_scalar_like(0, true, x, site), site), x,
+               mul(x, kiln::detail::weak_scalar_like(negative_slope, true, x, site), site), site);
 }
 
 Array elu(const Array& x, double alpha, CallSite site) {
@@ -67,28 +67,33 @@ Array elu(const Array& x, double alpha, CallSite site) {
   Array positive = greater(x, zero, site);
   // expm1 of a large positive x would overflow and poison the discarded branch's gradient.
   Array negative_part = expm1(where(positive, zero, x, site), site);
-  return where(positive, x, mul(negative_part, weak_scalar_like(alpha, true, x, site), site), site);
+  return where(positive, x,
+               mul(negative_part, kiln::detail::weak_scalar_like(alpha, true, x, site), site),
+               site);
 }
 
 Array gelu(const Array& x, bool approximate, CallSite site) {
   check_float("gelu", x, site);
-  Array half = weak_scalar_like(0.5, true, x, site);
-  Array one = weak_scalar_like(1, true, x, site);
+  Array half = kiln::detail::weak_scalar_like(0.5, true, x, site);
+  Array one = kiln::detail::weak_scalar_like(1, true, x, site);
   if (!approximate) {
-    Array cdf = mul(
-        half,
-        add(one, erf(mul(x, weak_scalar_like(std::numbers::sqrt2 / 2, true, x, site), site), site),
-            site),
-        site);
+    Array cdf =
+        mul(half,
+            add(one,
+                erf(mul(x, kiln::detail::weak_scalar_like(std::numbers::sqrt2 / 2, true, x, site),
+                        site),
+                    site),
+                site),
+            site);
     return mul(x, cdf, site);
   }
   // The tanh form's cdf is exactly 0 or 1 (in f64 too) once |x| >= 10, so clamping its
   // argument there changes no value; it keeps x^3 finite, whose derivative times a zero
   // tanh' would otherwise be NaN at |x| ~ 1e13 and beyond.
   Array clamped = clip(x, -10, 10, site);
-  Array inner = mul(weak_scalar_like(std::sqrt(2 / std::numbers::pi), true, x, site),
+  Array inner = mul(kiln::detail::weak_scalar_like(std::sqrt(2 / std::numbers::pi), true, x, site),
                     add(clamped,
-                        mul(weak_scalar_like(0.044715, true, x, site),
+                        mul(kiln::detail::weak_scalar_like(0.044715, true, x, site),
                             mul(clamped, mul(clamped, clamped, site), site), site),
                         site),
                     site);
@@ -103,11 +108,6 @@ Array silu(const Array& x, CallSite site) {
 Array sigmoid(const Array& x, CallSite site) {
   check_float("sigmoid", x, site);
   return logistic(x, site);
-}
-
-Array tanh(const Array& x, CallSite site) {
-  check_float("tanh", x, site);
-  return kiln::tanh(x, site);
 }
 
 Array softplus(const Array& x, CallSite site) {

@@ -50,7 +50,7 @@ class DropoutImpl final : public detail::ModuleImpl {
           "pass one key per step: apply(v, x, {.train = true, .key = random::fold_in(key, step)})");
     }
     CallSite site = scope.site;
-    Array zero = weak_scalar_like(0, true, x, site);
+    Array zero = kiln::detail::weak_scalar_like(0, true, x, site);
     if (rate_ >= 1) return ApplyResult{mul(x, zero, site), variables.state};
     Array keep = random::bernoulli(options.key, 1 - rate_, x.shape(), site);
     Array y = where(keep, Operand(x, site) * (1 / (1 - rate_)), zero, site);

@@ -21,7 +21,7 @@ using detail::check_logits_and_labels;
 using detail::check_same_shape;
 
 Array weak(double value, const Array& like, CallSite site) {
-  return weak_scalar_like(value, true, like, site);
+  return kiln::detail::weak_scalar_like(value, true, like, site);
 }
 
 // Labels clamped into [0, classes) so that gathers stay in bounds, and where they were
@@ -35,8 +35,9 @@ Labels clamp_labels(const Array& raw_labels, int64_t num_classes, CallSite site)
   // A wide index dtype, so that classes - 1 is representable (u8 labels, 300 classes).
   bool wide = raw_labels.dtype() == DType::i64 || raw_labels.dtype() == DType::u32;
   Array labels = astype(raw_labels, wide ? DType::i64 : DType::i32, site);
-  Array low = weak_scalar_like(0, false, labels, site);
-  Array high = weak_scalar_like(static_cast<double>(num_classes - 1), false, labels, site);
+  Array low = kiln::detail::weak_scalar_like(0, false, labels, site);
+  Array high =
+      kiln::detail::weak_scalar_like(static_cast<double>(num_classes - 1), false, labels, site);
   Array valid = bitwise_and(greater_equal(labels, low, site), less_equal(labels, high, site), site);
   return {.clamped = minimum(maximum(labels, low, site), high, site), .valid = valid};
 }

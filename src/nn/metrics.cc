@@ -57,7 +57,7 @@ Array confusion_matrix(const Array& predictions, const Array& labels, int64_t nu
   Array truth = reshape(astype(labels, DType::i64, site), {-1}, site);
   Array guess = reshape(astype(predicted, DType::i64, site), {-1}, site);
   auto integer = [&](int64_t value, const Array& like) {
-    return weak_scalar_like(static_cast<double>(value), false, like, site);
+    return kiln::detail::weak_scalar_like(static_cast<double>(value), false, like, site);
   };
   auto in_range = [&](const Array& c) {
     return bitwise_and(greater_equal(c, integer(0, c), site),

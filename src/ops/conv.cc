@@ -154,7 +154,7 @@ Array avg_pool(const Array& x, Dims window, Dims strides, Padding padding, CallS
   }
   Array sums = reduce_window(PrimId::reduce_window_sum, x, window, strides, pad, site);
   bool padded = pad.low[0] + pad.low[1] + pad.high[0] + pad.high[1] > 0;
-  if (!padded) return sums / static_cast<double>(window[0] * window[1]);
+  if (!padded) return sums / (window[0] * window[1]);
   // Windows that overlap the padding average over fewer cells: divide each output pixel
   // by the number of its window's cells inside the array (rows inside x columns inside).
   int64_t out_h = sums.dim(1), out_w = sums.dim(2);

@@ -94,7 +94,7 @@ Array ones_like(const Array& x, CallSite site) {
   return fill("ones_like", x.shape(), 1, x.dtype(), x.weak_type(), device_of(x), site);
 }
 
-Array iota(DType dtype, Shape shape, int64_t dimension, Device* device, CallSite site) {
+Array iota(Shape shape, DType dtype, int64_t dimension, Device* device, CallSite site) {
   check_numeric("iota", dtype, site);
   check_sizes("iota", shape, site);
   if (shape.rank() == 0) {

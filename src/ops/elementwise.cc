@@ -32,7 +32,7 @@ Array scalar(double value, DType dtype, Device* device, CallSite site) {
   return from_host_bytes(bytes.data(), AbstractValue{Shape{}, dtype}, device, site);
 }
 
-Array weak_scalar_like(double value, bool is_float, const Array& like, CallSite site) {
+Array detail::weak_scalar_like(double value, bool is_float, const Array& like, CallSite site) {
   // Create the literal directly in the dtype it will promote to, so `x_f64 * 0.1` uses the
   // double 0.1 rather than a float rounding of it.
   PromotedType literal{is_float ? DType::f32 : DType::i32, true};
@@ -169,8 +169,8 @@ Array clip(const Array& x, double low, double high, CallSite site) {
     fail(site, fmt::format("clip: low ({}) is greater than high ({})", low, high));
   }
   bool is_float = is_floating(x.dtype());
-  return minimum(maximum(x, weak_scalar_like(low, is_float, x, site), site),
-                 weak_scalar_like(high, is_float, x, site), site);
+  return minimum(maximum(x, detail::weak_scalar_like(low, is_float, x, site), site),
+                 detail::weak_scalar_like(high, is_float, x, site), site);
 }
 
 Array astype(const Array& x, DType dtype, CallSite site) {
@@ -178,21 +178,32 @@ Array astype(const Array& x, DType dtype, CallSite site) {
   return bind1(PrimId::convert_element_type, {x}, ConvertParams{dtype}, site);
 }
 
-#define KILN_DEFINE_BINARY_OPERATOR(op, function)                                  \
-  Array operator op(Operand a, const Array& b) {                                   \
-    return function(a.array, b, a.site);                                           \
-  }                                                                                \
-  Array operator op(Operand a, double b) {                                         \
-    return function(a.array, weak_scalar_like(b, true, a.array, a.site), a.site);  \
-  }                                                                                \
-  Array operator op(double a, Operand b) {                                         \
-    return function(weak_scalar_like(a, true, b.array, b.site), b.array, b.site);  \
-  }                                                                                \
-  Array operator op(Operand a, int b) {                                            \
-    return function(a.array, weak_scalar_like(b, false, a.array, a.site), a.site); \
-  }                                                                                \
-  Array operator op(int a, Operand b) {                                            \
-    return function(weak_scalar_like(a, false, b.array, b.site), b.array, b.site); \
+namespace {
+
+// The number as a weakly typed scalar beside `like`, or an error naming the operator.
+Array weak_operand(const WeakScalar& number, const Array& like, std::string_view op,
+                   CallSite site) {
+  if (!number.exact) {
+    fail(site,
+         fmt::format("operator{}: the integer beside the array is {:.0f} after rounding: a "
+                     "double holds integers exactly only up to 2^53",
+                     op, number.value),
+         "pass the integer as an array (from_host<int64_t>({n}, {})) to use its exact value");
+  }
+  return detail::weak_scalar_like(number.value, number.is_float, like, site);
+}
+
+}  // namespace
+
+#define KILN_DEFINE_BINARY_OPERATOR(op, function)                            \
+  Array operator op(Operand a, const Array& b) {                             \
+    return function(a.array, b, a.site);                                     \
+  }                                                                          \
+  Array operator op(Operand a, WeakScalar b) {                               \
+    return function(a.array, weak_operand(b, a.array, #op, a.site), a.site); \
+  }                                                                          \
+  Array operator op(WeakScalar a, Operand b) {                               \
+    return function(weak_operand(a, b.array, #op, b.site), b.array, b.site); \
   }
 KILN_DEFINE_BINARY_OPERATOR(+, add)
 KILN_DEFINE_BINARY_OPERATOR(-, sub)

@@ -88,7 +88,7 @@ Array one_hot(const Array& labels, int64_t num_classes, DType dtype, CallSite si
     fail(site, fmt::format("one_hot: num_classes must be positive, got {}", num_classes));
   }
   // Compare each label with the class numbers; i64 classes hold any label dtype's values.
-  Array class_row = iota(DType::i64, Shape{num_classes}, 0, device_of(labels), site);
+  Array class_row = iota(Shape{num_classes}, DType::i64, 0, device_of(labels), site);
   Shape column = labels.shape();
   column.dims().push_back(1);
   return astype(equal(reshape(labels, column, site), class_row, site), dtype, site);

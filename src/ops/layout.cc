@@ -275,6 +275,10 @@ Array stack(std::span<const Array> arrays, int64_t axis, CallSite site) {
   return concatenate(expanded, at, site);
 }
 
+Array stack(std::initializer_list<Array> arrays, int64_t axis, CallSite site) {
+  return stack(std::span<const Array>(arrays.begin(), arrays.size()), axis, site);
+}
+
 Array pad(const Array& x, Dims low, Dims high, Dims interior, double value, CallSite site) {
   check_defined("pad", x, site);
   if (interior.empty()) interior = Dims(static_cast<size_t>(x.rank()), 0);

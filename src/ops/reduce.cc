@@ -79,7 +79,8 @@ Array mean(const Array& x, Dims axes, bool keepdims, CallSite site) {
   DType compute = narrow ? DType::f32 : out_dtype;
   Array wide = x.dtype() == compute ? x : astype(x, compute, site);
   Array total = bind1(PrimId::reduce_sum, {wide}, ReduceParams{normalised}, site);
-  Array out = div(total, weak_scalar_like(static_cast<double>(count), true, total, site), site);
+  Array out =
+      div(total, detail::weak_scalar_like(static_cast<double>(count), true, total, site), site);
   if (narrow) out = astype(out, out_dtype, site);
   return keepdims ? keep_dims(out, x.shape(), normalised, site) : out;
 }

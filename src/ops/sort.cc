@@ -46,7 +46,7 @@ Array argsort(const Array& x, int64_t axis, DType index_dtype, CallSite site) {
          "reshape to rank 1 first, e.g. reshape(x, {1})");
   }
   int64_t dimension = user_axis("argsort", axis, x.rank(), site);
-  Array indices = iota(index_dtype, x.shape(), dimension, device_of(x), site);
+  Array indices = iota(x.shape(), index_dtype, dimension, device_of(x), site);
   return sort_key_val(x, indices, dimension, site).second;
 }
 

@@ -21,7 +21,7 @@ Array f32_scalar_on(double value, const Array& like) {
 
 // The step as f32, clamped to [0, limit] first in i32 (exact for steps below 2^24).
 Array clamped_steps(const Array& step, int64_t limit) {
-  return astype(clip(step, 0, static_cast<double>(limit)), DType::f32);
+  return astype(clip(step, 0, limit), DType::f32);
 }
 
 // An int64 step bound, clamped into i32 (the count never leaves it).
@@ -51,7 +51,7 @@ Schedule linear(double init, double end, int64_t steps, CallSite site) {
   require_non_negative("linear", "end", end, site);
   require_steps("linear", "steps", steps, 1, site);
   return [=](const Array& step) {
-    Array remaining = 1.0 - clamped_steps(step, steps) / static_cast<double>(steps);
+    Array remaining = 1.0 - clamped_steps(step, steps) / steps;
     return remaining * (init - end) + end;
   };
 }
@@ -62,7 +62,7 @@ Schedule cosine_decay(double init, int64_t decay_steps, double alpha, CallSite s
   require_steps("cosine_decay", "decay_steps", decay_steps, 1, site);
   return [=](const Array& step) {
     Array t = clamped_steps(step, decay_steps);
-    Array cosine = 0.5 * (1.0 + cos(t * std::numbers::pi / static_cast<double>(decay_steps)));
+    Array cosine = 0.5 * (1.0 + cos(t * std::numbers::pi / decay_steps));
     return ((1.0 - alpha) * cosine + alpha) * init;
   };
 }
@@ -84,10 +84,10 @@ Schedule warmup_cosine(double peak, int64_t warmup_steps, int64_t decay_steps, d
     // peak * ((1 - alpha) * cosine + alpha) with alpha = end / peak, without the division.
     Array since =
         astype(clip(step - as_i32_bound(warmup_steps), 0, as_i32_bound(cosine_steps)), DType::f32);
-    Array cosine = 0.5 * (1.0 + cos(since * std::numbers::pi / static_cast<double>(cosine_steps)));
+    Array cosine = 0.5 * (1.0 + cos(since * std::numbers::pi / cosine_steps));
     Array decayed = cosine * (peak - end_value) + end_value;
     if (warmup_steps == 0) return decayed;
-    Array warm = clamped_steps(step, warmup_steps) / static_cast<double>(warmup_steps) * peak;
+    Array warm = clamped_steps(step, warmup_steps) / warmup_steps * peak;
     return where(step < as_i32_bound(warmup_steps), warm, decayed);
   };
 }
@@ -126,7 +126,7 @@ Schedule exponential(double init, double rate, int64_t transition_steps, bool st
   detail::require_positive("exponential", "rate", rate, site);
   require_steps("exponential", "transition_steps", transition_steps, 1, site);
   return [=](const Array& step) {
-    Array exponent = astype(step, DType::f32) / static_cast<double>(transition_steps);
+    Array exponent = astype(step, DType::f32) / transition_steps;
     if (staircase) exponent = floor(exponent);
     return pow(f32_scalar_on(rate, step), exponent) * init;
   };

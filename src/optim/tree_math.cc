@@ -57,7 +57,8 @@ Array zero_count(const Tree& params) {
 
 Array next_count(const Array& count) {
   // Saturate rather than wrap to a negative step, which the schedules would misread.
-  Array last = weak_scalar_like(std::numeric_limits<int32_t>::max() - 1.0, false, count);
+  Array last =
+      kiln::detail::weak_scalar_like(std::numeric_limits<int32_t>::max() - 1.0, false, count);
   return minimum(count, last) + 1;
 }
 
@@ -73,7 +74,8 @@ Array rate_at(std::string_view what, const Schedule& schedule, const Array& coun
 
 Array latest_rate(std::string_view what, const Schedule& schedule, const Array& count,
                   CallSite site) {
-  return rate_at(what, schedule, maximum(count - 1, weak_scalar_like(0, false, count)), site);
+  return rate_at(what, schedule,
+                 maximum(count - 1, kiln::detail::weak_scalar_like(0, false, count)), site);
 }
 
 Leaves leaves_of(const Tree& tree) {

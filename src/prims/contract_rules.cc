@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "prims/cost_util.h"
 #include "prims/registry.h"
 
 namespace kiln {
@@ -215,11 +216,35 @@ std::vector<AbstractValue> conv_rule(std::span<const AbstractValue> inputs, cons
   return {AbstractValue{out, lhs.dtype, false}};
 }
 
+// ----- cost rules (kiln/cost_types.h) -----
+
+// 2 x (result elements) x (contracted size): 2 x batch x M x N x K for a batched matmul.
+Cost dot_general_cost(std::span<const AbstractValue> inputs, std::span<const AbstractValue> outputs,
+                      const Params& params) {
+  const auto& p = std::get<DotGeneralParams>(params);
+  double contracted = 1;
+  for (int64_t axis : p.lhs_contracting) contracted *= static_cast<double>(inputs[0].shape[axis]);
+  return cost::moves_all(inputs, outputs, 2 * cost::elements(outputs[0]) * contracted);
+}
+
+// 2 x (result elements) x (kernel window) x (input channels per group); rhs is HWIO. Taps
+// that fall on padding or on the holes of lhs_dilation are counted too: the count is the
+// multiply-adds of the convolution as written, not of a particular algorithm.
+Cost conv_cost(std::span<const AbstractValue> inputs, std::span<const AbstractValue> outputs,
+               const Params&) {
+  const Shape& rhs = inputs[1].shape;
+  double taps =
+      static_cast<double>(rhs[0]) * static_cast<double>(rhs[1]) * static_cast<double>(rhs[2]);
+  return cost::moves_all(inputs, outputs, 2 * cost::elements(outputs[0]) * taps);
+}
+
 }  // namespace
 
 void register_contract_rules(PrimTable& table) {
   table[PrimId::dot_general].abstract_eval = dot_general_rule;
   table[PrimId::conv_general_dilated].abstract_eval = conv_rule;
+  table[PrimId::dot_general].cost = dot_general_cost;
+  table[PrimId::conv_general_dilated].cost = conv_cost;
 }
 
 }  // namespace kiln

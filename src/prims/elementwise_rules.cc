@@ -199,26 +199,10 @@ std::vector<AbstractValue> convert_rule(std::span<const AbstractValue> inputs, c
 }  // namespace
 
 void register_elementwise_rules(PrimTable& table) {
-  for (const auto& spec : kUnarySpecs) {
-    table[spec.id].abstract_eval = unary_rule;
-    table[spec.id].flags |= kElementwise;
-  }
-  for (const auto& spec : kBinarySpecs) {
-    table[spec.id].abstract_eval = binary_rule;
-    table[spec.id].flags |= kElementwise;
-  }
-  // Boolean results and bitwise ops have no derivative; (sign, floor, round... have a zero
-  // one and stay differentiable).
-  for (PrimId id :
-       {PrimId::is_finite, PrimId::not_, PrimId::and_, PrimId::or_, PrimId::xor_, PrimId::eq,
-        PrimId::ne, PrimId::lt, PrimId::le, PrimId::gt, PrimId::ge, PrimId::shift_left,
-        PrimId::shift_right_logical, PrimId::shift_right_arithmetic}) {
-    table[id].flags |= kNotDifferentiable;
-  }
+  for (const auto& spec : kUnarySpecs) table[spec.id].abstract_eval = unary_rule;
+  for (const auto& spec : kBinarySpecs) table[spec.id].abstract_eval = binary_rule;
   table[PrimId::select].abstract_eval = select_rule;
-  table[PrimId::select].flags |= kElementwise;
   table[PrimId::convert_element_type].abstract_eval = convert_rule;
-  table[PrimId::convert_element_type].flags |= kElementwise;
 }
 
 }  // namespace kiln

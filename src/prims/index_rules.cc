@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "prims/cost_util.h"
 #include "prims/registry.h"
 
 namespace kiln {
@@ -93,12 +94,31 @@ std::vector<AbstractValue> scatter_rule(std::span<const AbstractValue> inputs, c
   return {out};
 }
 
+// ----- cost rules (kiln/cost_types.h) -----
+
+// gather reads the operand rows it picks (as many elements as it writes) and the indices.
+Cost gather_cost(std::span<const AbstractValue> inputs, std::span<const AbstractValue> outputs,
+                 const Params&) {
+  return Cost{.bytes_read = cost::bytes(outputs[0]) + cost::bytes(inputs[1]),
+              .bytes_written = cost::bytes(outputs[0])};
+}
+
+// kiln's scatters write a new result: the operand is copied, then the updates land on it
+// (scatter moves data only; scatter_add adds each update: one FLOP per update element).
+Cost scatter_add_cost(std::span<const AbstractValue> inputs, std::span<const AbstractValue> outputs,
+                      const Params&) {
+  return cost::moves_all(inputs, outputs, cost::elements(inputs[2]));
+}
+
 }  // namespace
 
 void register_index_rules(PrimTable& table) {
   table[PrimId::gather].abstract_eval = gather_rule;
   table[PrimId::scatter].abstract_eval = scatter_rule;
   table[PrimId::scatter_add].abstract_eval = scatter_rule;
+  table[PrimId::gather].cost = gather_cost;
+  table[PrimId::scatter].cost = cost::movement;
+  table[PrimId::scatter_add].cost = scatter_add_cost;
 }
 
 }  // namespace kiln

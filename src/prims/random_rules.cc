@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "prims/cost_util.h"
 #include "prims/registry.h"
 
 namespace kiln {
@@ -79,14 +80,26 @@ std::vector<AbstractValue> bitcast_rule(std::span<const AbstractValue> inputs, c
   return {out};
 }
 
+// ----- cost rules (kiln/cost_types.h) -----
+
+// Integer operations of one Threefry-2x32 block (one element of each result): 20 rounds of
+// (add, rotate = shift + shift + or, xor) = 100, five key injections of three adds = 15,
+// and two xors for the third key word. Counted as FLOPs, as XLA counts integer ops.
+constexpr double kThreefryOpsPerElement = 20 * 5 + 5 * 3 + 2;
+
+Cost threefry_cost(std::span<const AbstractValue> inputs, std::span<const AbstractValue> outputs,
+                   const Params&) {
+  return cost::moves_all(inputs, outputs, kThreefryOpsPerElement * cost::elements(outputs[0]));
+}
+
 }  // namespace
 
 void register_random_rules(PrimTable& table) {
   table[PrimId::threefry2x32].abstract_eval = threefry_rule;
-  table[PrimId::threefry2x32].flags |= kElementwise | kNotDifferentiable;
+  // Same bytes, new dtype: flagged kAliasesOperand, so eager mode shares the operand's
+  // buffer (no kernel runs there).
   table[PrimId::bitcast_convert_type].abstract_eval = bitcast_rule;
-  // Same bytes, new dtype: eager mode shares the operand's buffer (no kernel runs there).
-  table[PrimId::bitcast_convert_type].flags |= kElementwise | kNotDifferentiable | kAliasesOperand;
+  table[PrimId::threefry2x32].cost = threefry_cost;
 }
 
 }  // namespace kiln

@@ -4,6 +4,7 @@
 // accept negative axes and keepdims and normalise before binding.
 #include <fmt/format.h>
 
+#include "prims/cost_util.h"
 #include "prims/registry.h"
 
 namespace kiln {
@@ -86,6 +87,15 @@ std::vector<AbstractValue> cumsum_rule(std::span<const AbstractValue> inputs, co
   return {x};
 }
 
+// ----- cost rules (kiln/cost_types.h) -----
+
+// Reductions, arg-reductions and cumsum: one FLOP (an add, a max, a comparison) per
+// operand element.
+Cost reduce_cost(std::span<const AbstractValue> inputs, std::span<const AbstractValue> outputs,
+                 const Params&) {
+  return cost::moves_all(inputs, outputs, cost::elements(inputs[0]));
+}
+
 }  // namespace
 
 void register_reduce_rules(PrimTable& table) {
@@ -95,9 +105,12 @@ void register_reduce_rules(PrimTable& table) {
   }
   for (PrimId id : {PrimId::argmax, PrimId::argmin}) {
     table[id].abstract_eval = arg_reduce_rule;
-    table[id].flags |= kNotDifferentiable;
   }
   table[PrimId::cumsum].abstract_eval = cumsum_rule;
+  for (PrimId id : {PrimId::reduce_sum, PrimId::reduce_max, PrimId::reduce_min, PrimId::reduce_prod,
+                    PrimId::argmax, PrimId::argmin, PrimId::cumsum}) {
+    table[id].cost = reduce_cost;
+  }
 }
 
 }  // namespace kiln

@@ -19,13 +19,13 @@ constexpr size_t variant_index() {
 
 PrimTable::PrimTable() {
   defs_ = {
-#define KILN_PRIM(id_, name_, arity_, family_, params_)     \
-  PrimDef{.id = PrimId::id_,                                \
-          .name = name_,                                    \
-          .arity = arity_,                                  \
-          .family = Family::family_,                        \
-          .params_index = variant_index<params_, Params>(), \
-          .flags = 0},
+#define KILN_PRIM(id_, name_, arity_, family_, params_, flags_) \
+  PrimDef{.id = PrimId::id_,                                    \
+          .name = name_,                                        \
+          .arity = arity_,                                      \
+          .family = Family::family_,                            \
+          .params_index = variant_index<params_, Params>(),     \
+          .flags = (flags_)},
 #include "prims/prim_list.def"
 #undef KILN_PRIM
   };
@@ -67,6 +67,14 @@ std::string_view prim_name(PrimId id) {
 
 std::span<const PrimDef> all_prims() {
   return register_all().all();
+}
+
+KernelFn kernel_for(const PrimDef& prim, std::span<const AbstractValue> inputs,
+                    std::span<const AbstractValue> outputs, const Params& params,
+                    bool reference_only) {
+  bool fast = prim.cpu_kernel != nullptr && !reference_only &&
+              (prim.cpu_supports == nullptr || prim.cpu_supports(inputs, outputs, params));
+  return fast ? prim.cpu_kernel : prim.ref_kernel;
 }
 
 int64_t normalize_axis(int64_t axis, int64_t rank, const RuleContext& context,

@@ -18,13 +18,13 @@
 namespace kiln {
 
 enum class PrimId : uint16_t {
-#define KILN_PRIM(id, name, arity, family, params) id,
+#define KILN_PRIM(id, name, arity, family, params, flags) id,
 #include "prims/prim_list.def"
 #undef KILN_PRIM
 };
 
 inline constexpr int kNumPrims = 0
-#define KILN_PRIM(id, name, arity, family, params) +1
+#define KILN_PRIM(id, name, arity, family, params, flags) +1
 #include "prims/prim_list.def"
 #undef KILN_PRIM
     ;
@@ -45,13 +45,19 @@ enum class Family : uint8_t {
   kControlFlow
 };
 
+// Static facts of a primitive, a column of prim_list.def.
 enum PrimFlags : uint32_t {
+  // Each result element depends only on the operand elements at its position (operands
+  // broadcast): batches with the elementwise rule, fuses under jit.
   kElementwise = 1u << 0,
   kNotDifferentiable = 1u << 1,
   // The output is the operand's buffer reinterpreted (same bytes, new shape): eager mode
   // shares the buffer instead of running a kernel. (For the variadic optimization_barrier:
   // output i is operand i.)
   kAliasesOperand = 1u << 2,
+  // An elementwise math function (exp, tanh, pow...): costed as one transcendental per
+  // result element instead of one FLOP.
+  kTranscendental = 1u << 3,
 };
 
 // A kernel sees its operands and results as dense row-major buffers with their types.
@@ -70,6 +76,11 @@ struct KernelCall {
   ComputePool& pool;
 };
 using KernelFn = void (*)(const KernelCall& call);
+// Whether a fast kernel handles a call with these operand and result types and params (a
+// layout, a dtype): the dispatcher (kernel_for) runs the reference kernel for the others,
+// so a fast kernel never calls the reference itself.
+using KernelSupportFn = bool (*)(std::span<const AbstractValue> inputs,
+                                 std::span<const AbstractValue> outputs, const Params& params);
 
 struct PrimDef;
 
@@ -95,8 +106,8 @@ struct VjpArgs {
 using VjpFn = std::vector<Array> (*)(const VjpArgs& args);
 
 // Eager meaning in terms of ops, for primitives that are functions of arrays rather than
-// kernels (custom_vjp_call; later control flow). The eager interpreter calls it instead of
-// queueing a kernel.
+// kernels (custom_vjp_call, the control-flow primitives, the remat markers). The eager
+// interpreter calls it instead of queueing a kernel.
 using ImplFn = std::vector<Array> (*)(std::span<const Array> inputs, const Params& params,
                                       CallSite site);
 
@@ -138,11 +149,12 @@ struct PrimDef {
   uint32_t flags = 0;
   AbstractEvalFn abstract_eval = nullptr;
   KernelFn ref_kernel = nullptr;  // required (or impl): the plain, obviously-correct kernel
-  KernelFn cpu_kernel = nullptr;  // optional fast CPU kernel; falls back to ref_kernel
-  VjpFn vjp = nullptr;            // required unless kNotDifferentiable
-  ImplFn impl = nullptr;          // instead of kernels, for primitives defined by ops
-  BatchFn batch = nullptr;        // required: how vmap runs the primitive on a batch
-  CostFn cost = nullptr;          // required: FLOPs and bytes, for cost_analysis
+  KernelFn cpu_kernel = nullptr;  // optional fast CPU kernel
+  KernelSupportFn cpu_supports = nullptr;  // which calls cpu_kernel takes; null: every call
+  VjpFn vjp = nullptr;                     // required unless kNotDifferentiable
+  ImplFn impl = nullptr;                   // instead of kernels, for primitives defined by ops
+  BatchFn batch = nullptr;                 // required: how vmap runs the primitive on a batch
+  CostFn cost = nullptr;                   // required: FLOPs and bytes, for cost_analysis
 
   bool has_flag(PrimFlags flag) const { return (flags & flag) != 0; }
 };
@@ -166,6 +178,12 @@ inline const PrimDef& prim_def(PrimId id) {
 }
 std::string_view prim_name(PrimId id);
 std::span<const PrimDef> all_prims();
+
+// The kernel that runs a call with these types and params: the fast kernel where there is
+// one that supports the call (and `reference_only` is false), else the reference kernel.
+KernelFn kernel_for(const PrimDef& prim, std::span<const AbstractValue> inputs,
+                    std::span<const AbstractValue> outputs, const Params& params,
+                    bool reference_only);
 
 // Registration functions, one per family of rules or kernels.
 void register_elementwise_rules(PrimTable& table);

@@ -3,6 +3,7 @@
 // primitive level axes are normalised (non-negative) and every list has one entry per
 // axis; the user-level ops in src/ops/layout.cc accept numpy conventions and normalise.
 #include "prims/shape_rules.h"
+#include "prims/cost_util.h"
 
 #include <algorithm>
 #include <limits>
@@ -220,12 +221,18 @@ std::vector<AbstractValue> iota_rule(std::span<const AbstractValue>, const Param
   return {AbstractValue{p.shape, p.dtype}};
 }
 
+// ----- cost rules (kiln/cost_types.h) -----
+
+Cost iota_cost(std::span<const AbstractValue>, std::span<const AbstractValue> outputs,
+               const Params&) {
+  return Cost{.bytes_written = cost::bytes(outputs[0])};
+}
+
 }  // namespace
 
 void register_shape_rules(PrimTable& table) {
   table[PrimId::broadcast_in_dim].abstract_eval = broadcast_in_dim_rule;
   table[PrimId::reshape].abstract_eval = reshape_rule;
-  table[PrimId::reshape].flags |= kAliasesOperand;
   table[PrimId::transpose].abstract_eval = transpose_rule;
   table[PrimId::concatenate].abstract_eval = concatenate_rule;
   table[PrimId::pad].abstract_eval = pad_rule;
@@ -236,10 +243,14 @@ void register_shape_rules(PrimTable& table) {
     return std::vector<AbstractValue>{inputs[0]};
   };
   // Its zero derivative is a definition, not the identity's: finite differences cannot
-  // check it, so it is flagged (and the Gradient column skips it) while its VJP rule stays.
-  table[PrimId::stop_gradient].flags |= kAliasesOperand | kNotDifferentiable;
-  table[PrimId::iota].flags |= kNotDifferentiable;
+  // check it, so prim_list.def flags it kNotDifferentiable (and the Gradient column skips
+  // it) while its VJP rule stays.
   register_slice_rules(table);
+  table[PrimId::iota].cost = iota_cost;
+  for (PrimId id : {PrimId::broadcast_in_dim, PrimId::transpose, PrimId::dynamic_update_slice,
+                    PrimId::concatenate, PrimId::pad}) {
+    table[id].cost = cost::movement;
+  }
 }
 
 }  // namespace kiln

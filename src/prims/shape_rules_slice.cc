@@ -3,6 +3,7 @@
 // integer vector operand, clamped at run time so the window stays inside, as in XLA).
 #include <fmt/format.h>
 
+#include "prims/cost_util.h"
 #include "prims/shape_rules.h"
 
 namespace kiln {
@@ -94,12 +95,24 @@ std::vector<AbstractValue> dynamic_update_slice_rule(std::span<const AbstractVal
   return {out};
 }
 
+// ----- cost rules (kiln/cost_types.h) -----
+
+// slice and dynamic_slice read only the elements they keep (plus the start indices).
+Cost slice_cost(std::span<const AbstractValue> inputs, std::span<const AbstractValue> outputs,
+                const Params&) {
+  Cost result{.bytes_read = cost::bytes(outputs[0]), .bytes_written = cost::bytes(outputs[0])};
+  for (size_t i = 1; i < inputs.size(); ++i) result.bytes_read += cost::bytes(inputs[i]);
+  return result;
+}
+
 }  // namespace
 
 void register_slice_rules(PrimTable& table) {
   table[PrimId::slice].abstract_eval = slice_rule;
   table[PrimId::dynamic_slice].abstract_eval = dynamic_slice_rule;
   table[PrimId::dynamic_update_slice].abstract_eval = dynamic_update_slice_rule;
+  table[PrimId::slice].cost = slice_cost;
+  table[PrimId::dynamic_slice].cost = slice_cost;
 }
 
 }  // namespace kiln

@@ -3,9 +3,12 @@
 // types. This is lax.sort; sort_key_val and argsort are sort with two operands.
 #include <ranges>
 
+#include <cmath>
+
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "prims/cost_util.h"
 #include "prims/registry.h"
 
 namespace kiln {
@@ -43,13 +46,31 @@ std::vector<AbstractValue> sort_rule(std::span<const AbstractValue> inputs, cons
   return out;
 }
 
+// ----- cost rules (kiln/cost_types.h) -----
+
+// n log2 n comparisons per line of n elements along the sorted dimension.
+Cost sort_cost(std::span<const AbstractValue> inputs, std::span<const AbstractValue> outputs,
+               const Params& params) {
+  const auto& p = std::get<SortParams>(params);
+  const Shape& shape = inputs[0].shape;
+  Cost result = cost::moves_all(inputs, outputs);
+  if (shape.rank() == 0) return result;
+  int64_t dimension = p.dimension < 0 ? p.dimension + shape.rank() : p.dimension;
+  if (dimension < 0 || dimension >= shape.rank()) return result;
+  double n = static_cast<double>(shape[dimension]);
+  if (n < 2) return result;
+  double lines = cost::elements(inputs[0]) / n;
+  result.flops = lines * n * std::log2(n);
+  return result;
+}
+
 }  // namespace
 
 void register_sort_rules(PrimTable& table) {
   table[PrimId::sort].abstract_eval = sort_rule;
   // Its gradient (a gather of the cotangent by the sorting permutation) comes with the
   // transformations.
-  table[PrimId::sort].flags |= kNotDifferentiable;
+  table[PrimId::sort].cost = sort_cost;
 }
 
 }  // namespace kiln

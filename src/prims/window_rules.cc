@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "prims/cost_util.h"
 #include "prims/registry.h"
 
 namespace kiln {
@@ -80,12 +81,35 @@ std::vector<AbstractValue> select_and_scatter_add_rule(std::span<const AbstractV
   return {operand};
 }
 
+// ----- cost rules (kiln/cost_types.h) -----
+
+// One max or add per window element per result element.
+Cost reduce_window_cost(std::span<const AbstractValue> inputs,
+                        std::span<const AbstractValue> outputs, const Params& params) {
+  const auto& p = std::get<ReduceWindowParams>(params);
+  double window = 1;
+  for (int64_t size : p.window_dimensions) window *= static_cast<double>(size);
+  return cost::moves_all(inputs, outputs, cost::elements(outputs[0]) * window);
+}
+
+// One comparison per window element per source element, then one add per source element.
+Cost select_and_scatter_add_cost(std::span<const AbstractValue> inputs,
+                                 std::span<const AbstractValue> outputs, const Params& params) {
+  const auto& p = std::get<ReduceWindowParams>(params);
+  double window = 1;
+  for (int64_t size : p.window_dimensions) window *= static_cast<double>(size);
+  return cost::moves_all(inputs, outputs, cost::elements(inputs[0]) * (window + 1));
+}
+
 }  // namespace
 
 void register_window_rules(PrimTable& table) {
   table[PrimId::reduce_window_max].abstract_eval = window_rule;
   table[PrimId::reduce_window_sum].abstract_eval = window_rule;
   table[PrimId::select_and_scatter_add].abstract_eval = select_and_scatter_add_rule;
+  table[PrimId::reduce_window_max].cost = reduce_window_cost;
+  table[PrimId::reduce_window_sum].cost = reduce_window_cost;
+  table[PrimId::select_and_scatter_add].cost = select_and_scatter_add_cost;
 }
 
 }  // namespace kiln

@@ -47,9 +47,9 @@ std::pair<Array, Array> hashed_counts(const Array& key, const Shape& shape, Call
   if (count <= (int64_t{1} << 32)) {
     // Every index fits in the low word (JAX's iota_2x32_shape then has a zero high word).
     high = constant(0, DType::u32, key, site);
-    low = reshape(iota(DType::u32, Shape{count}, 0, device_of(key), site), shape, site);
+    low = reshape(iota(Shape{count}, DType::u32, 0, device_of(key), site), shape, site);
   } else {
-    Array index = reshape(iota(DType::i64, Shape{count}, 0, device_of(key), site), shape, site);
+    Array index = reshape(iota(Shape{count}, DType::i64, 0, device_of(key), site), shape, site);
     high = astype(shift_right_logical(index, constant(32, DType::i64, key, site), site), DType::u32,
                   site);
     low = astype(index, DType::u32, site);

@@ -128,7 +128,7 @@ Array from_host_bytes(const void* data, AbstractValue aval, Device* target, Call
                                              Completion::done(), /*committed=*/target != nullptr));
 }
 
-void check_host_size(size_t count, const Shape& shape, CallSite site) {
+void detail::check_host_size(size_t count, const Shape& shape, CallSite site) {
   if (static_cast<int64_t>(count) != shape.num_elements()) {
     fail(site, fmt::format("from_host: {} values given for shape {}, which holds {}", count,
                            shape.to_string(), shape.num_elements()));

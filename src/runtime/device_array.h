@@ -70,9 +70,11 @@ TargetDevice target_of(std::span<const Array> arrays, CallSite site, std::string
 // Waits for the array and rethrows its kernel's error, if any.
 void wait_ready(const DeviceArray& array, CallSite site);
 
-// The kernel eager mode runs for `prim`: the fast CPU kernel, or the reference kernel when
-// there is none or KILN_KERNELS=ref.
-KernelFn chosen_kernel(const PrimDef& prim);
+// The kernel that runs `prim` on operands and results of these types (eager ops and jit
+// alike): the fast CPU kernel where it supports the call, else the reference kernel (always
+// with KILN_KERNELS=ref).
+KernelFn chosen_kernel(const PrimDef& prim, std::span<const AbstractValue> inputs,
+                       std::span<const AbstractValue> outputs, const Params& params);
 
 // Runtime-wide state beyond the devices.
 CpuDevice& cpu_device(Device& device);

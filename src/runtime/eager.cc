@@ -83,7 +83,13 @@ class EagerInterpreter final : public Interpreter {
           std::make_shared<DeviceArray>(aval, &device, results.back(), completion, committed));
     }
 
-    KernelFn kernel = chosen_kernel(prim);
+    // Operand types are gathered only for a fast kernel that chooses its calls: the common
+    // case (no predicate) costs nothing more per op.
+    std::vector<AbstractValue> in_types;
+    if (prim.cpu_supports != nullptr) {
+      for (const Operand& operand : operands) in_types.push_back(operand.aval);
+    }
+    KernelFn kernel = chosen_kernel(prim, in_types, out_avals, params);
     KILN_CHECK(kernel != nullptr, "{} has no kernel", prim.name);
     device.enqueue([&prim, kernel, params, operands = std::move(operands),
                     results = std::move(results), out_avals = std::move(out_avals), completion,
@@ -129,8 +135,9 @@ class EagerInterpreter final : public Interpreter {
 
 }  // namespace
 
-KernelFn chosen_kernel(const PrimDef& prim) {
-  return (prim.cpu_kernel && !reference_kernels_forced()) ? prim.cpu_kernel : prim.ref_kernel;
+KernelFn chosen_kernel(const PrimDef& prim, std::span<const AbstractValue> inputs,
+                       std::span<const AbstractValue> outputs, const Params& params) {
+  return kernel_for(prim, inputs, outputs, params, reference_kernels_forced());
 }
 
 Interpreter& eager_interpreter() {

@@ -94,7 +94,8 @@ void check_grads_flat(const FlatFunction& fn, std::span<const Array> inputs,
       if (differentiable[i])
         moved[i] =
             add(inputs[i],
-                mul(tangent[i], weak_scalar_like(sign * eps, true, tangent[i], site), site), site);
+                mul(tangent[i], detail::weak_scalar_like(sign * eps, true, tangent[i], site), site),
+                site);
     }
     return fn(moved);
   };

@@ -67,7 +67,6 @@ void register_remat_prims(PrimTable& table) {
     def.impl = identity_impl;
     def.ref_kernel = copy_kernel;
     def.vjp = identity_vjp;
-    def.flags |= kAliasesOperand;
   }
   table[PrimId::optimization_barrier].abstract_eval = identity_rule;
   table[PrimId::checkpoint_name].abstract_eval = checkpoint_name_rule;

@@ -46,7 +46,7 @@ bool updating_goldens() {
 
 // A weakly typed scalar (as a C++ number in an expression would be).
 Array weak(double value, const Array& like) {
-  return weak_scalar_like(value, true, like);
+  return detail::weak_scalar_like(value, true, like);
 }
 
 Array relu(const Array& x) {
@@ -96,7 +96,7 @@ TracedProgram layout() {
     Array padded = pad(sliced, {-1, 2}, {1, 0}, {1, 1}, 0.5);  // negative low, interior: [5,7]
     Array joined = concatenate({padded, padded + 1.0}, 1);
     Array flat = reshape(transpose(joined), {-1});
-    Array counted = iota(DType::i32, {2, 6}, 1).astype(DType::bf16);
+    Array counted = iota({2, 6}, DType::i32, 1).astype(DType::bf16);
     Array window = dynamic_slice(x, start, {2, 6});
     Array updated = dynamic_update_slice(x, window * 2.0, start);
     return std::vector<Array>{flat, counted, updated, bitcast_convert_type(window, DType::u32),

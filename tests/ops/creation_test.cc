@@ -55,15 +55,15 @@ TEST(FullLike, KeepsShapeDtypeAndWeakType) {
 }
 
 TEST(Iota, CountsAlongOneAxis) {
-  EXPECT_EQ(iota(DType::i32, {4}).to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 2, 3}));
-  EXPECT_EQ(iota(DType::f32, {2, 3}, 1).to_vector<float>(), (std::vector<float>{0, 1, 2, 0, 1, 2}));
-  EXPECT_EQ(iota(DType::i64, {2, 3}, -2).to_vector<int64_t>(),
+  EXPECT_EQ(iota({4}, DType::i32).to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(iota({2, 3}, DType::f32, 1).to_vector<float>(), (std::vector<float>{0, 1, 2, 0, 1, 2}));
+  EXPECT_EQ(iota({2, 3}, DType::i64, -2).to_vector<int64_t>(),
             (std::vector<int64_t>{0, 0, 0, 1, 1, 1}));
-  EXPECT_EQ(iota(DType::u8, {0}).size(), 0);
-  EXPECT_TRUE(fails_with([] { iota(DType::i32, {3}, 1); }, {"iota:", "axis 1", "HINT:"}));
-  EXPECT_TRUE(fails_with([] { iota(DType::i32, {}); }, {"iota:", "HINT:"}));
-  EXPECT_TRUE(fails_with([] { iota(DType::bool_, {3}); }, {"iota:", "bool", "HINT:"}));
-  EXPECT_TRUE(fails_with([] { iota(DType::i32, {-3}); }, {"iota:", "negative"}));
+  EXPECT_EQ(iota({0}, DType::u8).size(), 0);
+  EXPECT_TRUE(fails_with([] { iota({3}, DType::i32, 1); }, {"iota:", "axis 1", "HINT:"}));
+  EXPECT_TRUE(fails_with([] { iota({}, DType::i32); }, {"iota:", "HINT:"}));
+  EXPECT_TRUE(fails_with([] { iota({3}, DType::bool_); }, {"iota:", "bool", "HINT:"}));
+  EXPECT_TRUE(fails_with([] { iota({-3}, DType::i32); }, {"iota:", "negative"}));
 }
 
 TEST(Arange, FollowsNumpy) {

@@ -84,13 +84,26 @@ std::vector<OpRow> rows_with_fast_kernels() {
   return rows;
 }
 
+// Whether the primitive's fast kernel declares that it takes this case (the dispatcher runs
+// the reference kernel, which the first column checks, for the others).
+bool fast_kernel_takes(const PrimDef& prim, const OpCase& c,
+                       const std::vector<AbstractValue>& out_avals) {
+  std::vector<AbstractValue> in_avals;
+  for (const TestArray& input : c.inputs) in_avals.push_back(input.aval);
+  return kernel_for(prim, in_avals, out_avals, c.params, /*reference_only=*/false) ==
+         prim.cpu_kernel;
+}
+
 TEST_P(FastKernel, MatchesReferenceAndIgnoresThreadCount) {
   const OpRow& row = GetParam();
   const PrimDef& prim = prim_def(row.prim);
   ComputePool serial(1);
   ComputePool three(3);
+  int64_t taken = 0;
   for (const OpCase& c : row.cases()) {
     std::vector<AbstractValue> out_avals = out_avals_of(row, c);
+    if (!fast_kernel_takes(prim, c, out_avals)) continue;
+    ++taken;
     std::vector<TestArray> reference = run_kernel(prim.ref_kernel, c, out_avals, serial);
     std::vector<TestArray> fast = run_kernel(prim.cpu_kernel, c, out_avals, compute_pool());
     std::vector<TestArray> fast_serial = run_kernel(prim.cpu_kernel, c, out_avals, serial);
@@ -103,6 +116,33 @@ TEST_P(FastKernel, MatchesReferenceAndIgnoresThreadCount) {
           << case_name(row, c) << ": result depends on the number of compute threads";
     }
   }
+  // A fast kernel that no case reaches is not checked at all.
+  EXPECT_GT(taken, 0) << prim.name << ": no op-table case is one its fast kernel supports";
+}
+
+// The dispatcher runs the reference kernel for the calls a fast kernel declines: integer
+// contractions (oneDNN's GEMMs are float ones), pooling over other axes than H and W.
+TEST(KernelDispatch, DeclinedCallsRunTheReference) {
+  const PrimDef& dot = prim_def(PrimId::dot_general);
+  DotGeneralParams dims{.lhs_contracting = {1}, .rhs_contracting = {0}};
+  std::vector<AbstractValue> ints{{Shape{2, 3}, DType::i32}, {Shape{3, 4}, DType::i32}};
+  std::vector<AbstractValue> int_out{{Shape{2, 4}, DType::i32}};
+  EXPECT_EQ(kernel_for(dot, ints, int_out, dims, false), dot.ref_kernel);
+  std::vector<AbstractValue> floats{{Shape{2, 3}, DType::f32}, {Shape{3, 4}, DType::f32}};
+  std::vector<AbstractValue> float_out{{Shape{2, 4}, DType::f32}};
+  EXPECT_EQ(kernel_for(dot, floats, float_out, dims, false), dot.cpu_kernel);
+  EXPECT_EQ(kernel_for(dot, floats, float_out, dims, /*reference_only=*/true), dot.ref_kernel);
+  const PrimDef& pool = prim_def(PrimId::reduce_window_max);
+  std::vector<AbstractValue> image{{Shape{1, 4, 4, 2}, DType::f32}};
+  std::vector<AbstractValue> pooled{{Shape{1, 2, 2, 2}, DType::f32}};
+  ReduceWindowParams hw{{1, 2, 2, 1}, {1, 2, 2, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}};
+  EXPECT_EQ(kernel_for(pool, image, pooled, hw, false), pool.cpu_kernel);
+  ReduceWindowParams over_channels{{1, 2, 2, 2}, {1, 2, 2, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}};
+  std::vector<AbstractValue> pooled_channels{{Shape{1, 2, 2, 1}, DType::f32}};
+  EXPECT_EQ(kernel_for(pool, image, pooled_channels, over_channels, false), pool.ref_kernel);
+  std::vector<AbstractValue> bools{{Shape{1, 4, 4, 2}, DType::bool_}};
+  std::vector<AbstractValue> pooled_bools{{Shape{1, 2, 2, 2}, DType::bool_}};
+  EXPECT_EQ(kernel_for(pool, bools, pooled_bools, hw, false), pool.ref_kernel);
 }
 
 TEST_P(OpTable, EagerDispatchMatchesReference) {

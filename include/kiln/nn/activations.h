@@ -7,6 +7,7 @@
 
 #include "kiln/array.h"
 #include "kiln/error.h"
+#include "kiln/ops.h"
 
 namespace kiln::nn {
 
@@ -15,9 +16,11 @@ Array leaky_relu(const Array& x, double negative_slope = 0.01, CallSite site = {
 Array elu(const Array& x, double alpha = 1.0, CallSite site = {});
 // Exact: x * Phi(x) with the Gaussian CDF through erf. Approximate: the tanh form.
 Array gelu(const Array& x, bool approximate = false, CallSite site = {});
-Array silu(const Array& x, CallSite site = {});  // x * sigmoid(x)
-Array sigmoid(const Array& x, CallSite site = {});
-Array tanh(const Array& x, CallSite site = {});
+Array silu(const Array& x, CallSite site = {});     // x * sigmoid(x)
+Array sigmoid(const Array& x, CallSite site = {});  // kiln::logistic, for floats
+// nn::tanh is kiln::tanh itself (not a second function of the same signature), so code
+// that uses both namespaces can call tanh(x) unambiguously.
+using kiln::tanh;
 Array softplus(const Array& x, CallSite site = {});  // log(1 + exp(x)), stable both ways
 // Along `axis` (negative counts from the end), shifted by the maximum first.
 Array softmax(const Array& x, int64_t axis = -1, CallSite site = {});

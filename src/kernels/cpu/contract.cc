@@ -204,7 +204,6 @@ template void convert_from<double>(ComputePool&, const double*, int64_t, DType, 
 void cpu_dot_general(const KernelCall& call) {
   DType in = call.inputs[0].aval->dtype;
   DType out = call.outputs[0].aval->dtype;
-  if (!is_floating(in)) return prim_def(PrimId::dot_general).ref_kernel(call);
   DotLayout layout = dot_layout(call.inputs[0].aval->shape, call.inputs[1].aval->shape,
                                 std::get<DotGeneralParams>(call.params));
   if (in == DType::f64 || out == DType::f64) {
@@ -214,12 +213,20 @@ void cpu_dot_general(const KernelCall& call) {
   }
 }
 
+namespace {
+
+// oneDNN's GEMMs are float ones: integer contractions run the reference kernel.
+bool supports_dot_general(std::span<const AbstractValue> inputs, std::span<const AbstractValue>,
+                          const Params&) {
+  return is_floating(inputs[0].dtype);
+}
+
+}  // namespace
+
 void register_cpu_contract(PrimTable& table) {
   table[PrimId::dot_general].cpu_kernel = cpu_dot_general;
+  table[PrimId::dot_general].cpu_supports = supports_dot_general;
   table[PrimId::conv_general_dilated].cpu_kernel = cpu_conv_general_dilated;
-  table[PrimId::reduce_window_max].cpu_kernel = cpu_reduce_window_max;
-  table[PrimId::reduce_window_sum].cpu_kernel = cpu_reduce_window_sum;
-  table[PrimId::select_and_scatter_add].cpu_kernel = cpu_select_and_scatter_add;
 }
 
 }  // namespace kiln

@@ -1,6 +1,5 @@
-// The fast CPU kernels of the contract and window families, registered together by
-// register_cpu_contract(): dot_general (contract.cc), conv_general_dilated (conv.cc),
-// reduce_window_max/sum (pool.cc) and select_and_scatter_add (select_scatter.cc).
+// The fast CPU kernels of the contract family, registered by register_cpu_contract():
+// dot_general (contract.cc) and conv_general_dilated (conv.cc).
 #pragma once
 
 #include "prims/registry.h"
@@ -9,9 +8,6 @@ namespace kiln {
 
 void cpu_dot_general(const KernelCall& call);
 void cpu_conv_general_dilated(const KernelCall& call);
-void cpu_reduce_window_max(const KernelCall& call);
-void cpu_reduce_window_sum(const KernelCall& call);
-void cpu_select_and_scatter_add(const KernelCall& call);  // select_scatter.cc
 
 // Converts `count` elements of `dtype` at `in` to T (float or double), in parallel chunks.
 template <typename T>

@@ -8,6 +8,7 @@ void register_cpu_kernels(PrimTable& table) {
   register_cpu_shape(table);
   register_cpu_reduce(table);
   register_cpu_contract(table);
+  register_cpu_window(table);
   register_cpu_random(table);
   register_cpu_sort(table);
 }

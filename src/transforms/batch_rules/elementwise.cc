@@ -1,8 +1,8 @@
-// Batching rules of the elementwise primitives (unary, binary, select, conversions) and
-// threefry2x32, which broadcasts like them. Operands of one example have equal rank or
-// rank 0, so the batch goes first and unbatched operands get a size-1 leading axis: the
-// primitive's own broadcasting then pairs every example with the shared values, and no
-// operand is copied.
+// The batching rule of the elementwise primitives (every primitive flagged kElementwise:
+// unary, binary, select, conversions, and threefry2x32, which broadcasts like them). Operands of
+// one example have equal rank or rank 0, so the batch goes first and unbatched operands get a
+// size-1 leading axis: the primitive's own broadcasting then pairs every example with the shared
+// values, and no operand is copied.
 #include "transforms/batch_rules/batch_rules.h"
 #include "transforms/batch_rules/batch_util.h"
 
@@ -43,20 +43,25 @@ BatchResult rule(const BatchArgs& args) {
   return batch_elementwise(kPrim, args);
 }
 
-template <PrimId... kPrims>
-void register_all_of(PrimTable& table) {
-  ((table[kPrims].batch = rule<kPrims>), ...);
-}
+// One instantiation per primitive of the list (BatchFn carries no primitive id); only the
+// elementwise ones are ever registered.
+constexpr BatchFn kRules[] = {
+#define KILN_PRIM(id, name, arity, family, params, flags) rule<PrimId::id>,
+#include "prims/prim_list.def"
+#undef KILN_PRIM
+};
 
 }  // namespace
 
+// Every primitive flagged kElementwise in prim_list.def (unary, binary, select, the
+// conversions, threefry2x32) batches with the rule above unless it registers its own.
 void register_batch_elementwise(PrimTable& table) {
-  using enum PrimId;
-  register_all_of<neg, abs, sign, exp, expm1, log, log1p, sqrt, rsqrt, tanh, logistic, sin, cos,
-                  floor, ceil, round, is_finite, not_, erf, erf_inv>(table);
-  register_all_of<add, sub, mul, div, rem, pow, max, min, and_, or_, xor_, eq, ne, lt, le, gt, ge,
-                  shift_left, shift_right_logical, shift_right_arithmetic>(table);
-  register_all_of<select, convert_element_type, bitcast_convert_type, threefry2x32>(table);
+  for (const PrimDef& def : table.all()) {
+    PrimDef& entry = table[def.id];
+    if (entry.has_flag(kElementwise) && entry.batch == nullptr) {
+      entry.batch = kRules[static_cast<size_t>(def.id)];
+    }
+  }
 }
 
 }  // namespace kiln

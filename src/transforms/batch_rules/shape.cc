@@ -147,7 +147,7 @@ Array window_positions(const Array& starts, int64_t axis, int64_t axis_size, int
   Array start = astype(slice(starts, {0, axis}, {size, axis + 1}, {}, site), DType::i64, site);
   start = minimum(maximum(start, scalar(0, DType::i64, device, site), site),
                   scalar(static_cast<double>(axis_size - window), DType::i64, device, site), site);
-  return add(start, iota(DType::i64, Shape{1, window}, 1, device, site), site);
+  return add(start, iota(Shape{1, window}, DType::i64, 1, device, site), site);
 }
 
 // The axes whose window is shorter than the axis: the only ones a start moves (a full

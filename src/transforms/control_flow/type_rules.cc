@@ -233,7 +233,6 @@ void register_control_flow_rules(PrimTable& table) {
   table[PrimId::while_loop].abstract_eval = while_rule;
   // Reverse-mode through while_loop is rejected by its VJP rule with a clear error (as in
   // JAX); the flag keeps the gradient column of the primitive table off it.
-  table[PrimId::while_loop].flags |= kNotDifferentiable;
 }
 
 }  // namespace kiln

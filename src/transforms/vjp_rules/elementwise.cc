@@ -36,17 +36,18 @@ std::vector<Array> zero_rule(const VjpArgs& args) {
 KILN_UNARY_VJP(neg_vjp, neg(g, site))
 KILN_UNARY_VJP(abs_vjp, mul(g, sign(x, site), site))
 KILN_UNARY_VJP(exp_vjp, mul(g, y, site))
-KILN_UNARY_VJP(expm1_vjp, mul(g, add(y, weak_scalar_like(1, true, y, site), site), site))
+KILN_UNARY_VJP(expm1_vjp, mul(g, add(y, detail::weak_scalar_like(1, true, y, site), site), site))
 KILN_UNARY_VJP(log_vjp, div(g, x, site))
-KILN_UNARY_VJP(log1p_vjp, div(g, add(x, weak_scalar_like(1, true, x, site), site), site))
-KILN_UNARY_VJP(sqrt_vjp, div(mul(g, weak_scalar_like(0.5, true, g, site), site), y, site))
+KILN_UNARY_VJP(log1p_vjp, div(g, add(x, detail::weak_scalar_like(1, true, x, site), site), site))
+KILN_UNARY_VJP(sqrt_vjp, div(mul(g, detail::weak_scalar_like(0.5, true, g, site), site), y, site))
 // d/dx x^(-1/2) = -1/2 x^(-3/2) = -0.5 * y / x
 KILN_UNARY_VJP(rsqrt_vjp,
-               mul(g, div(mul(y, weak_scalar_like(-0.5, true, y, site), site), x, site), site))
+               mul(g, div(mul(y, detail::weak_scalar_like(-0.5, true, y, site), site), x, site),
+                   site))
 KILN_UNARY_VJP(tanh_vjp,
-               mul(g, sub(weak_scalar_like(1, true, y, site), mul(y, y, site), site), site))
+               mul(g, sub(detail::weak_scalar_like(1, true, y, site), mul(y, y, site), site), site))
 KILN_UNARY_VJP(logistic_vjp,
-               mul(g, mul(y, sub(weak_scalar_like(1, true, y, site), y, site), site), site))
+               mul(g, mul(y, sub(detail::weak_scalar_like(1, true, y, site), y, site), site), site))
 KILN_UNARY_VJP(sin_vjp, mul(g, cos(x, site), site))
 KILN_UNARY_VJP(cos_vjp, neg(mul(g, sin(x, site), site), site))
 #undef KILN_UNARY_VJP
@@ -115,7 +116,7 @@ std::vector<Array> pow_vjp(const VjpArgs& args) {
       args, [&](const Array& g, const Array& a, const Array& b, const Array& y, CallSite site) {
         Array ga, gb;
         if (args.wanted[0]) {
-          Array b_minus_one = sub(b, weak_scalar_like(1, true, b, site), site);
+          Array b_minus_one = sub(b, detail::weak_scalar_like(1, true, b, site), site);
           ga = mul(g, mul(b, pow(a, b_minus_one, site), site), site);
         }
         if (args.wanted[1]) {
@@ -134,7 +135,8 @@ std::vector<Array> extremum_vjp(const VjpArgs& args) {
       args, [&](const Array& g, const Array& a, const Array& b, const Array&, CallSite site) {
         Array a_wins = kMax ? greater(a, b, site) : less(a, b, site);
         Array tie = equal(a, b, site);
-        Array one = ones_like(g, site), half = mul(one, weak_scalar_like(0.5, true, g, site), site);
+        Array one = ones_like(g, site),
+              half = mul(one, detail::weak_scalar_like(0.5, true, g, site), site);
         Array zero = zeros_like(g, site);
         Array share_a = where(a_wins, one, where(tie, half, zero, site), site);
         Array share_b = sub(one, share_a, site);

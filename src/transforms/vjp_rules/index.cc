@@ -51,7 +51,7 @@ std::vector<Array> scatter_vjp(const VjpArgs& args) {
   Device* device = device_of(updates);
   // i32 ids where they fit: the id array is as large as the operand.
   DType id_dtype = updates.size() < INT32_MAX ? DType::i32 : DType::i64;
-  Array ids = add(iota(id_dtype, Shape{updates.size()}, 0, device, site),
+  Array ids = add(iota(Shape{updates.size()}, id_dtype, 0, device, site),
                   scalar(1, id_dtype, device, site), site);
   ids = reshape(ids, updates.shape(), site);
   Array winners = bind1(PrimId::scatter,

@@ -2,7 +2,7 @@
 // equal to the result, shared equally among ties (as JAX does); reduce_prod multiplies by
 // the product of the other elements, built from prefix and suffix products so that zeros
 // need no division and higher derivatives stay exact; cumsum's is a cumsum the other way.
-// argmax/argmin are not differentiable (kNotDifferentiable in reduce_rules.cc).
+// argmax/argmin are not differentiable (kNotDifferentiable in prim_list.def).
 #include <algorithm>
 
 #include "transforms/vjp_rules/vjp_rules.h"

@@ -14,7 +14,7 @@ std::vector<Array> erf_vjp(const VjpArgs& args) {
   const Array& x = args.inputs[0];
   Array g = vjp_util::cotangent_or_zeros(args, 0);
   double scale = 2 / std::sqrt(std::numbers::pi);
-  Array slope = mul(weak_scalar_like(scale, true, x, args.site),
+  Array slope = mul(detail::weak_scalar_like(scale, true, x, args.site),
                     exp(neg(mul(x, x, args.site), args.site), args.site), args.site);
   return {mul(g, slope, args.site)};
 }
@@ -23,7 +23,7 @@ std::vector<Array> erf_inv_vjp(const VjpArgs& args) {
   const Array& y = args.outputs[0];
   Array g = vjp_util::cotangent_or_zeros(args, 0);
   double scale = std::sqrt(std::numbers::pi) / 2;
-  Array slope = mul(weak_scalar_like(scale, true, y, args.site),
+  Array slope = mul(detail::weak_scalar_like(scale, true, y, args.site),
                     exp(mul(y, y, args.site), args.site), args.site);
   return {mul(g, slope, args.site)};
 }
