@@ -629,155 +629,193 @@ void FusedLoop::run_program(std::span<const void* const> external_data,
   });
 }
 
+namespace {
+
+// Where each tile buffer of the member-by-member loop lives in a thread's scratch block:
+// 64-byte aligned, one after another.
+struct TileLayout {
+  std::vector<int64_t> offset;  // per tile buffer
+  int64_t bytes = 0;
+};
+
+TileLayout tile_layout(const std::vector<DType>& tile_dtypes) {
+  TileLayout layout;
+  for (DType dtype : tile_dtypes) {
+    layout.offset.push_back(layout.bytes);
+    layout.bytes += (kTileElements * dtype_size(dtype) + 63) / 64 * 64;
+  }
+  return layout;
+}
+
+// One tile of the member-by-member loop: elements [begin, end) of the group's shape, with
+// the memory the members read and write.
+struct TileContext {
+  const FusedLoop& loop;
+  std::span<const void* const> external_data;
+  std::span<void* const> export_data;
+  std::byte* scratch;  // this thread's tile buffers
+  const TileLayout& layout;
+  int64_t begin = 0;
+  int64_t end = 0;
+
+  std::byte* tile(int64_t index) const {
+    return scratch + layout.offset[static_cast<size_t>(index)];
+  }
+  const std::byte* external(int64_t source) const {
+    return static_cast<const std::byte*>(external_data[static_cast<size_t>(source)]);
+  }
+};
+
+// Where a member reads one operand over the tile, and whether it is one element repeated.
+struct OperandData {
+  const void* data = nullptr;
+  bool scalar = false;
+};
+
+// An expanded operand is first copied into its own tile buffer.
+OperandData operand_data(const FusedOperand& operand, const TileContext& tile) {
+  const int64_t item = dtype_size(operand.dtype);
+  switch (operand.kind) {
+    case FusedOperand::Kind::kTile:
+      return {tile.tile(operand.tile), false};
+    case FusedOperand::Kind::kDirect:
+      return {tile.external(operand.source) + tile.begin * item, false};
+    case FusedOperand::Kind::kScalar:
+      return {tile.external(operand.source), true};
+    case FusedOperand::Kind::kExpanded:
+      expand_into(tile.external(operand.source), operand.strides, tile.loop.shape, item, tile.begin,
+                  tile.end, tile.tile(operand.tile));
+      return {tile.tile(operand.tile), false};
+  }
+  return {};
+}
+
+// Where the member writes its first result: straight to memory when it is the loop's
+// direct export, else into its tile.
+void* result_data(const FusedMember& member, const TileContext& tile) {
+  if (member.direct_export < 0) return tile.tile(member.result_tiles[0]);
+  return static_cast<std::byte*>(tile.export_data[static_cast<size_t>(member.direct_export)]) +
+         tile.begin * dtype_size(member.result_dtypes[0]);
+}
+
+// broadcast_in_dim: its operand expanded into the result tile.
+void expand_broadcast(const FusedMember& member, const TileContext& tile) {
+  const FusedOperand& operand = member.operands[0];
+  expand_into(tile.external(operand.source), operand.strides, tile.loop.shape,
+              dtype_size(operand.dtype), tile.begin, tile.end, tile.tile(member.result_tiles[0]));
+}
+
+// The arithmetic vector loop the member's eager kernel would run, called on the tile.
+void run_vector_loop(const FusedMember& member, const TileContext& tile, void* result,
+                     simd::Store store) {
+  OperandData operands[3];
+  for (size_t i = 0; i < member.operands.size(); ++i)
+    operands[i] = operand_data(member.operands[i], tile);
+  const auto count = static_cast<size_t>(tile.end - tile.begin);
+  auto stride = [&](size_t i) { return operands[i].scalar ? size_t{0} : size_t{1}; };
+  switch (member.vector) {
+    case FusedMember::Vector::kUnaryF32:
+      simd::unary_f32(static_cast<simd::UnaryOp>(member.vector_op),
+                      static_cast<const float*>(operands[0].data), static_cast<float*>(result),
+                      count, store);
+      break;
+    case FusedMember::Vector::kUnaryF64:
+      simd::unary_f64(static_cast<simd::UnaryOp>(member.vector_op),
+                      static_cast<const double*>(operands[0].data), static_cast<double*>(result),
+                      count, store);
+      break;
+    case FusedMember::Vector::kBinaryF32:
+      simd::binary_f32(static_cast<simd::BinaryOp>(member.vector_op),
+                       static_cast<const float*>(operands[0].data), stride(0),
+                       static_cast<const float*>(operands[1].data), stride(1),
+                       static_cast<float*>(result), count, store);
+      break;
+    case FusedMember::Vector::kBinaryF64:
+      simd::binary_f64(static_cast<simd::BinaryOp>(member.vector_op),
+                       static_cast<const double*>(operands[0].data), stride(0),
+                       static_cast<const double*>(operands[1].data), stride(1),
+                       static_cast<double*>(result), count, store);
+      break;
+    default:
+      break;
+  }
+}
+
+// A kernel call's arguments, reused from tile to tile of a chunk.
+struct KernelArgs {
+  std::vector<AbstractValue> input_avals, output_avals;
+  std::vector<KernelInput> inputs;
+  std::vector<KernelOutput> outputs;
+};
+
+// The member's own kernel on the tile: a one-element operand is passed whole.
+void run_kernel(const FusedMember& member, const TileContext& tile, void* result, KernelArgs& args,
+                ComputePool& pool) {
+  const int64_t length = tile.end - tile.begin;
+  args.input_avals.clear();
+  args.inputs.clear();
+  args.input_avals.reserve(member.operands.size());
+  for (const FusedOperand& operand : member.operands) {
+    OperandData data = operand_data(operand, tile);
+    args.input_avals.emplace_back(Shape{data.scalar ? 1 : length}, operand.dtype);
+    args.inputs.push_back({data.data, nullptr});
+  }
+  for (size_t i = 0; i < args.inputs.size(); ++i) args.inputs[i].aval = &args.input_avals[i];
+  args.output_avals.clear();
+  args.outputs.clear();
+  args.output_avals.reserve(member.result_tiles.size());
+  for (size_t r = 0; r < member.result_tiles.size(); ++r) {
+    args.output_avals.emplace_back(Shape{length}, member.result_dtypes[r]);
+    args.outputs.push_back({r == 0 ? result : tile.tile(member.result_tiles[r]), nullptr});
+  }
+  for (size_t r = 0; r < args.outputs.size(); ++r) args.outputs[r].aval = &args.output_avals[r];
+  member.kernel(KernelCall{args.inputs, args.outputs, *member.params, pool});
+}
+
+void run_member(const FusedMember& member, const TileContext& tile, KernelArgs& args,
+                ComputePool& pool) {
+  if (member.kernel == nullptr) return expand_broadcast(member, tile);
+  void* result = result_data(member, tile);
+  // A long result written straight to memory streams past the caches, as the eager
+  // kernel's stores do for it: nothing reads it back soon.
+  const simd::Store store =
+      member.direct_export >= 0 && tile.loop.shape.num_elements() >= kStreamResultElements
+          ? simd::Store::kStream
+          : simd::Store::kAuto;
+  if (member.arithmetic()) return run_vector_loop(member, tile, result, store);
+  run_kernel(member, tile, result, args, pool);
+}
+
+// Copies the tile's exported results to memory, but for the one its member wrote there.
+void write_exports(const TileContext& tile) {
+  const FusedLoop& loop = tile.loop;
+  const int64_t length = tile.end - tile.begin;
+  for (size_t j = 0; j < loop.exports.size(); ++j) {
+    if (static_cast<int64_t>(j) == loop.members.back().direct_export) continue;
+    const int64_t index = loop.exports[j].first;
+    const int64_t item = dtype_size(loop.tile_dtypes[static_cast<size_t>(index)]);
+    std::memcpy(static_cast<std::byte*>(tile.export_data[j]) + tile.begin * item, tile.tile(index),
+                static_cast<size_t>(length * item));
+  }
+}
+
+}  // namespace
+
 void FusedLoop::run(std::span<const void* const> external_data, std::span<void* const> export_data,
                     ComputePool& pool) const {
   if (program) return run_program(external_data, export_data, pool);
+  const TileLayout layout = tile_layout(tile_dtypes);
   const int64_t n = shape.num_elements();
-  // Tile buffers, 64-byte aligned, one after another in a per-thread scratch block.
-  std::vector<int64_t> tile_offset(tile_dtypes.size());
-  int64_t scratch_bytes = 0;
-  for (size_t t = 0; t < tile_dtypes.size(); ++t) {
-    tile_offset[t] = scratch_bytes;
-    scratch_bytes += (kTileElements * dtype_size(tile_dtypes[t]) + 63) / 64 * 64;
-  }
   const int64_t chunks = chunk_count(n, kChunkElements);
   pool.parallel_for(chunks, [&](int64_t chunk) {
-    std::byte* scratch = aligned_scratch(scratch_bytes);
-    auto tile_data = [&](int64_t tile) { return scratch + tile_offset[static_cast<size_t>(tile)]; };
-
-    std::vector<AbstractValue> input_avals, output_avals;
-    std::vector<KernelInput> inputs;
-    std::vector<KernelOutput> outputs;
     const int64_t chunk_begin = n * chunk / chunks, chunk_end = n * (chunk + 1) / chunks;
-    for (int64_t begin = chunk_begin; begin < chunk_end; begin += kTileElements) {
-      const int64_t end = std::min(begin + kTileElements, chunk_end);
-      const int64_t length = end - begin;
-      for (const FusedMember& member : members) {
-        if (member.kernel == nullptr) {  // broadcast_in_dim: expand into the result tile
-          const FusedOperand& operand = member.operands[0];
-          expand_into(
-              static_cast<const std::byte*>(external_data[static_cast<size_t>(operand.source)]),
-              operand.strides, shape, dtype_size(operand.dtype), begin, end,
-              tile_data(member.result_tiles[0]));
-          continue;
-        }
-        // Operand data for this tile (and whether it is one repeated element).
-        const void* operand_data[3] = {nullptr, nullptr, nullptr};
-        bool operand_scalar[3] = {false, false, false};
-        auto operand_at = [&](const FusedOperand& operand, size_t slot) {
-          const int64_t item = dtype_size(operand.dtype);
-          switch (operand.kind) {
-            case FusedOperand::Kind::kTile:
-              operand_data[slot] = tile_data(operand.tile);
-              break;
-            case FusedOperand::Kind::kDirect:
-              operand_data[slot] = static_cast<const std::byte*>(
-                                       external_data[static_cast<size_t>(operand.source)]) +
-                                   begin * item;
-              break;
-            case FusedOperand::Kind::kScalar:
-              operand_data[slot] = external_data[static_cast<size_t>(operand.source)];
-              operand_scalar[slot] = true;
-              break;
-            case FusedOperand::Kind::kExpanded:
-              expand_into(
-                  static_cast<const std::byte*>(external_data[static_cast<size_t>(operand.source)]),
-                  operand.strides, shape, item, begin, end, tile_data(operand.tile));
-              operand_data[slot] = tile_data(operand.tile);
-              break;
-          }
-        };
-        void* result_data =
-            member.direct_export >= 0
-                ? static_cast<void*>(static_cast<std::byte*>(
-                                         export_data[static_cast<size_t>(member.direct_export)]) +
-                                     begin * dtype_size(member.result_dtypes[0]))
-                : static_cast<void*>(tile_data(member.result_tiles[0]));
-        // A long result written straight to memory streams past the caches, as the eager
-        // kernel's stores do for it: nothing reads it back soon.
-        const simd::Store store = member.direct_export >= 0 && n >= kStreamResultElements
-                                      ? simd::Store::kStream
-                                      : simd::Store::kAuto;
-        if (member.arithmetic()) {
-          for (size_t i = 0; i < member.operands.size(); ++i) operand_at(member.operands[i], i);
-          auto count = static_cast<size_t>(length);
-          auto stride = [&](size_t slot) { return operand_scalar[slot] ? size_t{0} : size_t{1}; };
-          switch (member.vector) {
-            case FusedMember::Vector::kUnaryF32:
-              simd::unary_f32(static_cast<simd::UnaryOp>(member.vector_op),
-                              static_cast<const float*>(operand_data[0]),
-                              static_cast<float*>(result_data), count, store);
-              break;
-            case FusedMember::Vector::kUnaryF64:
-              simd::unary_f64(static_cast<simd::UnaryOp>(member.vector_op),
-                              static_cast<const double*>(operand_data[0]),
-                              static_cast<double*>(result_data), count, store);
-              break;
-            case FusedMember::Vector::kBinaryF32:
-              simd::binary_f32(static_cast<simd::BinaryOp>(member.vector_op),
-                               static_cast<const float*>(operand_data[0]), stride(0),
-                               static_cast<const float*>(operand_data[1]), stride(1),
-                               static_cast<float*>(result_data), count, store);
-              break;
-            case FusedMember::Vector::kBinaryF64:
-              simd::binary_f64(static_cast<simd::BinaryOp>(member.vector_op),
-                               static_cast<const double*>(operand_data[0]), stride(0),
-                               static_cast<const double*>(operand_data[1]), stride(1),
-                               static_cast<double*>(result_data), count, store);
-              break;
-            default:
-              break;
-          }
-          continue;
-        }
-        input_avals.clear();
-        inputs.clear();
-        input_avals.reserve(member.operands.size());
-        for (const FusedOperand& operand : member.operands) {
-          const int64_t item = dtype_size(operand.dtype);
-          const void* data = nullptr;
-          int64_t count = length;
-          switch (operand.kind) {
-            case FusedOperand::Kind::kTile:
-              data = tile_data(operand.tile);
-              break;
-            case FusedOperand::Kind::kDirect:
-              data = static_cast<const std::byte*>(
-                         external_data[static_cast<size_t>(operand.source)]) +
-                     begin * item;
-              break;
-            case FusedOperand::Kind::kScalar:
-              data = external_data[static_cast<size_t>(operand.source)];
-              count = 1;
-              break;
-            case FusedOperand::Kind::kExpanded:
-              expand_into(
-                  static_cast<const std::byte*>(external_data[static_cast<size_t>(operand.source)]),
-                  operand.strides, shape, item, begin, end, tile_data(operand.tile));
-              data = tile_data(operand.tile);
-              break;
-          }
-          input_avals.emplace_back(Shape{count}, operand.dtype);
-          inputs.push_back({data, nullptr});
-        }
-        for (size_t i = 0; i < inputs.size(); ++i) inputs[i].aval = &input_avals[i];
-        output_avals.clear();
-        outputs.clear();
-        output_avals.reserve(member.result_tiles.size());
-        for (size_t r = 0; r < member.result_tiles.size(); ++r) {
-          output_avals.emplace_back(Shape{length}, member.result_dtypes[r]);
-          outputs.push_back({r == 0 ? result_data : tile_data(member.result_tiles[r]), nullptr});
-        }
-        for (size_t r = 0; r < outputs.size(); ++r) outputs[r].aval = &output_avals[r];
-        member.kernel(KernelCall{inputs, outputs, *member.params, pool});
-      }
-      for (size_t j = 0; j < exports.size(); ++j) {
-        if (static_cast<int64_t>(j) == members.back().direct_export) continue;
-        int64_t tile = exports[j].first;
-        int64_t item = dtype_size(tile_dtypes[static_cast<size_t>(tile)]);
-        std::memcpy(static_cast<std::byte*>(export_data[j]) + begin * item, tile_data(tile),
-                    static_cast<size_t>(length * item));
-      }
+    TileContext tile{*this,  external_data, export_data, aligned_scratch(layout.bytes),
+                     layout, chunk_begin,   chunk_begin};
+    KernelArgs args;
+    for (; tile.begin < chunk_end; tile.begin += kTileElements) {
+      tile.end = std::min(tile.begin + kTileElements, chunk_end);
+      for (const FusedMember& member : members) run_member(member, tile, args, pool);
+      write_exports(tile);
     }
   });
 }
