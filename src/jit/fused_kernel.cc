@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "jit/kernel_error.h"
 #include "kernels/cpu/elementwise_simd.h"
 #include "kernels/cpu/vector_ops.h"
 
@@ -502,6 +503,8 @@ FusedLoop FusedLoop::build(const Program& program, std::span<const size_t> equat
     const Equation& equation = program.equations[index];
     FusedMember member;
     member.params = &equation.params;
+    member.prim = equation.prim;
+    member.site = equation.site;
     if (equation.prim == PrimId::broadcast_in_dim) {
       // Axis i of the operand is axis broadcast_dimensions[i] of the result.
       const auto& p = std::get<BroadcastInDimParams>(equation.params);
@@ -562,6 +565,8 @@ FusedLoop FusedLoop::build(const Program& program, std::span<const size_t> equat
   return loop;
 }
 
+// Unlike a member's kernel, a program cannot fail (float vector loops only): nothing here
+// needs to name a member in an error.
 void FusedLoop::run_program(std::span<const void* const> external_data,
                             std::span<void* const> export_data, ComputePool& pool) const {
   const int64_t n = shape.num_elements();
@@ -769,7 +774,11 @@ void run_kernel(const FusedMember& member, const TileContext& tile, void* result
     args.outputs.push_back({r == 0 ? result : tile.tile(member.result_tiles[r]), nullptr});
   }
   for (size_t r = 0; r < args.outputs.size(); ++r) args.outputs[r].aval = &args.output_avals[r];
-  member.kernel(KernelCall{args.inputs, args.outputs, *member.params, pool});
+  try {
+    member.kernel(KernelCall{args.inputs, args.outputs, *member.params, pool});
+  } catch (const Error& error) {
+    throw primitive_failed(member.prim, member.site, error);
+  }
 }
 
 void run_member(const FusedMember& member, const TileContext& tile, KernelArgs& args,

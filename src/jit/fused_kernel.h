@@ -59,6 +59,9 @@ struct FusedMember {
   // the tile reads the operands after it, so even an in-place result is safe.
   int64_t direct_export = -1;
   const Params* params = nullptr;
+  // The equation's primitive and the user's line that called it, for its kernel's errors.
+  PrimId prim{};
+  CallSite site = kUnknownSite;
   std::vector<FusedOperand> operands;
   std::vector<int64_t> result_tiles;  // one tile buffer per result
   std::vector<DType> result_dtypes;
