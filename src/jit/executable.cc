@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "base/float_control.h"
+#include "jit/kernel_error.h"
 #include "jit/pipeline.h"
 #include "prims/bind.h"
 #include "runtime/device_array.h"
@@ -357,8 +358,7 @@ void Executable::execute_frame(const Frame& frame) const {
     try {
       kernels_[e](KernelCall{kernel_inputs, kernel_outputs, equation.params, *frame.pool});
     } catch (const Error& error) {
-      throw Error(fmt::format("{} failed while running: {}", prim.name, error.message()),
-                  error.hint(), equation.site);
+      throw primitive_failed(equation.prim, equation.site, error);
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "jit/kernel_error.h"
 #include "kernels/cpu/elementwise_simd.h"
 #include "kernels/cpu/vector_ops.h"
 
@@ -171,11 +172,9 @@ bool types_fit(const FusedMember& member, DType dtype) {
   return operands_are(0, dtype) && member.result_dtypes[0] == dtype;
 }
 
-// The group as one straight-line program, or nothing when a member has no vector loop
-// over the group's float dtype (integer ops, conversions, a non-float broadcast...).
-std::optional<FusedProgram> build_program(const FusedLoop& loop) {
-  using Form = simd::ProgramStep::Form;
-  FusedProgram program;
+// The float type of a program for the group: every member's vector loop computes in it and
+// every operand is of it (or bool), or nothing when some member does not fit.
+std::optional<DType> program_dtype(const FusedLoop& loop) {
   std::optional<DType> dtype;
   for (const FusedMember& member : loop.members) {
     if (member.kernel == nullptr) continue;  // a broadcast: its operand's type is checked below
@@ -185,14 +184,21 @@ std::optional<FusedProgram> build_program(const FusedLoop& loop) {
     if (!types_fit(member, *dtype)) return std::nullopt;
   }
   if (!dtype) return std::nullopt;
-  program.dtype = *dtype;
-  const auto num_externals = static_cast<int64_t>(loop.externals.size());
-  const auto num_exports = static_cast<int64_t>(loop.exports.size());
+  for (const FusedMember& member : loop.members) {
+    for (const FusedOperand& operand : member.operands) {
+      if (operand.dtype != *dtype && operand.dtype != DType::bool_) return std::nullopt;
+    }
+  }
+  return dtype;
+}
+
+// Per external: its element size and whether it is one element read whole; per export:
+// its element size.
+void lay_out_memory(const FusedLoop& loop, FusedProgram& program) {
   program.external_scalar.assign(loop.externals.size(), false);
   program.external_item.assign(loop.externals.size(), 0);
   for (const FusedMember& member : loop.members) {
     for (const FusedOperand& operand : member.operands) {
-      if (operand.dtype != *dtype && operand.dtype != DType::bool_) return std::nullopt;
       if (operand.kind != FusedOperand::Kind::kTile)
         program.external_item[static_cast<size_t>(operand.source)] = dtype_size(operand.dtype);
       if (operand.kind == FusedOperand::Kind::kScalar)
@@ -201,43 +207,94 @@ std::optional<FusedProgram> build_program(const FusedLoop& loop) {
   }
   for (const auto& [tile, var] : loop.exports)
     program.export_item.push_back(dtype_size(loop.tile_dtypes[static_cast<size_t>(tile)]));
+}
 
-  std::vector<int64_t> last_reader(loop.tile_dtypes.size(), -1);  // member index
-  std::vector<int64_t> export_of(loop.tile_dtypes.size(), -1);
-  for (size_t j = 0; j < loop.exports.size(); ++j)
-    export_of[static_cast<size_t>(loop.exports[j].first)] = static_cast<int64_t>(j);
-  // Tiles some step must read as a run of elements (a unary loop has no repeated-element
-  // form), so a broadcast single element feeding them is expanded rather than aliased.
-  std::vector<bool> read_as_run(loop.tile_dtypes.size(), false);
-  for (size_t m = 0; m < loop.members.size(); ++m) {
-    const FusedMember& member = loop.members[m];
-    for (const FusedOperand& operand : member.operands) {
-      if (operand.kind != FusedOperand::Kind::kTile) continue;
-      last_reader[static_cast<size_t>(operand.tile)] = static_cast<int64_t>(m);
-      if (member.operands.size() == 1 && member.kernel != nullptr)
-        read_as_run[static_cast<size_t>(operand.tile)] = true;
+// Tile slots, numbered after the `first` slots of externals and exports: the lowest free
+// one is taken, so a dead tile's slot is the next result's.
+class SlotAllocator {
+ public:
+  explicit SlotAllocator(int64_t first) : first_(first) {}
+  // A permanent slot is never given back.
+  int64_t take(bool permanent) {
+    auto free_slot = std::find(busy_.begin(), busy_.end(), false);
+    auto index = static_cast<size_t>(free_slot - busy_.begin());
+    if (free_slot == busy_.end()) {
+      busy_.push_back(true);
+      permanent_.push_back(false);
+    }
+    busy_[index] = true;
+    permanent_[index] = permanent;
+    return first_ + static_cast<int64_t>(index);
+  }
+  void give_back(int64_t slot) {
+    auto index = static_cast<size_t>(slot - first_);
+    if (!permanent_[index]) busy_[index] = false;
+  }
+  int64_t count() const { return static_cast<int64_t>(busy_.size()); }
+
+ private:
+  int64_t first_;
+  std::vector<bool> busy_;
+  std::vector<bool> permanent_;
+};
+
+// allocate_slots' walk over the members, with the slot each tile is in so far.
+class SlotAssigner {
+ public:
+  SlotAssigner(const FusedLoop& loop, const TileUses& uses)
+      : loop_(loop),
+        uses_(uses),
+        allocator_(static_cast<int64_t>(loop.externals.size() + loop.exports.size())),
+        slot_of_tile_(loop.tile_dtypes.size(), -1),
+        scalar_tile_(loop.tile_dtypes.size(), false) {
+    slots_.members.resize(loop.members.size());
+  }
+
+  ProgramSlots assign() && {
+    for (size_t m = 0; m < loop_.members.size(); ++m) place_expansions(m);
+    for (size_t m = 0; m < loop_.members.size(); ++m) {
+      if (loop_.members[m].kernel == nullptr) {
+        place_broadcast(m);
+      } else {
+        place_step(m);
+      }
+    }
+    slots_.num_tiles = allocator_.count();
+    return std::move(slots_);
+  }
+
+ private:
+  // A member's expanded operands get their slots, and so does a broadcast's operand,
+  // except that a broadcast of a single element needs none when every reader has a
+  // repeated-element form: its tile is then the element itself.
+  void place_expansions(size_t m) {
+    const FusedMember& member = loop_.members[m];
+    ProgramSlots::Member& placed = slots_.members[m];
+    placed.operands.assign(member.operands.size(), -1);
+    placed.scalar.assign(member.operands.size(), false);
+    if (member.kernel == nullptr) {
+      const auto tile = static_cast<size_t>(member.result_tiles[0]);
+      const FusedOperand& operand = member.operands[0];
+      const bool single = std::all_of(operand.strides.begin(), operand.strides.end(),
+                                      [](int64_t stride) { return stride == 0; });
+      if (single && uses_.export_of[tile] < 0 && !uses_.read_as_run[tile]) {
+        slots_.scalar_externals.push_back(operand.source);
+        slot_of_tile_[tile] = operand.source;
+        scalar_tile_[tile] = true;
+        placed.result = operand.source;
+        placed.result_scalar = true;
+      } else {
+        placed.operands[0] = expansion(operand);
+      }
+      return;
+    }
+    for (size_t i = 0; i < member.operands.size(); ++i) {
+      if (member.operands[i].kind == FusedOperand::Kind::kExpanded)
+        placed.operands[i] = expansion(member.operands[i]);
     }
   }
 
-  // Tile slots: allocated when a step writes them, freed after their last reader; an
-  // expansion's slot is never freed (a block may point it into the source's memory).
-  const bool stream = loop.shape.num_elements() >= kStreamResultElements;
-  std::vector<int64_t> slot_of_tile(loop.tile_dtypes.size(), -1);
-  std::vector<bool> scalar_tile(loop.tile_dtypes.size(), false);  // a broadcast single element
-  std::vector<bool> slot_busy;
-  std::vector<bool> slot_permanent;
-  auto allocate = [&](bool permanent) {
-    auto free_slot = std::find(slot_busy.begin(), slot_busy.end(), false);
-    auto index = static_cast<size_t>(free_slot - slot_busy.begin());
-    if (free_slot == slot_busy.end()) {
-      slot_busy.push_back(true);
-      slot_permanent.push_back(false);
-    }
-    slot_busy[index] = true;
-    slot_permanent[index] = permanent;
-    return num_externals + num_exports + static_cast<int64_t>(index);
-  };
-  auto expansion = [&](const FusedOperand& operand) {
+  int64_t expansion(const FusedOperand& operand) {
     FusedProgram::Expansion expanded;
     expanded.source = operand.source;
     expanded.strides = operand.strides;
@@ -245,131 +302,101 @@ std::optional<FusedProgram> build_program(const FusedLoop& loop) {
     const bool row_only = !operand.strides.empty() && operand.strides.back() == 1 &&
                           std::all_of(operand.strides.begin(), operand.strides.end() - 1,
                                       [](int64_t stride) { return stride == 0; });
-    if (row_only) expanded.row = loop.shape[loop.shape.rank() - 1];
-    expanded.slot = static_cast<uint16_t>(allocate(true));
-    program.expansions.push_back(expanded);
+    if (row_only) expanded.row = loop_.shape[loop_.shape.rank() - 1];
+    expanded.slot = static_cast<uint16_t>(allocator_.take(true));
+    slots_.expansions.push_back(expanded);
     return static_cast<int64_t>(expanded.slot);
-  };
-  // Every expansion's slot first: expansions are written at the start of each block,
-  // before any step runs, so their slots must never hold a step's tile as well. A
-  // broadcast of a single element needs none when every reader has a repeated-element
-  // form: its tile is then the element itself.
-  std::vector<std::vector<int64_t>> expansion_slot(loop.members.size());
-  for (size_t m = 0; m < loop.members.size(); ++m) {
-    const FusedMember& member = loop.members[m];
-    expansion_slot[m].assign(member.operands.size(), -1);
-    if (member.kernel == nullptr) {
-      const int64_t tile = member.result_tiles[0];
-      const FusedOperand& operand = member.operands[0];
-      const bool single = std::all_of(operand.strides.begin(), operand.strides.end(),
-                                      [](int64_t stride) { return stride == 0; });
-      if (single && export_of[static_cast<size_t>(tile)] < 0 &&
-          !read_as_run[static_cast<size_t>(tile)]) {
-        program.external_scalar[static_cast<size_t>(operand.source)] = true;
-        slot_of_tile[static_cast<size_t>(tile)] = operand.source;
-        scalar_tile[static_cast<size_t>(tile)] = true;
-      } else {
-        expansion_slot[m][0] = expansion(operand);
-      }
-      continue;
-    }
-    for (size_t i = 0; i < member.operands.size(); ++i) {
-      if (member.operands[i].kind == FusedOperand::Kind::kExpanded)
-        expansion_slot[m][i] = expansion(member.operands[i]);
-    }
   }
-  // A step's operand: its slot and whether it is one repeated element.
-  auto operand_slot = [&](size_t m, size_t i) -> std::pair<int64_t, bool> {
-    const FusedOperand& operand = loop.members[m].operands[i];
-    switch (operand.kind) {
-      case FusedOperand::Kind::kTile:
-        return {slot_of_tile[static_cast<size_t>(operand.tile)],
-                scalar_tile[static_cast<size_t>(operand.tile)]};
-      case FusedOperand::Kind::kDirect:
-        return {operand.source, false};
-      case FusedOperand::Kind::kScalar:
-        return {operand.source, true};
-      case FusedOperand::Kind::kExpanded:
-        return {expansion_slot[m][i], false};
-    }
-    return {-1, false};
-  };
-  auto release_if_done = [&](int64_t tile, size_t m) {
-    int64_t& slot = slot_of_tile[static_cast<size_t>(tile)];
-    if (slot < 0 || scalar_tile[static_cast<size_t>(tile)]) return;
-    if (last_reader[static_cast<size_t>(tile)] > static_cast<int64_t>(m)) return;
-    if (export_of[static_cast<size_t>(tile)] >= 0) return;
-    auto index = static_cast<size_t>(slot - num_externals - num_exports);
-    if (!slot_permanent[index]) slot_busy[index] = false;
-    slot = -1;
-  };
 
-  std::vector<simd::ProgramStep> copies;
-  auto copy_out = [&](int64_t slot, int64_t tile) {
-    simd::ProgramStep copy;
-    const bool bools = loop.tile_dtypes[static_cast<size_t>(tile)] == DType::bool_;
-    copy.form = bools ? Form::kCopyBools : Form::kUnary;
-    copy.op = static_cast<uint8_t>(simd::UnaryOp::kCopy);
-    copy.a = static_cast<uint16_t>(slot);
-    copy.y = static_cast<uint16_t>(num_externals + export_of[static_cast<size_t>(tile)]);
-    copy.stream = stream && !bools;
-    copies.push_back(copy);
-  };
-  for (size_t m = 0; m < loop.members.size(); ++m) {
-    const FusedMember& member = loop.members[m];
-    const int64_t tile = member.result_tiles[0];
-    if (member.kernel == nullptr) {  // broadcast_in_dim: no step, its tile is a view
-      if (scalar_tile[static_cast<size_t>(tile)]) continue;
-      slot_of_tile[static_cast<size_t>(tile)] = expansion_slot[m][0];
-      if (export_of[static_cast<size_t>(tile)] >= 0) copy_out(expansion_slot[m][0], tile);
-      continue;
-    }
-    simd::ProgramStep step;
-    step.op = member.vector_op;
-    switch (member.vector) {
-      case FusedMember::Vector::kCompare:
-        step.form = Form::kCompare;
-        break;
-      case FusedMember::Vector::kSelect:
-        step.form = Form::kSelect;
-        break;
-      default:
-        step.form = member.operands.size() == 2 ? Form::kBinary : Form::kUnary;
-        break;
-    }
-    uint16_t* const operand_fields[3] = {&step.a, &step.b, &step.c};
-    bool* const scalar_fields[3] = {&step.a_scalar, &step.b_scalar, &step.c_scalar};
+  // A broadcast has no step: readers find its tile in its expansion's slot.
+  void place_broadcast(size_t m) {
+    ProgramSlots::Member& placed = slots_.members[m];
+    if (placed.result_scalar) return;
+    placed.result = placed.operands[0];
+    slot_of_tile_[static_cast<size_t>(loop_.members[m].result_tiles[0])] = placed.result;
+  }
+
+  void place_step(size_t m) {
+    const FusedMember& member = loop_.members[m];
+    ProgramSlots::Member& placed = slots_.members[m];
     for (size_t i = 0; i < member.operands.size(); ++i) {
-      auto [slot, scalar] = operand_slot(m, i);
-      *operand_fields[i] = static_cast<uint16_t>(slot);
-      *scalar_fields[i] = scalar;
+      const FusedOperand& operand = member.operands[i];
+      switch (operand.kind) {
+        case FusedOperand::Kind::kTile:
+          placed.operands[i] = slot_of_tile_[static_cast<size_t>(operand.tile)];
+          placed.scalar[i] = scalar_tile_[static_cast<size_t>(operand.tile)];
+          break;
+        case FusedOperand::Kind::kDirect:
+          placed.operands[i] = operand.source;
+          break;
+        case FusedOperand::Kind::kScalar:
+          placed.operands[i] = operand.source;
+          placed.scalar[i] = true;
+          break;
+        case FusedOperand::Kind::kExpanded:  // placed with the expansions
+          break;
+      }
     }
-    const int64_t export_index = export_of[static_cast<size_t>(tile)];
-    const bool read_later = last_reader[static_cast<size_t>(tile)] > static_cast<int64_t>(m);
-    const bool values = step.form != Form::kCompare;
+    const int64_t tile = member.result_tiles[0];
+    const int64_t export_index = uses_.export_of[static_cast<size_t>(tile)];
+    const bool read_later = uses_.last_reader[static_cast<size_t>(tile)] > static_cast<int64_t>(m);
     if (export_index >= 0 && member.direct_export >= 0 && !read_later) {  // straight to memory
-      step.y = static_cast<uint16_t>(num_externals + export_index);
-      step.stream = stream && values;
-    } else {  // into a tile (allocated before the operands' tiles free: never in place)
-      int64_t slot = allocate(false);
-      slot_of_tile[static_cast<size_t>(tile)] = slot;
-      step.y = static_cast<uint16_t>(slot);
-      if (export_index >= 0) copy_out(slot, tile);
+      placed.result = static_cast<int64_t>(loop_.externals.size()) + export_index;
+      placed.to_memory = true;
+    } else {  // into a tile (taken before the operands' tiles are given back: never in place)
+      placed.result = allocator_.take(false);
+      slot_of_tile_[static_cast<size_t>(tile)] = placed.result;
     }
-    program.steps.push_back(step);
     for (const FusedOperand& operand : member.operands) {
       if (operand.kind == FusedOperand::Kind::kTile) release_if_done(operand.tile, m);
     }
     release_if_done(tile, m);  // a result nothing reads
   }
-  // Results go out to memory only after every step has read its operands: the memory
-  // plan may have put a result over an operand that a later step still reads.
-  program.steps.insert(program.steps.end(), copies.begin(), copies.end());
-  program.num_tiles = static_cast<int64_t>(slot_busy.size());
-  // Slots are numbered in 16 bits; a group that needs more runs member by member.
-  if (num_externals + num_exports + program.num_tiles > std::numeric_limits<uint16_t>::max())
-    return std::nullopt;
-  return program;
+
+  // Gives back the slot of a tile that no member after m reads and that is not exported.
+  void release_if_done(int64_t tile, size_t m) {
+    const auto t = static_cast<size_t>(tile);
+    int64_t& slot = slot_of_tile_[t];
+    if (slot < 0 || scalar_tile_[t]) return;
+    if (uses_.last_reader[t] > static_cast<int64_t>(m) || uses_.export_of[t] >= 0) return;
+    allocator_.give_back(slot);
+    slot = -1;
+  }
+
+  const FusedLoop& loop_;
+  const TileUses& uses_;
+  SlotAllocator allocator_;
+  std::vector<int64_t> slot_of_tile_;
+  std::vector<bool> scalar_tile_;  // a broadcast single element, read in place
+  ProgramSlots slots_;
+};
+
+// The step that computes member `member` with its slots `placed`.
+simd::ProgramStep member_step(const FusedMember& member, const ProgramSlots::Member& placed,
+                              bool stream) {
+  using Form = simd::ProgramStep::Form;
+  simd::ProgramStep step;
+  step.op = member.vector_op;
+  switch (member.vector) {
+    case FusedMember::Vector::kCompare:
+      step.form = Form::kCompare;
+      break;
+    case FusedMember::Vector::kSelect:
+      step.form = Form::kSelect;
+      break;
+    default:
+      step.form = member.operands.size() == 2 ? Form::kBinary : Form::kUnary;
+      break;
+  }
+  uint16_t* const operand_fields[3] = {&step.a, &step.b, &step.c};
+  bool* const scalar_fields[3] = {&step.a_scalar, &step.b_scalar, &step.c_scalar};
+  for (size_t i = 0; i < member.operands.size(); ++i) {
+    *operand_fields[i] = static_cast<uint16_t>(placed.operands[i]);
+    *scalar_fields[i] = placed.scalar[i];
+  }
+  step.y = static_cast<uint16_t>(placed.result);
+  step.stream = placed.to_memory && stream && step.form != Form::kCompare;  // bools: no
+  return step;
 }
 
 // A thread's scratch block of at least `bytes`, 64-byte aligned (one per thread, reused by
@@ -383,6 +410,78 @@ std::byte* aligned_scratch(int64_t bytes) {
 }
 
 }  // namespace
+
+TileUses tile_uses(const FusedLoop& loop) {
+  const size_t tiles = loop.tile_dtypes.size();
+  TileUses uses{std::vector<int64_t>(tiles, -1), std::vector<int64_t>(tiles, -1),
+                std::vector<bool>(tiles, false)};
+  for (size_t j = 0; j < loop.exports.size(); ++j)
+    uses.export_of[static_cast<size_t>(loop.exports[j].first)] = static_cast<int64_t>(j);
+  for (size_t m = 0; m < loop.members.size(); ++m) {
+    const FusedMember& member = loop.members[m];
+    for (const FusedOperand& operand : member.operands) {
+      if (operand.kind != FusedOperand::Kind::kTile) continue;
+      uses.last_reader[static_cast<size_t>(operand.tile)] = static_cast<int64_t>(m);
+      if (member.operands.size() == 1 && member.kernel != nullptr)
+        uses.read_as_run[static_cast<size_t>(operand.tile)] = true;
+    }
+  }
+  return uses;
+}
+
+ProgramSlots allocate_slots(const FusedLoop& loop, const TileUses& uses) {
+  return SlotAssigner(loop, uses).assign();
+}
+
+std::vector<simd::ProgramStep> generate_steps(const FusedLoop& loop, const TileUses& uses,
+                                              const ProgramSlots& slots) {
+  const bool stream = loop.shape.num_elements() >= kStreamResultElements;
+  const auto num_externals = static_cast<int64_t>(loop.externals.size());
+  std::vector<simd::ProgramStep> steps, copies;
+  auto copy_out = [&](int64_t slot, int64_t tile, int64_t export_index) {
+    simd::ProgramStep copy;
+    const bool bools = loop.tile_dtypes[static_cast<size_t>(tile)] == DType::bool_;
+    copy.form = bools ? simd::ProgramStep::Form::kCopyBools : simd::ProgramStep::Form::kUnary;
+    copy.op = static_cast<uint8_t>(simd::UnaryOp::kCopy);
+    copy.a = static_cast<uint16_t>(slot);
+    copy.y = static_cast<uint16_t>(num_externals + export_index);
+    copy.stream = stream && !bools;
+    copies.push_back(copy);
+  };
+  for (size_t m = 0; m < loop.members.size(); ++m) {
+    const FusedMember& member = loop.members[m];
+    const ProgramSlots::Member& placed = slots.members[m];
+    const int64_t tile = member.result_tiles[0];
+    const int64_t export_index = uses.export_of[static_cast<size_t>(tile)];
+    if (member.kernel != nullptr) steps.push_back(member_step(member, placed, stream));
+    if (export_index >= 0 && !placed.to_memory && !placed.result_scalar)
+      copy_out(placed.result, tile, export_index);
+  }
+  // Results go out to memory only after every step has read its operands: the memory
+  // plan may have put a result over an operand that a later step still reads.
+  steps.insert(steps.end(), copies.begin(), copies.end());
+  return steps;
+}
+
+std::optional<FusedProgram> build_program(const FusedLoop& loop) {
+  std::optional<DType> dtype = program_dtype(loop);
+  if (!dtype) return std::nullopt;
+  FusedProgram program;
+  program.dtype = *dtype;
+  lay_out_memory(loop, program);
+  const TileUses uses = tile_uses(loop);
+  ProgramSlots slots = allocate_slots(loop, uses);
+  // Slots are numbered in 16 bits; a group that needs more runs member by member.
+  const auto num_slots =
+      static_cast<int64_t>(loop.externals.size() + loop.exports.size()) + slots.num_tiles;
+  if (num_slots > std::numeric_limits<uint16_t>::max()) return std::nullopt;
+  program.steps = generate_steps(loop, uses, slots);
+  for (int64_t source : slots.scalar_externals)
+    program.external_scalar[static_cast<size_t>(source)] = true;
+  program.expansions = std::move(slots.expansions);
+  program.num_tiles = slots.num_tiles;
+  return program;
+}
 
 FusedLoop FusedLoop::build(const Program& program, std::span<const size_t> equations,
                            std::span<const KernelFn> kernels,
@@ -404,6 +503,8 @@ FusedLoop FusedLoop::build(const Program& program, std::span<const size_t> equat
     const Equation& equation = program.equations[index];
     FusedMember member;
     member.params = &equation.params;
+    member.prim = equation.prim;
+    member.site = equation.site;
     if (equation.prim == PrimId::broadcast_in_dim) {
       // Axis i of the operand is axis broadcast_dimensions[i] of the result.
       const auto& p = std::get<BroadcastInDimParams>(equation.params);
@@ -464,6 +565,8 @@ FusedLoop FusedLoop::build(const Program& program, std::span<const size_t> equat
   return loop;
 }
 
+// Unlike a member's kernel, a program cannot fail (float vector loops only): nothing here
+// needs to name a member in an error.
 void FusedLoop::run_program(std::span<const void* const> external_data,
                             std::span<void* const> export_data, ComputePool& pool) const {
   const int64_t n = shape.num_elements();
@@ -531,155 +634,197 @@ void FusedLoop::run_program(std::span<const void* const> external_data,
   });
 }
 
+namespace {
+
+// Where each tile buffer of the member-by-member loop lives in a thread's scratch block:
+// 64-byte aligned, one after another.
+struct TileLayout {
+  std::vector<int64_t> offset;  // per tile buffer
+  int64_t bytes = 0;
+};
+
+TileLayout tile_layout(const std::vector<DType>& tile_dtypes) {
+  TileLayout layout;
+  for (DType dtype : tile_dtypes) {
+    layout.offset.push_back(layout.bytes);
+    layout.bytes += (kTileElements * dtype_size(dtype) + 63) / 64 * 64;
+  }
+  return layout;
+}
+
+// One tile of the member-by-member loop: elements [begin, end) of the group's shape, with
+// the memory the members read and write.
+struct TileContext {
+  const FusedLoop& loop;
+  std::span<const void* const> external_data;
+  std::span<void* const> export_data;
+  std::byte* scratch;  // this thread's tile buffers
+  const TileLayout& layout;
+  int64_t begin = 0;
+  int64_t end = 0;
+
+  std::byte* tile(int64_t index) const {
+    return scratch + layout.offset[static_cast<size_t>(index)];
+  }
+  const std::byte* external(int64_t source) const {
+    return static_cast<const std::byte*>(external_data[static_cast<size_t>(source)]);
+  }
+};
+
+// Where a member reads one operand over the tile, and whether it is one element repeated.
+struct OperandData {
+  const void* data = nullptr;
+  bool scalar = false;
+};
+
+// An expanded operand is first copied into its own tile buffer.
+OperandData operand_data(const FusedOperand& operand, const TileContext& tile) {
+  const int64_t item = dtype_size(operand.dtype);
+  switch (operand.kind) {
+    case FusedOperand::Kind::kTile:
+      return {tile.tile(operand.tile), false};
+    case FusedOperand::Kind::kDirect:
+      return {tile.external(operand.source) + tile.begin * item, false};
+    case FusedOperand::Kind::kScalar:
+      return {tile.external(operand.source), true};
+    case FusedOperand::Kind::kExpanded:
+      expand_into(tile.external(operand.source), operand.strides, tile.loop.shape, item, tile.begin,
+                  tile.end, tile.tile(operand.tile));
+      return {tile.tile(operand.tile), false};
+  }
+  return {};
+}
+
+// Where the member writes its first result: straight to memory when it is the loop's
+// direct export, else into its tile.
+void* result_data(const FusedMember& member, const TileContext& tile) {
+  if (member.direct_export < 0) return tile.tile(member.result_tiles[0]);
+  return static_cast<std::byte*>(tile.export_data[static_cast<size_t>(member.direct_export)]) +
+         tile.begin * dtype_size(member.result_dtypes[0]);
+}
+
+// broadcast_in_dim: its operand expanded into the result tile.
+void expand_broadcast(const FusedMember& member, const TileContext& tile) {
+  const FusedOperand& operand = member.operands[0];
+  expand_into(tile.external(operand.source), operand.strides, tile.loop.shape,
+              dtype_size(operand.dtype), tile.begin, tile.end, tile.tile(member.result_tiles[0]));
+}
+
+// The arithmetic vector loop the member's eager kernel would run, called on the tile.
+void run_vector_loop(const FusedMember& member, const TileContext& tile, void* result,
+                     simd::Store store) {
+  OperandData operands[3];
+  for (size_t i = 0; i < member.operands.size(); ++i)
+    operands[i] = operand_data(member.operands[i], tile);
+  const auto count = static_cast<size_t>(tile.end - tile.begin);
+  auto stride = [&](size_t i) { return operands[i].scalar ? size_t{0} : size_t{1}; };
+  switch (member.vector) {
+    case FusedMember::Vector::kUnaryF32:
+      simd::unary_f32(static_cast<simd::UnaryOp>(member.vector_op),
+                      static_cast<const float*>(operands[0].data), static_cast<float*>(result),
+                      count, store);
+      break;
+    case FusedMember::Vector::kUnaryF64:
+      simd::unary_f64(static_cast<simd::UnaryOp>(member.vector_op),
+                      static_cast<const double*>(operands[0].data), static_cast<double*>(result),
+                      count, store);
+      break;
+    case FusedMember::Vector::kBinaryF32:
+      simd::binary_f32(static_cast<simd::BinaryOp>(member.vector_op),
+                       static_cast<const float*>(operands[0].data), stride(0),
+                       static_cast<const float*>(operands[1].data), stride(1),
+                       static_cast<float*>(result), count, store);
+      break;
+    case FusedMember::Vector::kBinaryF64:
+      simd::binary_f64(static_cast<simd::BinaryOp>(member.vector_op),
+                       static_cast<const double*>(operands[0].data), stride(0),
+                       static_cast<const double*>(operands[1].data), stride(1),
+                       static_cast<double*>(result), count, store);
+      break;
+    default:
+      break;
+  }
+}
+
+// A kernel call's arguments, reused from tile to tile of a chunk.
+struct KernelArgs {
+  std::vector<AbstractValue> input_avals, output_avals;
+  std::vector<KernelInput> inputs;
+  std::vector<KernelOutput> outputs;
+};
+
+// The member's own kernel on the tile: a one-element operand is passed whole.
+void run_kernel(const FusedMember& member, const TileContext& tile, void* result, KernelArgs& args,
+                ComputePool& pool) {
+  const int64_t length = tile.end - tile.begin;
+  args.input_avals.clear();
+  args.inputs.clear();
+  args.input_avals.reserve(member.operands.size());
+  for (const FusedOperand& operand : member.operands) {
+    OperandData data = operand_data(operand, tile);
+    args.input_avals.emplace_back(Shape{data.scalar ? 1 : length}, operand.dtype);
+    args.inputs.push_back({data.data, nullptr});
+  }
+  for (size_t i = 0; i < args.inputs.size(); ++i) args.inputs[i].aval = &args.input_avals[i];
+  args.output_avals.clear();
+  args.outputs.clear();
+  args.output_avals.reserve(member.result_tiles.size());
+  for (size_t r = 0; r < member.result_tiles.size(); ++r) {
+    args.output_avals.emplace_back(Shape{length}, member.result_dtypes[r]);
+    args.outputs.push_back({r == 0 ? result : tile.tile(member.result_tiles[r]), nullptr});
+  }
+  for (size_t r = 0; r < args.outputs.size(); ++r) args.outputs[r].aval = &args.output_avals[r];
+  try {
+    member.kernel(KernelCall{args.inputs, args.outputs, *member.params, pool});
+  } catch (const Error& error) {
+    throw primitive_failed(member.prim, member.site, error);
+  }
+}
+
+void run_member(const FusedMember& member, const TileContext& tile, KernelArgs& args,
+                ComputePool& pool) {
+  if (member.kernel == nullptr) return expand_broadcast(member, tile);
+  void* result = result_data(member, tile);
+  // A long result written straight to memory streams past the caches, as the eager
+  // kernel's stores do for it: nothing reads it back soon.
+  const simd::Store store =
+      member.direct_export >= 0 && tile.loop.shape.num_elements() >= kStreamResultElements
+          ? simd::Store::kStream
+          : simd::Store::kAuto;
+  if (member.arithmetic()) return run_vector_loop(member, tile, result, store);
+  run_kernel(member, tile, result, args, pool);
+}
+
+// Copies the tile's exported results to memory, but for the one its member wrote there.
+void write_exports(const TileContext& tile) {
+  const FusedLoop& loop = tile.loop;
+  const int64_t length = tile.end - tile.begin;
+  for (size_t j = 0; j < loop.exports.size(); ++j) {
+    if (static_cast<int64_t>(j) == loop.members.back().direct_export) continue;
+    const int64_t index = loop.exports[j].first;
+    const int64_t item = dtype_size(loop.tile_dtypes[static_cast<size_t>(index)]);
+    std::memcpy(static_cast<std::byte*>(tile.export_data[j]) + tile.begin * item, tile.tile(index),
+                static_cast<size_t>(length * item));
+  }
+}
+
+}  // namespace
+
 void FusedLoop::run(std::span<const void* const> external_data, std::span<void* const> export_data,
                     ComputePool& pool) const {
   if (program) return run_program(external_data, export_data, pool);
+  const TileLayout layout = tile_layout(tile_dtypes);
   const int64_t n = shape.num_elements();
-  // Tile buffers, 64-byte aligned, one after another in a per-thread scratch block.
-  std::vector<int64_t> tile_offset(tile_dtypes.size());
-  int64_t scratch_bytes = 0;
-  for (size_t t = 0; t < tile_dtypes.size(); ++t) {
-    tile_offset[t] = scratch_bytes;
-    scratch_bytes += (kTileElements * dtype_size(tile_dtypes[t]) + 63) / 64 * 64;
-  }
   const int64_t chunks = chunk_count(n, kChunkElements);
   pool.parallel_for(chunks, [&](int64_t chunk) {
-    std::byte* scratch = aligned_scratch(scratch_bytes);
-    auto tile_data = [&](int64_t tile) { return scratch + tile_offset[static_cast<size_t>(tile)]; };
-
-    std::vector<AbstractValue> input_avals, output_avals;
-    std::vector<KernelInput> inputs;
-    std::vector<KernelOutput> outputs;
     const int64_t chunk_begin = n * chunk / chunks, chunk_end = n * (chunk + 1) / chunks;
-    for (int64_t begin = chunk_begin; begin < chunk_end; begin += kTileElements) {
-      const int64_t end = std::min(begin + kTileElements, chunk_end);
-      const int64_t length = end - begin;
-      for (const FusedMember& member : members) {
-        if (member.kernel == nullptr) {  // broadcast_in_dim: expand into the result tile
-          const FusedOperand& operand = member.operands[0];
-          expand_into(
-              static_cast<const std::byte*>(external_data[static_cast<size_t>(operand.source)]),
-              operand.strides, shape, dtype_size(operand.dtype), begin, end,
-              tile_data(member.result_tiles[0]));
-          continue;
-        }
-        // Operand data for this tile (and whether it is one repeated element).
-        const void* operand_data[3] = {nullptr, nullptr, nullptr};
-        bool operand_scalar[3] = {false, false, false};
-        auto operand_at = [&](const FusedOperand& operand, size_t slot) {
-          const int64_t item = dtype_size(operand.dtype);
-          switch (operand.kind) {
-            case FusedOperand::Kind::kTile:
-              operand_data[slot] = tile_data(operand.tile);
-              break;
-            case FusedOperand::Kind::kDirect:
-              operand_data[slot] = static_cast<const std::byte*>(
-                                       external_data[static_cast<size_t>(operand.source)]) +
-                                   begin * item;
-              break;
-            case FusedOperand::Kind::kScalar:
-              operand_data[slot] = external_data[static_cast<size_t>(operand.source)];
-              operand_scalar[slot] = true;
-              break;
-            case FusedOperand::Kind::kExpanded:
-              expand_into(
-                  static_cast<const std::byte*>(external_data[static_cast<size_t>(operand.source)]),
-                  operand.strides, shape, item, begin, end, tile_data(operand.tile));
-              operand_data[slot] = tile_data(operand.tile);
-              break;
-          }
-        };
-        void* result_data =
-            member.direct_export >= 0
-                ? static_cast<void*>(static_cast<std::byte*>(
-                                         export_data[static_cast<size_t>(member.direct_export)]) +
-                                     begin * dtype_size(member.result_dtypes[0]))
-                : static_cast<void*>(tile_data(member.result_tiles[0]));
-        // A long result written straight to memory streams past the caches, as the eager
-        // kernel's stores do for it: nothing reads it back soon.
-        const simd::Store store = member.direct_export >= 0 && n >= kStreamResultElements
-                                      ? simd::Store::kStream
-                                      : simd::Store::kAuto;
-        if (member.arithmetic()) {
-          for (size_t i = 0; i < member.operands.size(); ++i) operand_at(member.operands[i], i);
-          auto count = static_cast<size_t>(length);
-          auto stride = [&](size_t slot) { return operand_scalar[slot] ? size_t{0} : size_t{1}; };
-          switch (member.vector) {
-            case FusedMember::Vector::kUnaryF32:
-              simd::unary_f32(static_cast<simd::UnaryOp>(member.vector_op),
-                              static_cast<const float*>(operand_data[0]),
-                              static_cast<float*>(result_data), count, store);
-              break;
-            case FusedMember::Vector::kUnaryF64:
-              simd::unary_f64(static_cast<simd::UnaryOp>(member.vector_op),
-                              static_cast<const double*>(operand_data[0]),
-                              static_cast<double*>(result_data), count, store);
-              break;
-            case FusedMember::Vector::kBinaryF32:
-              simd::binary_f32(static_cast<simd::BinaryOp>(member.vector_op),
-                               static_cast<const float*>(operand_data[0]), stride(0),
-                               static_cast<const float*>(operand_data[1]), stride(1),
-                               static_cast<float*>(result_data), count, store);
-              break;
-            case FusedMember::Vector::kBinaryF64:
-              simd::binary_f64(static_cast<simd::BinaryOp>(member.vector_op),
-                               static_cast<const double*>(operand_data[0]), stride(0),
-                               static_cast<const double*>(operand_data[1]), stride(1),
-                               static_cast<double*>(result_data), count, store);
-              break;
-            default:
-              break;
-          }
-          continue;
-        }
-        input_avals.clear();
-        inputs.clear();
-        input_avals.reserve(member.operands.size());
-        for (const FusedOperand& operand : member.operands) {
-          const int64_t item = dtype_size(operand.dtype);
-          const void* data = nullptr;
-          int64_t count = length;
-          switch (operand.kind) {
-            case FusedOperand::Kind::kTile:
-              data = tile_data(operand.tile);
-              break;
-            case FusedOperand::Kind::kDirect:
-              data = static_cast<const std::byte*>(
-                         external_data[static_cast<size_t>(operand.source)]) +
-                     begin * item;
-              break;
-            case FusedOperand::Kind::kScalar:
-              data = external_data[static_cast<size_t>(operand.source)];
-              count = 1;
-              break;
-            case FusedOperand::Kind::kExpanded:
-              expand_into(
-                  static_cast<const std::byte*>(external_data[static_cast<size_t>(operand.source)]),
-                  operand.strides, shape, item, begin, end, tile_data(operand.tile));
-              data = tile_data(operand.tile);
-              break;
-          }
-          input_avals.emplace_back(Shape{count}, operand.dtype);
-          inputs.push_back({data, nullptr});
-        }
-        for (size_t i = 0; i < inputs.size(); ++i) inputs[i].aval = &input_avals[i];
-        output_avals.clear();
-        outputs.clear();
-        output_avals.reserve(member.result_tiles.size());
-        for (size_t r = 0; r < member.result_tiles.size(); ++r) {
-          output_avals.emplace_back(Shape{length}, member.result_dtypes[r]);
-          outputs.push_back({r == 0 ? result_data : tile_data(member.result_tiles[r]), nullptr});
-        }
-        for (size_t r = 0; r < outputs.size(); ++r) outputs[r].aval = &output_avals[r];
-        member.kernel(KernelCall{inputs, outputs, *member.params, pool});
-      }
-      for (size_t j = 0; j < exports.size(); ++j) {
-        if (static_cast<int64_t>(j) == members.back().direct_export) continue;
-        int64_t tile = exports[j].first;
-        int64_t item = dtype_size(tile_dtypes[static_cast<size_t>(tile)]);
-        std::memcpy(static_cast<std::byte*>(export_data[j]) + begin * item, tile_data(tile),
-                    static_cast<size_t>(length * item));
-      }
+    TileContext tile{*this,  external_data, export_data, aligned_scratch(layout.bytes),
+                     layout, chunk_begin,   chunk_begin};
+    KernelArgs args;
+    for (; tile.begin < chunk_end; tile.begin += kTileElements) {
+      tile.end = std::min(tile.begin + kTileElements, chunk_end);
+      for (const FusedMember& member : members) run_member(member, tile, args, pool);
+      write_exports(tile);
     }
   });
 }

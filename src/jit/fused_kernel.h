@@ -59,6 +59,9 @@ struct FusedMember {
   // the tile reads the operands after it, so even an in-place result is safe.
   int64_t direct_export = -1;
   const Params* params = nullptr;
+  // The equation's primitive and the user's line that called it, for its kernel's errors.
+  PrimId prim{};
+  CallSite site = kUnknownSite;
   std::vector<FusedOperand> operands;
   std::vector<int64_t> result_tiles;  // one tile buffer per result
   std::vector<DType> result_dtypes;
@@ -115,5 +118,49 @@ struct FusedLoop {
   void run_program(std::span<const void* const> external_data, std::span<void* const> export_data,
                    ComputePool& pool) const;
 };
+
+// The steps of compiling a fused group into a FusedProgram (FusedLoop::build runs them;
+// declared here so that tests can check each on its own).
+
+// How a group's tiles are used, by member index.
+struct TileUses {
+  std::vector<int64_t> last_reader;  // per tile: the last member that reads it, or -1
+  std::vector<int64_t> export_of;    // per tile: its index among the loop's exports, or -1
+  // Per tile: some step reads it as a run of elements (a unary loop has no repeated-element
+  // form), so a broadcast single element feeding it is expanded rather than aliased.
+  std::vector<bool> read_as_run;
+};
+TileUses tile_uses(const FusedLoop& loop);
+
+// Which slot each member of a program reads and writes (slots as in FusedProgram: the
+// loop's externals, then its exports, then the tiles).
+struct ProgramSlots {
+  struct Member {
+    std::vector<int64_t> operands;  // per operand: its slot
+    std::vector<bool> scalar;       // per operand: one element, repeated
+    // The slot the member's result is in: a step's, or for a broadcast the slot readers
+    // find it in (its expansion's, or the external element itself when `result_scalar`).
+    int64_t result = -1;
+    bool result_scalar = false;
+    bool to_memory = false;  // a step writing straight into its export's slot
+  };
+  std::vector<Member> members;
+  std::vector<FusedProgram::Expansion> expansions;
+  std::vector<int64_t> scalar_externals;  // single elements that broadcasts read in place
+  int64_t num_tiles = 0;
+};
+// Tile slots are taken when a step writes them and given back after their last reader, so
+// later results reuse them; every expansion's slot is taken first and never given back
+// (expansions are written at the start of each block, before any step runs).
+ProgramSlots allocate_slots(const FusedLoop& loop, const TileUses& uses);
+
+// The program's steps: one per member that computes, then one copy out to memory per
+// exported result that a step did not write there itself.
+std::vector<simd::ProgramStep> generate_steps(const FusedLoop& loop, const TileUses& uses,
+                                              const ProgramSlots& slots);
+
+// The group as one straight-line program, or nothing when a member has no vector loop
+// over the group's float dtype (integer ops, conversions, a non-float broadcast...).
+std::optional<FusedProgram> build_program(const FusedLoop& loop);
 
 }  // namespace kiln::detail

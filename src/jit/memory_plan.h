@@ -37,8 +37,34 @@ struct MemoryPlan {
   MemoryPlanReport report;
 };
 
-// `donated[i]`: whether input i's buffer may be reused.
+// `donated[i]`: whether input i's buffer may be reused. Runs the steps below in order.
 MemoryPlan plan_memory(const Program& program, const std::vector<StepPlan>& steps,
                        const std::vector<bool>& donated);
+
+// The steps of plan_memory, each a function of the earlier ones' results (declared here so
+// that tests can check each on its own).
+
+// Per variable: the variable whose storage it shares (itself, unless it aliases an operand).
+std::vector<VarId> storage_roots(const Program& program, const std::vector<StepPlan>& steps);
+
+// When each value is live, counted in steps of the schedule.
+struct Liveness {
+  static constexpr int64_t kNever = -1;
+  std::vector<int64_t> defined_at;  // per variable: the step that defines it, or kNever
+  std::vector<int64_t> last_use;    // per root: the last step that reads it, or kNever
+  // Per variable: read by a step other than the one that defines it, or returned; a fused
+  // value that is neither lives only in its loop's tiles.
+  std::vector<bool> read_outside_step;
+  std::vector<bool> escapes;  // per root: returned by the program
+};
+Liveness compute_liveness(const Program& program, const std::vector<StepPlan>& steps,
+                          const std::vector<VarId>& root);
+
+// Gives every value the steps define its storage, walking the steps in order: results a
+// buffer of their own (or a donated input's), every other value in memory an arena block,
+// in place over an operand that dies at an elementwise step. `plan` already holds the
+// roots and the inputs' and constants' storage; sets its arena size and counts.
+void assign_buffers(const Program& program, const std::vector<StepPlan>& steps,
+                    const Liveness& live, const std::vector<bool>& donated, MemoryPlan& plan);
 
 }  // namespace kiln::detail
