@@ -1,10 +1,48 @@
-// The `kiln` command: parses the command line and runs one subcommand. User errors
-// (kiln::Error) print their message and HINT and exit with status 1.
+// The `kiln` command: parses the command line and runs one subcommand. Exit status (also
+// in docs/training.md): 0 success; 1 an error (a usage error, or a kiln::Error: config,
+// data, model, file system); 2 a run stopped by a non-finite loss or gradient; 130 / 143 a
+// run interrupted by SIGINT / SIGTERM (128 + the signal, as shells report it).
 #include <cstdio>
 #include <iostream>
+#include <string>
+#include <string_view>
+#include <vector>
 
+#include "base/edit_distance.h"
 #include "cli/commands.h"
 #include "kiln/error.h"
+
+namespace {
+
+// CLI11 exits with its own codes (105-114); kiln documents 0 for --help and --version and
+// 1 for every other usage error, so scripts see the same codes whatever went wrong.
+int usage_exit(CLI::App& app, const CLI::ParseError& error) {
+  int code = app.exit(error);  // prints the message (or the help) as CLI11 does
+  return code == static_cast<int>(CLI::ExitCodes::Success) ? 0 : 1;
+}
+
+// `kiln trian`: CLI11 would say only that an argument was not expected. An unknown first
+// word that is not an option is a mistyped command: name it and suggest the closest.
+bool unknown_command(const CLI::App& app, int argc, char** argv) {
+  if (argc < 2) return false;
+  std::string_view word = argv[1];
+  if (word.empty() || word.front() == '-') return false;
+  std::vector<std::string> names;
+  for (const CLI::App* command : app.get_subcommands({})) names.push_back(command->get_name());
+  for (const std::string& name : names) {
+    if (name == word) return false;
+  }
+  std::vector<std::string_view> views(names.begin(), names.end());
+  std::string_view guess = kiln::closest_match(word, views);
+  std::string list;
+  for (const std::string& name : names) list += (list.empty() ? "" : ", ") + name;
+  std::string message = "error: unknown command '" + std::string(word) + "'";
+  if (!guess.empty()) message += "; did you mean '" + std::string(guess) + "'?";
+  std::fprintf(stderr, "%s\nthe commands are %s (kiln --help)\n", message.c_str(), list.c_str());
+  return true;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"kiln: train neural networks fast, at any scale, reproducibly.", "kiln"};
@@ -14,17 +52,21 @@ int main(int argc, char** argv) {
       "Environment:\n"
       "  KILN_CPU_DEVICES=N      split the CPU into N logical devices (default 1)\n"
       "  KILN_COMPUTE_THREADS=N  threads in the shared compute pool (default: one per core)\n"
-      "  KILN_KERNELS=ref        run the reference kernels instead of the fast ones\n"
+      "  KILN_KERNELS=ref        run the reference kernels instead of the fast ones (the only\n"
+      "                          value; anything else is an error)\n"
       "  KILN_ALLOCATOR_CACHE_MB=M  freed memory each device keeps for reuse (default 2048)\n"
       "  KILN_LOG_RECOMPILES=1   print every jit compilation and why\n"
+      "Exit status: 0 success, 1 an error (usage, config, data, model, files), 2 a run stopped\n"
+      "by a non-finite loss or gradient, 130 / 143 a run interrupted by SIGINT / SIGTERM.\n"
       "Run `kiln <command> --help` for a command's options.");
   kiln::cli::Runner devices = kiln::cli::add_devices_command(app);
   kiln::cli::Runner bench = kiln::cli::add_bench_command(app);
   kiln::cli::Runner train = kiln::cli::add_train_command(app);
+  if (unknown_command(app, argc, argv)) return 1;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
-    return app.exit(error);
+    return usage_exit(app, error);
   }
   try {
     if (app.got_subcommand("devices")) return devices();

@@ -1,5 +1,8 @@
 // `kiln train CONFIG`: one training run from a TOML config (see docs/training.md).
+#include <signal.h>
 #include <unistd.h>
+
+#include <atomic>
 
 #include <ctime>
 #include <fstream>
@@ -51,8 +54,48 @@ double process_age_seconds() {
   return age > 0 ? age : 0;
 }
 
+// SIGINT / SIGTERM ask the run to stop after the step in flight (the trainer polls this);
+// a second one ends the process at once, as the default action would.
+std::atomic<int> stop_signal{0};
+
+void on_stop_signal(int signal) {
+  if (stop_signal.load() != 0) {
+    ::signal(signal, SIG_DFL);
+    ::raise(signal);
+    return;
+  }
+  stop_signal.store(signal);
+  constexpr char kNote[] =
+      "\nkiln: stopping after the current step (send the signal again to stop at once)\n";
+  (void)!::write(STDERR_FILENO, kNote, sizeof kNote - 1);
+}
+
+void handle_stop_signals() {
+  struct sigaction action {};
+  action.sa_handler = on_stop_signal;
+  sigemptyset(&action.sa_mask);
+  for (int signal : {SIGINT, SIGTERM}) sigaction(signal, &action, nullptr);
+}
+
+void print_summary(const train::TrainSummary& summary) {
+  std::string text = fmt::format(
+      "done: {} steps{} in {}; test accuracy {:.2f}%, test loss {:.4f}; median step {:.2f} ms; "
+      "first step {:.2f} s after process start\n",
+      summary.steps,
+      summary.skipped_steps ? fmt::format(" ({} skipped)", summary.skipped_steps) : "",
+      train::format_duration(summary.seconds), 100 * summary.test_accuracy, summary.test_loss,
+      summary.median_step_ms, summary.first_step_seconds);
+  text += fmt::format("params: {} (sha256 {})\n", (summary.run_dir / "params.safetensors").string(),
+                      summary.params_sha256);
+  text += fmt::format("{}\n", summary.run_dir.string());
+  // The run is recorded; a full or closed stdout must not turn it into a failure.
+  train::print_best_effort(stdout, text);
+}
+
 int run_train(const TrainCommandOptions& options) {
   double started_age = process_age_seconds();
+  // At once: a signal during loading is then an interruption before the run starts.
+  handle_stop_signals();
   train::TrainConfig config = train::load_config(options.config, options.overrides);
   if (options.print_config) {
     fmt::print("{}", train::to_toml(config));
@@ -62,22 +105,18 @@ int run_train(const TrainCommandOptions& options) {
   train_options.interactive = !options.no_progress && isatty(STDERR_FILENO) != 0;
   train_options.quiet = options.quiet;
   train_options.process_start_age_seconds = started_age;
+  train_options.stop_signal = &stop_signal;
   try {
-    train::TrainSummary summary = train::train(config, train_options);
-    fmt::print(
-        "done: {} steps{} in {}; test accuracy {:.2f}%, test loss {:.4f}; median step {:.2f} ms; "
-        "first step {:.2f} s after process start\n",
-        summary.steps,
-        summary.skipped_steps ? fmt::format(" ({} skipped)", summary.skipped_steps) : "",
-        train::format_duration(summary.seconds), 100 * summary.test_accuracy, summary.test_loss,
-        summary.median_step_ms, summary.first_step_seconds);
-    fmt::print("params: {} (sha256 {})\n", (summary.run_dir / "params.safetensors").string(),
-               summary.params_sha256);
-    fmt::print("{}\n", summary.run_dir.string());
+    print_summary(train::train(config, train_options));
     return 0;
   } catch (const train::NonFiniteError& error) {
-    std::fprintf(stderr, "error: %s\n", error.what());
+    train::print_best_effort(stderr, fmt::format("error: {}\n", error.what()));
     return 2;
+  } catch (const train::InterruptedError& interrupted) {
+    std::string text = fmt::format("interrupted: {}\n", interrupted.what());
+    if (!interrupted.run_dir().empty()) text += interrupted.run_dir().string() + "\n";
+    train::print_best_effort(stderr, text);
+    return 128 + interrupted.signal();  // as a shell reports a process killed by it
   }
 }
 
@@ -102,8 +141,10 @@ Runner add_train_command(CLI::App& app) {
   command->add_flag("--print-config", options->print_config,
                     "Print the resolved config (defaults and overrides applied) and exit");
   command->footer(
-      "Exit status: 0 when the run completed, 1 on an error (config, data, model), 2 when a "
-      "non-finite loss or gradient stopped the run (train.on_nonfinite = \"stop\").");
+      "Exit status: 0 when the run completed; 1 on an error (usage, config, data, model, "
+      "files); 2 when a non-finite loss, gradient or evaluation, or too many skipped steps, "
+      "stopped the run; 130 / 143 when SIGINT / SIGTERM interrupted it (run.json says "
+      "interrupted). See docs/training.md.");
   return [options] { return run_train(*options); };
 }
 

@@ -51,6 +51,14 @@ ImageSplit load_split(const fs::path& dir, std::string_view prefix, int64_t limi
                                    split.images.rows_in_file, images_path.string(),
                                    split.labels.rows_in_file, labels_path.string()));
   }
+  // A split without examples would train no step or divide an evaluation by zero.
+  if (split.images.rows_in_file == 0) {
+    fail(kUnknownSite,
+         fmt::format("load_fashion_mnist: '{}' holds no examples (its header says 0 images); "
+                     "training needs at least one training and one test example",
+                     images_path.string()),
+         std::string(kInstallHint));
+  }
   for (size_t i = 0; i < split.labels.values.size(); ++i) {
     if (split.labels.values[i] >= num_classes) {
       fail(kUnknownSite,

@@ -11,8 +11,10 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <system_error>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -77,49 +79,102 @@ class PlainSource : public Source {
   std::FILE* file_;
 };
 
+// A gzip file decompressed with zlib's inflate. Unlike gzread, which treats a stream that
+// stops early as a quiet end of data, this insists that every member ends with its
+// trailer and lets inflate check it: a file missing its last bytes, or whose data does not
+// match the trailer's CRC-32 and size, is an error naming the file. Concatenated members
+// are one stream (as gunzip reads them).
 class GzipSource : public Source {
  public:
-  explicit GzipSource(const fs::path& path) : path_(path), file_(gzopen(path.c_str(), "rb")) {
+  explicit GzipSource(const fs::path& path) : path_(path), file_(std::fopen(path.c_str(), "rb")) {
     if (!file_) fail_file(path, fmt::format("cannot open: {}", std::strerror(errno)));
-    gzbuffer(file_, 1 << 20);
+    if (inflateInit2(&stream_, 15 + 16) != Z_OK) {
+      std::fclose(file_);
+      fail_file(path, "cannot start zlib");
+    }
   }
-  ~GzipSource() override { gzclose_r(file_); }
+  GzipSource(const GzipSource&) = delete;
+  GzipSource& operator=(const GzipSource&) = delete;
+  ~GzipSource() override {
+    inflateEnd(&stream_);
+    std::fclose(file_);
+  }
+
   size_t read(void* data, size_t size) override {
+    auto* out = static_cast<unsigned char*>(data);
     size_t total = 0;
-    auto* out = static_cast<char*>(data);
-    while (total < size) {
-      unsigned chunk = static_cast<unsigned>(std::min<size_t>(size - total, INT_MAX / 2));
-      int got = gzread(file_, out + total, chunk);
-      // zlib reads a file without a gzip header as plain bytes; a .gz that is not gzip is
-      // a mistake worth naming rather than parsing as IDX.
-      if (!checked_direct_) {
-        checked_direct_ = true;
-        if (gzdirect(file_)) {
-          fail_file(path_, "is not gzip-compressed (no gzip header), but its name ends in .gz");
-        }
-      }
-      if (got < 0) {
-        int code = 0;
-        const char* message = gzerror(file_, &code);
-        fail_file(path_, fmt::format("corrupt gzip data: {}", message));
-      }
-      if (got == 0) {
-        int code = 0;
-        const char* message = gzerror(file_, &code);
-        if (code != Z_OK) {
-          fail_file(path_, fmt::format("corrupt or truncated gzip data: {}", message));
-        }
-        break;
-      }
-      total += static_cast<size_t>(got);
+    while (total < size && !finished_) {
+      auto chunk = static_cast<uInt>(std::min<size_t>(size - total, UINT_MAX));
+      stream_.next_out = out + total;
+      stream_.avail_out = chunk;
+      inflate_some();
+      total += chunk - stream_.avail_out;
     }
     return total;
   }
 
  private:
+  // Runs inflate until the output space is full or the stream has ended.
+  void inflate_some() {
+    while (stream_.avail_out > 0 && !finished_) {
+      if (stream_.avail_in == 0 && !refill()) {
+        fail_file(path_,
+                  "truncated gzip data: the file ends inside the compressed stream, before its "
+                  "trailer (the CRC-32 and size of the data)");
+      }
+      int code = inflate(&stream_, Z_NO_FLUSH);
+      if (code == Z_STREAM_END) {
+        // The trailer matched. Another member may follow; else this is the end.
+        if (stream_.avail_in == 0 && !refill()) {
+          finished_ = true;
+        } else {
+          inflateReset(&stream_);
+        }
+      } else if (code != Z_OK && code != Z_BUF_ERROR) {
+        fail_file(path_,
+                  fmt::format("corrupt gzip data: {}{}", stream_.msg ? stream_.msg : zError(code),
+                              trailer_note(stream_.msg)));
+      }
+    }
+  }
+
+  // What a check failure means, for a message a user can act on.
+  static std::string_view trailer_note(const char* message) {
+    std::string_view text = message ? message : "";
+    if (text == "incorrect data check") {
+      return " (the CRC-32 of the decompressed data differs from the one in the file's trailer)";
+    }
+    if (text == "incorrect length check") {
+      return " (the decompressed size differs from the one in the file's trailer)";
+    }
+    return "";
+  }
+
+  // Reads the next block of compressed bytes; false at the end of the file.
+  bool refill() {
+    size_t got = std::fread(input_.data(), 1, input_.size(), file_);
+    if (got == 0 && std::ferror(file_)) {
+      fail_file(path_, fmt::format("read error: {}", std::strerror(errno)));
+    }
+    // zlib would read a file without a gzip header as plain bytes; a .gz that is not gzip
+    // is a mistake worth naming rather than parsing as IDX.
+    if (!checked_header_) {
+      checked_header_ = true;
+      if (got < 2 || input_[0] != 0x1f || input_[1] != 0x8b) {
+        fail_file(path_, "is not gzip-compressed (no gzip header), but its name ends in .gz");
+      }
+    }
+    stream_.next_in = input_.data();
+    stream_.avail_in = static_cast<uInt>(got);
+    return got > 0;
+  }
+
   fs::path path_;
-  gzFile file_;
-  bool checked_direct_ = false;
+  std::FILE* file_;
+  z_stream stream_{};
+  std::vector<unsigned char> input_ = std::vector<unsigned char>(size_t{1} << 20);
+  bool finished_ = false;
+  bool checked_header_ = false;
 };
 
 uint32_t big_endian_u32(const unsigned char* bytes) {

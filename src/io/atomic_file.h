@@ -22,4 +22,18 @@ void write_file_atomically(const std::filesystem::path& path,
 void write_file_atomically(const std::filesystem::path& path, std::span<const std::byte> bytes);
 void write_file_atomically(const std::filesystem::path& path, std::string_view text);
 
+// The last resort when the file system is full: rewrites an existing file in place (open,
+// write from the start, truncate, fsync), reusing its blocks, so a small status file that
+// no longer fits a temporary beside it can still be updated. Not atomic: a crash in the
+// middle leaves a mixture; use it only after write_file_atomically failed.
+void overwrite_file_in_place(const std::filesystem::path& path, std::string_view text);
+
+// A test seam for write errors that a real disk gives only when full or failing: the hook
+// sees each write's destination (write_file_atomically's and overwrite_file_in_place's
+// `path`, and other writers that ask injected_write_fault) and returns an errno to fail
+// that write with (ENOSPC, EIO), or 0. An empty hook (the default) injects nothing.
+using WriteFault = std::function<int(const std::filesystem::path& destination)>;
+void set_write_fault_for_testing(WriteFault fault);
+int injected_write_fault(const std::filesystem::path& destination);
+
 }  // namespace kiln::io

@@ -5,6 +5,7 @@
 #include <cctype>
 #include <cstdlib>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -36,6 +37,7 @@ Runtime& runtime() {
   // Never destroyed: arrays held in static storage may outlive any destruction order.
   static Runtime* instance = [] {
     register_all();
+    (void)configured_kernels();  // a bad KILN_KERNELS is an error before any kernel runs
     int count = configured_cpu_device_count();
     size_t cache_bytes = default_allocator_cache_bytes();
     auto* state = new Runtime;
@@ -78,6 +80,18 @@ int parse_cpu_device_count(const std::string& text) {
 int configured_cpu_device_count() {
   const char* text = std::getenv("KILN_CPU_DEVICES");
   return text == nullptr ? 1 : parse_cpu_device_count(text);
+}
+
+std::string parse_kernels_setting(const char* value) {
+  if (value == nullptr || std::string_view(value).empty()) return "fast";
+  if (std::string_view(value) == "ref") return "ref";
+  fail(kUnknownSite,
+       fmt::format("KILN_KERNELS='{}' is not a kernel choice: the only value is 'ref'", value),
+       "set KILN_KERNELS=ref for the reference kernels, or unset it for the fast ones");
+}
+
+std::string configured_kernels() {
+  return parse_kernels_setting(std::getenv("KILN_KERNELS"));
 }
 
 std::string Device::to_string() const {

@@ -17,7 +17,8 @@ ImageBatches::ImageBatches(const data::ImageSplit& split, int64_t batch_size)
 }
 
 int64_t ImageBatches::batches_per_epoch() const {
-  return (num_examples_ + batch_size_ - 1) / batch_size_;
+  // Not (n + b - 1) / b, which overflows for a batch size near INT64_MAX.
+  return num_examples_ / batch_size_ + (num_examples_ % batch_size_ != 0 ? 1 : 0);
 }
 
 void ImageBatches::shuffle(const Array& key, int64_t epoch) {

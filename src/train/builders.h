@@ -12,6 +12,8 @@
 namespace kiln::train {
 
 nn::Module build_model(const ModelConfig& config);
+// One layer of it (build_model makes an nn::Sequential of these).
+nn::Module build_layer(const LayerConfig& layer);
 // total_steps: the run's length, for schedules that decay over the whole run.
 optim::Schedule build_schedule(const OptimConfig& config, int64_t total_steps);
 optim::GradientTransformation build_optimizer(const OptimConfig& config, int64_t total_steps);

@@ -416,10 +416,20 @@ TrainConfig load_config(const std::filesystem::path& path,
                 : "the examples are examples/fashion_mnist_mlp.toml and "
                   "examples/fashion_mnist_cnn.toml");
   }
-  std::ostringstream text;
-  text << file.rdbuf();
+  // Read at most one byte past the limit: a config is a few kilobytes, and /dev/zero or a
+  // data file given by mistake must not fill the memory.
+  std::string text(kMaxConfigBytes + 1, '\0');
+  file.read(text.data(), static_cast<std::streamsize>(text.size()));
   if (file.bad()) fail(kUnknownSite, fmt::format("cannot read config '{}'", path.string()));
-  return parse_config(text.str(), path.string(), overrides);
+  text.resize(static_cast<size_t>(file.gcount()));
+  if (text.size() > kMaxConfigBytes) {
+    fail(kUnknownSite,
+         fmt::format("cannot read config '{}': it is larger than {} bytes (1 MiB), the limit for "
+                     "a config file",
+                     path.string(), kMaxConfigBytes),
+         "is this the TOML config? A config is a few kilobytes of text");
+  }
+  return parse_config(text, path.string(), overrides);
 }
 
 }  // namespace kiln::train

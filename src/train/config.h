@@ -76,6 +76,7 @@ struct TrainLoopConfig {
   int64_t eval_batch_size = 1000;
   int64_t log_every = 100;            // plain progress lines every N steps (no terminal)
   std::string on_nonfinite = "stop";  // stop or skip
+  int64_t max_skipped_steps = 10;     // skip: fail once more steps than this were skipped
   int64_t max_steps = 0;              // stop after N steps in total (0: run all epochs)
   bool flush_denormals = true;        // subnormal floats as zero in the jitted steps
   friend bool operator==(const TrainLoopConfig&, const TrainLoopConfig&) = default;
@@ -91,6 +92,9 @@ struct TrainConfig {
   // Compares `source` and the layers' lines too.
   friend bool operator==(const TrainConfig&, const TrainConfig&) = default;
 };
+
+// The largest config file load_config reads (1 MiB).
+inline constexpr size_t kMaxConfigBytes = size_t{1} << 20;
 
 // Reads and validates `path`, then applies each "section.key=value" override in order
 // (the value is parsed as a TOML value; a bare word is a string, and a string key takes

@@ -10,6 +10,28 @@
 #include "train/config_schema.h"
 
 namespace kiln::train::schema {
+namespace {
+
+// One path component that means the same on every file system and shell: no separator,
+// no control character (a NUL made path functions loop; a newline breaks every listing).
+bool valid_dir_name(const std::string& text) {
+  if (text.empty() || text.size() > kMaxNameLength || text == "." || text == "..") return false;
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+  });
+}
+
+// Any printable text (UTF-8 included): only the C0 controls and DEL are refused.
+bool valid_path(const std::string& text) {
+  if (text.empty() || text.size() > kMaxPathLength) return false;
+  return std::none_of(text.begin(), text.end(), [](char c) {
+    auto byte = static_cast<unsigned char>(c);
+    return byte < 0x20 || byte == 0x7f;
+  });
+}
+
+}  // namespace
 
 std::string_view type_phrase(Type type) {
   switch (type) {
@@ -35,10 +57,14 @@ std::string rule_text(Type type, const Constraint& constraint, bool article) {
   if (type == Type::kIntegerArray && constraint.length > 0) {
     text = fmt::format("an array of {} integers", constraint.length);
   }
-  if (constraint.dir_name)
-    text += " naming a directory (no '/')";
-  else if (constraint.non_empty)
+  if (constraint.dir_name) {
+    text =
+        fmt::format("a directory name of 1 to {} letters, digits, '.', '_' or '-'", kMaxNameLength);
+  } else if (constraint.path) {
+    text = fmt::format("a non-empty path of at most {} printable characters", kMaxPathLength);
+  } else if (constraint.non_empty) {
     text = "a non-empty string";
+  }
   auto bound = [](double value) { return fmt::format("{}", value); };
   if (constraint.min && constraint.max) {
     text +=
@@ -49,6 +75,8 @@ std::string rule_text(Type type, const Constraint& constraint, bool article) {
   } else if (constraint.max) {
     text += fmt::format(" {} {}", constraint.max_exclusive ? "<" : "<=", bound(*constraint.max));
   }
+  if (constraint.min_nonzero)
+    text += fmt::format(", 0 or at least {}", bound(*constraint.min_nonzero));
   if (!article) text = text.substr(text.find(' ') + 1);
   return text;
 }
@@ -70,17 +98,19 @@ bool satisfies(const Value& value, const Constraint& constraint) {
              constraint.choices.end();
     }
     if (constraint.non_empty && text->empty()) return false;
-    if (constraint.dir_name &&
-        (text->find_first_of("/\\") != std::string::npos || *text == "." || *text == "..")) {
-      return false;
-    }
+    if (constraint.dir_name) return valid_dir_name(*text);
+    if (constraint.path) return valid_path(*text);
     return true;
   }
   if (const auto* integer = std::get_if<int64_t>(&value)) {
     return in_range(static_cast<double>(*integer));
   }
-  if (const auto* real = std::get_if<double>(&value))
+  if (const auto* real = std::get_if<double>(&value)) {
+    if (constraint.min_nonzero && *real != 0 && std::abs(*real) < *constraint.min_nonzero) {
+      return false;
+    }
     return std::isfinite(*real) && in_range(*real);
+  }
   if (const auto* array = std::get_if<std::vector<int64_t>>(&value)) {
     if (constraint.length > 0 && array->size() != constraint.length) return false;
     return std::all_of(array->begin(), array->end(),

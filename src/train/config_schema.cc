@@ -79,12 +79,6 @@ Constraint at_least(double min) {
   return constraint;
 }
 
-Constraint above(double min) {
-  Constraint constraint = at_least(min);
-  constraint.min_exclusive = true;
-  return constraint;
-}
-
 // [0, 1): rates, decays and moment coefficients.
 Constraint fraction() {
   Constraint constraint = at_least(0);
@@ -93,9 +87,37 @@ Constraint fraction() {
   return constraint;
 }
 
-Constraint pair_of_positive() {
-  Constraint constraint = at_least(1);
-  constraint.length = 2;
+// The largest value of each kind of size a config can set. They keep every product the
+// trainer forms (steps = epochs x batches, a layer's output elements) far from int64
+// overflow, and a typo such as features = 9223372036854775807 an error naming the key
+// rather than an allocation failure deep in a kernel.
+constexpr double kMaxFeatures = 65536;  // dense units, conv2d channels
+constexpr double kMaxWindow = 1024;     // kernel_size, window and strides entries
+constexpr double kMaxEpochs = 1e6;
+constexpr double kMaxBatch = 1 << 20;  // batch_size, eval_batch_size
+// max_steps, warmup, transitions, boundaries: the optimizer counts steps in i32.
+constexpr double kMaxSteps = 2147483647;
+// Learning rates, decays and the like are f32 in the step: [1e-30, 1e30] is well inside
+// its normal range, so no value silently becomes 0, a subnormal or an infinity.
+constexpr double kMinF32 = 1e-30;
+constexpr double kMaxF32 = 1e30;
+
+Constraint at_most(Constraint constraint, double max) {
+  constraint.max = max;
+  return constraint;
+}
+
+// A float in (0, 1e30], at least 1e-30.
+Constraint positive_f32() {
+  Constraint constraint = at_least(kMinF32);
+  constraint.max = kMaxF32;
+  return constraint;
+}
+
+// A float in [0, 1e30] that is 0 or at least 1e-30.
+Constraint non_negative_f32() {
+  Constraint constraint = at_most(at_least(0), kMaxF32);
+  constraint.min_nonzero = kMinF32;
   return constraint;
 }
 
@@ -103,6 +125,13 @@ Constraint text(bool dir_name = false) {
   Constraint constraint;
   constraint.non_empty = true;
   constraint.dir_name = dir_name;
+  constraint.path = !dir_name;
+  return constraint;
+}
+
+Constraint pair_of_positive() {
+  Constraint constraint = at_most(at_least(1), kMaxWindow);
+  constraint.length = 2;
   return constraint;
 }
 
@@ -143,62 +172,68 @@ std::vector<Section> make_sections() {
             one_of({"sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop"}),
             {"optimizer", "type"}),
         key(&C::optim, &OptimConfig::lr, "lr",
-            "learning rate: the constant value, or the schedule's initial/peak value", above(0),
-            {"learning_rate", "lr0", "eta"}),
+            "learning rate: the constant value, or the schedule's initial/peak value",
+            positive_f32(), {"learning_rate", "lr0", "eta"}),
         key(&C::optim, &OptimConfig::schedule, "schedule",
             "how the learning rate changes with the step (decays run over all training steps)",
             one_of({"constant", "linear", "cosine", "warmup_cosine", "exponential", "piecewise"}),
             {"lr_schedule", "scheduler"}),
         key(&C::optim, &OptimConfig::warmup_steps, "warmup_steps",
-            "warmup_cosine: steps of linear warmup from 0 to lr", at_least(0), {"warmup"}),
+            "warmup_cosine: steps of linear warmup from 0 to lr", at_most(at_least(0), kMaxSteps),
+            {"warmup"}),
         key(&C::optim, &OptimConfig::end_lr, "end_lr",
-            "linear, cosine, warmup_cosine: the learning rate at the last step", at_least(0),
+            "linear, cosine, warmup_cosine: the learning rate at the last step", non_negative_f32(),
             {"final_lr", "min_lr", "eta_min"}),
         key(&C::optim, &OptimConfig::decay_rate, "decay_rate",
             "exponential: lr * decay_rate^(step / transition_steps); piecewise: the factor "
             "applied at each boundary",
-            above(0), {"gamma"}),
+            positive_f32(), {"gamma"}),
         key(&C::optim, &OptimConfig::transition_steps, "transition_steps",
-            "exponential: steps per factor of decay_rate", at_least(1)),
+            "exponential: steps per factor of decay_rate", at_most(at_least(1), kMaxSteps)),
         key(&C::optim, &OptimConfig::boundaries, "boundaries",
             "piecewise: the steps (increasing) from which the learning rate is lr * "
             "decay_rate^k, k the number of boundaries reached (PyTorch's MultiStepLR, in steps)",
-            at_least(1), {"milestones"}),
+            at_most(at_least(1), kMaxSteps), {"milestones"}),
         key(&C::optim, &OptimConfig::b1, "b1", "adam, adamw: first-moment decay", fraction(),
             {"beta1"}),
         key(&C::optim, &OptimConfig::b2, "b2", "adam, adamw: second-moment decay", fraction(),
             {"beta2"}),
         key(&C::optim, &OptimConfig::eps, "eps", "adam, adamw, rmsprop: added to the denominator",
-            at_least(0), {"epsilon"}),
+            non_negative_f32(), {"epsilon"}),
         key(&C::optim, &OptimConfig::momentum, "momentum",
             "momentum, nesterov: the velocity decay; rmsprop: the squared-gradient decay",
             fraction(), {"beta", "alpha", "decay"}),
         key(&C::optim, &OptimConfig::weight_decay, "weight_decay",
-            "adamw: decoupled weight decay (PyTorch's default 0.01)", at_least(0), {"wd"}),
+            "adamw: decoupled weight decay (PyTorch's default 0.01)", non_negative_f32(), {"wd"}),
         key(&C::optim, &OptimConfig::decay_mask, "decay_mask",
             "adamw: decay `all` parameters, or only `matrices` (rank >= 2: not biases or "
             "norm scales)",
             one_of({"all", "matrices"}), {"mask"}),
         key(&C::optim, &OptimConfig::clip_global_norm, "clip_global_norm",
-            "rescale gradients whose global L2 norm exceeds this (0: no clipping)", at_least(0),
-            {"max_grad_norm", "clip_norm", "grad_clip"})}},
+            "rescale gradients whose global L2 norm exceeds this (0: no clipping)",
+            non_negative_f32(), {"max_grad_norm", "clip_norm", "grad_clip"})}},
       {"train",
        "The training loop.",
        {key(&C::train, &TrainLoopConfig::epochs, "epochs", "passes over the training set",
-            at_least(1), {"num_epochs", "n_epochs"}),
-        key(&C::train, &TrainLoopConfig::batch_size, "batch_size", "examples per step", at_least(1),
-            {"batch", "bs"}),
+            at_most(at_least(1), kMaxEpochs), {"num_epochs", "n_epochs"}),
+        key(&C::train, &TrainLoopConfig::batch_size, "batch_size", "examples per step",
+            at_most(at_least(1), kMaxBatch), {"batch", "bs"}),
         key(&C::train, &TrainLoopConfig::eval_batch_size, "eval_batch_size",
-            "examples per evaluation batch (does not change the results)", at_least(1),
-            {"test_batch_size"}),
+            "examples per evaluation batch (does not change the results)",
+            at_most(at_least(1), kMaxBatch), {"test_batch_size"}),
         key(&C::train, &TrainLoopConfig::log_every, "log_every",
             "without a terminal, print a progress line every N steps", at_least(1),
             {"log_interval", "print_every"}),
         key(&C::train, &TrainLoopConfig::on_nonfinite, "on_nonfinite",
             "a NaN or infinite loss or gradient: `stop` the run, or `skip` the step",
             one_of({"stop", "skip"}), {"on_nan"}),
+        key(&C::train, &TrainLoopConfig::max_skipped_steps, "max_skipped_steps",
+            "with on_nonfinite = `skip`: the run fails (status 2) once more steps than this "
+            "were skipped",
+            at_most(at_least(1), kMaxSteps), {"max_skips"}),
         key(&C::train, &TrainLoopConfig::max_steps, "max_steps",
-            "stop after N steps in total (0: run all epochs)", at_least(0), {"steps", "num_steps"}),
+            "stop after N steps in total (0: run all epochs)", at_most(at_least(0), kMaxSteps),
+            {"steps", "num_steps"}),
         key(&C::train, &TrainLoopConfig::flush_denormals, "flush_denormals",
             "run the train and eval steps with subnormal floats flushed to zero (faster where "
             "gradients or optimizer moments underflow; false: IEEE gradual underflow)",
@@ -229,7 +264,7 @@ const std::vector<Section>& sections() {
 const std::vector<LayerField>& layer_fields() {
   static const auto* table = new std::vector<LayerField>{
       layer_field(&LayerConfig::features, "features", "output units (dense) or channels (conv2d)",
-                  at_least(1), "required"),
+                  at_most(at_least(1), kMaxFeatures), "required"),
       layer_field(&LayerConfig::kernel_size, "kernel_size", "[height, width] of the kernel",
                   pair_of_positive(), "required"),
       layer_field(&LayerConfig::window, "window", "[height, width] of the pooling window",

@@ -31,8 +31,19 @@ struct Constraint {
   bool max_exclusive = false;
   size_t length = 0;       // integer arrays: exact number of entries (0: any)
   bool non_empty = false;  // strings
-  bool dir_name = false;   // strings used as one path component: no '/', not "." or ".."
+  // Strings used as one path component: letters, digits, '.', '_' and '-' only (so no '/',
+  // no control characters), not "." or "..", at most kMaxNameLength characters.
+  bool dir_name = false;
+  // Strings used as a path: printable characters only (no NUL, newline or other control
+  // character), at most kMaxPathLength bytes.
+  bool path = false;
+  // Floats: a value other than 0 must be at least this (learning rates and the like are
+  // computed in f32, where anything much smaller is 0 or a subnormal).
+  std::optional<double> min_nonzero;
 };
+
+inline constexpr size_t kMaxNameLength = 100;
+inline constexpr size_t kMaxPathLength = 4096;
 
 // A field of `Owner`: TrainConfig for the sections' keys, LayerConfig for layer fields.
 template <class Owner>

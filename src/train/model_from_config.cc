@@ -18,6 +18,8 @@ Dims dims_of(const std::vector<int64_t>& values) {
   return Dims(values.begin(), values.end());
 }
 
+}  // namespace
+
 nn::Module build_layer(const LayerConfig& layer) {
   const std::string& type = layer.type;
   if (type == "dense") return nn::Dense(layer.features);
@@ -41,8 +43,6 @@ nn::Module build_layer(const LayerConfig& layer) {
   // Everything else the schema accepts is an activation name.
   return nn::Activation(type);
 }
-
-}  // namespace
 
 nn::Module build_model(const ModelConfig& config) {
   std::vector<nn::Module> layers;

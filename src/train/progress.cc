@@ -8,6 +8,13 @@
 
 namespace kiln::train {
 
+void print_best_effort(std::FILE* stream, std::string_view text) {
+  // fwrite and fflush report failure by return value; fmt::print would throw instead.
+  (void)std::fwrite(text.data(), 1, text.size(), stream);
+  (void)std::fflush(stream);
+  std::clearerr(stream);
+}
+
 std::string format_duration(double seconds) {
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   auto total = static_cast<int64_t>(std::llround(seconds));
@@ -26,8 +33,8 @@ void Progress::update(const StepProgress& p) {
   if (mode_ == Mode::kSilent) return;
   if (mode_ == Mode::kLines) {
     if (p.step % log_every_ == 0 || p.step == p.total_steps) {
-      fmt::print(stderr, "step {}/{}  epoch {}/{}  {}\n", p.step, p.total_steps, p.epoch, p.epochs,
-                 figures);
+      print_best_effort(stderr, fmt::format("step {}/{}  epoch {}/{}  {}\n", p.step, p.total_steps,
+                                            p.epoch, p.epochs, figures));
     }
     return;
   }
@@ -41,15 +48,14 @@ void Progress::update(const StepProgress& p) {
   std::string bar(static_cast<size_t>(filled), '#');
   bar.append(static_cast<size_t>(kWidth - filled), '.');
   // \r and erase-to-end-of-line redraw in place.
-  fmt::print(stderr, "\r\033[Kepoch {}/{} [{}] step {}/{}  {}", p.epoch, p.epochs, bar, p.step,
-             p.total_steps, figures);
-  std::fflush(stderr);
+  print_best_effort(stderr, fmt::format("\r\033[Kepoch {}/{} [{}] step {}/{}  {}", p.epoch,
+                                        p.epochs, bar, p.step, p.total_steps, figures));
   bar_drawn_ = true;
 }
 
 void Progress::clear_bar() {
   if (bar_drawn_) {
-    fmt::print(stderr, "\r\033[K");
+    print_best_effort(stderr, "\r\033[K");
     bar_drawn_ = false;
   }
 }
@@ -57,13 +63,12 @@ void Progress::clear_bar() {
 void Progress::message(const std::string& line) {
   if (mode_ == Mode::kSilent) return;
   clear_bar();
-  fmt::print(stderr, "{}\n", line);
-  std::fflush(stderr);
+  print_best_effort(stderr, line + "\n");
 }
 
 void Progress::finish() {
   if (bar_drawn_) {
-    fmt::print(stderr, "\n");
+    print_best_effort(stderr, "\n");
     bar_drawn_ = false;
   }
 }

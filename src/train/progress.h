@@ -2,11 +2,14 @@
 // with step, loss, accuracy, samples/s and ETA), at most ten times a second; otherwise
 // (a log file, CI) a plain line every `log_every` steps. Messages (evaluations, warnings)
 // print on their own lines without breaking the bar. Silent prints nothing (tests, --quiet).
+// Printing is best effort: a full or closed stderr loses the progress, never the run.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
+#include <cstdio>
 #include <string>
+#include <string_view>
 
 namespace kiln::train {
 
@@ -37,6 +40,10 @@ class Progress {
   bool bar_drawn_ = false;
   std::chrono::steady_clock::time_point last_draw_{};
 };
+
+// Writes `text` to `stream` and flushes it, ignoring failures (a full device, a closed
+// pipe): what a run prints is a courtesy, its record is the run directory.
+void print_best_effort(std::FILE* stream, std::string_view text);
 
 // "1:05" / "1:02:03": durations for ETAs and summaries.
 std::string format_duration(double seconds);

@@ -1,7 +1,15 @@
 // Creating a run directory and keeping its run.json and metrics.jsonl up to date.
 #include "train/run_directory.h"
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
+#include <fstream>
+#include <sstream>
 #include <system_error>
 
 #include <fmt/format.h>
@@ -29,10 +37,81 @@ void write_text(const fs::path& path, const std::string& text) {
   io::write_file_atomically(path, text);
 }
 
+std::string host_name() {
+  char name[256] = {};
+  if (::gethostname(name, sizeof name - 1) != 0) return "";
+  return name;
+}
+
+// A process's start time (clock ticks since boot, field 22 of /proc/<pid>/stat), which
+// tells a live process from a later one that reused its id; -1 when unknown.
+int64_t process_start_ticks(int64_t pid) {
+  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
+  std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  size_t close = text.rfind(')');
+  if (close == std::string::npos || close + 2 > text.size()) return -1;
+  std::istringstream fields(text.substr(close + 2));
+  std::string field;
+  // starttime is the 20th field after the command name's closing parenthesis.
+  for (int i = 0; i < 20 && fields >> field; ++i) {
+  }
+  try {
+    return std::stoll(field);
+  } catch (...) {
+    return -1;
+  }
+}
+
+// Whether the process that wrote a "running" run.json is gone. Only a run of this host can
+// be judged; one without a pid (older kiln) is left alone.
+bool owner_is_gone(const nlohmann::json& info, const std::string& host) {
+  if (!info.contains("pid") || !info["pid"].is_number_integer()) return false;
+  if (info.value("host", std::string()) != host) return false;
+  int64_t pid = info["pid"].get<int64_t>();
+  if (pid <= 0) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return true;
+  int64_t recorded = info.value("pid_start_ticks", int64_t{-1});
+  int64_t now = process_start_ticks(pid);
+  return recorded >= 0 && now >= 0 && recorded != now;  // the id was reused
+}
+
 }  // namespace
 
 std::string utc_timestamp() {
   return utc_now("%Y-%m-%dT%H:%M:%SZ");
+}
+
+std::vector<fs::path> mark_crashed_runs(const fs::path& experiment_dir) {
+  std::vector<fs::path> crashed;
+  std::error_code error;
+  std::string host = host_name();
+  for (const fs::directory_entry& entry : fs::directory_iterator(experiment_dir, error)) {
+    fs::path run_json = entry.path() / "run.json";
+    if (!entry.is_directory(error) || !fs::exists(run_json, error)) continue;
+    nlohmann::json info;
+    try {
+      std::ifstream in(run_json);
+      info = nlohmann::json::parse(in);
+    } catch (const std::exception&) {
+      continue;  // not ours to judge
+    }
+    if (!info.is_object() || info.value("status", std::string()) != "running") continue;
+    if (!owner_is_gone(info, host)) continue;
+    info["status"] = "crashed";
+    info["error"] = fmt::format(
+        "the process (pid {} on {}) ended without recording a final state: it was killed "
+        "(SIGKILL, out of memory) or the machine stopped",
+        info["pid"].get<int64_t>(), host);
+    info["crash_detected_at"] = utc_timestamp();
+    try {
+      write_text(run_json, info.dump(2) + "\n");
+      crashed.push_back(entry.path());
+    } catch (const std::exception&) {
+      // A read-only or full disk: the run stays "running", as before.
+    }
+  }
+  std::sort(crashed.begin(), crashed.end());
+  return crashed;
 }
 
 RunDirectory RunDirectory::create(const fs::path& runs_dir, const std::string& experiment,
@@ -45,6 +124,7 @@ RunDirectory RunDirectory::create(const fs::path& runs_dir, const std::string& e
          fmt::format("cannot create the run directory {}: {}", parent.string(), error.message()),
          "set experiment.runs_dir to a writable directory");
   }
+  std::vector<fs::path> crashed = mark_crashed_runs(parent);
   std::string config_hash = io::sha256_hex(resolved_config);
   std::string base = fmt::format("{}-{}", utc_now("%Y%m%d-%H%M%S"), config_hash.substr(0, 8));
   // create_directory is the atomic test: two processes never get the same directory.
@@ -56,23 +136,44 @@ RunDirectory RunDirectory::create(const fs::path& runs_dir, const std::string& e
     }
     run_id = fmt::format("{}-{}", base, suffix);
   }
+  fs::path path = parent / run_id;
   run_info["experiment"] = experiment;
   run_info["run_id"] = run_id;
   run_info["config_sha256"] = config_hash;
   run_info["status"] = "running";
   run_info["started_at"] = utc_timestamp();
-  RunDirectory run(parent / run_id, run_id, std::move(run_info));
-  write_text(run.path_ / "config.toml", resolved_config);
-  run.write_info();
+  run_info["pid"] = static_cast<int64_t>(::getpid());
+  run_info["host"] = host_name();
+  run_info["pid_start_ticks"] = process_start_ticks(::getpid());
+  // run.json first: once the directory exists, it says what the run is, even when the disk
+  // fills up before anything else fits.
+  try {
+    write_text(path / "run.json", run_info.dump(2) + "\n");
+  } catch (const std::exception&) {
+    fs::remove_all(path, error);  // an empty directory without a record helps no one
+    throw;
+  }
+  RunDirectory run(path, run_id, std::move(run_info));
+  run.crashed_runs_ = std::move(crashed);
+  try {
+    write_text(run.path_ / "config.toml", resolved_config);
+    run.open_metrics();
+  } catch (const std::exception& failure) {
+    (void)run.finish_failed(failure.what());
+    throw;
+  }
   return run;
 }
 
 RunDirectory::RunDirectory(fs::path path, std::string run_id, nlohmann::json info)
-    : path_(std::move(path)), run_id_(std::move(run_id)), info_(std::move(info)) {
+    : path_(std::move(path)), run_id_(std::move(run_id)), info_(std::move(info)) {}
+
+void RunDirectory::open_metrics() {
   fs::path metrics_path = path_ / "metrics.jsonl";
   metrics_ = std::fopen(metrics_path.c_str(), "w");
   if (metrics_ == nullptr) {
-    fail(kUnknownSite, fmt::format("cannot create {}", metrics_path.string()));
+    fail(kUnknownSite,
+         fmt::format("cannot create {}: {}", metrics_path.string(), std::strerror(errno)));
   }
 }
 
@@ -80,7 +181,8 @@ RunDirectory::RunDirectory(RunDirectory&& other) noexcept
     : path_(std::move(other.path_)),
       run_id_(std::move(other.run_id_)),
       info_(std::move(other.info_)),
-      metrics_(other.metrics_) {
+      metrics_(other.metrics_),
+      crashed_runs_(std::move(other.crashed_runs_)) {
   other.metrics_ = nullptr;
 }
 
@@ -89,15 +191,32 @@ RunDirectory::~RunDirectory() {
 }
 
 void RunDirectory::append_metrics(const nlohmann::json& record) {
+  fs::path metrics_path = path_ / "metrics.jsonl";
   std::string line = record.dump() + "\n";
-  if (std::fwrite(line.data(), 1, line.size(), metrics_) != line.size() ||
-      std::fflush(metrics_) != 0) {
-    fail(kUnknownSite, fmt::format("cannot write {}", (path_ / "metrics.jsonl").string()));
+  int error = io::injected_write_fault(metrics_path);
+  if (error == 0 && (std::fwrite(line.data(), 1, line.size(), metrics_) != line.size() ||
+                     std::fflush(metrics_) != 0)) {
+    error = errno;
+  }
+  if (error != 0) {
+    // What did not fit must not be half-written on the next try.
+    std::clearerr(metrics_);
+    fail(kUnknownSite,
+         fmt::format("cannot write {}: {}", metrics_path.string(), std::strerror(error)),
+         error == ENOSPC ? "free space on that file system" : "");
   }
 }
 
 void RunDirectory::write_info() {
-  write_text(path_ / "run.json", info_.dump(2) + "\n");
+  std::string text = info_.dump(2) + "\n";
+  try {
+    write_text(path_ / "run.json", text);
+    return;
+  } catch (const std::exception&) {
+  }
+  // A full disk has no room for the temporary; the existing run.json's blocks still take
+  // the new record, which is what matters most at the end of a run.
+  io::overwrite_file_in_place(path_ / "run.json", text);
 }
 
 void RunDirectory::finish_completed() {
@@ -106,11 +225,28 @@ void RunDirectory::finish_completed() {
   write_info();
 }
 
-void RunDirectory::finish_failed(const std::string& error) {
+std::string RunDirectory::finish_failed(const std::string& error) noexcept {
   info_["status"] = "failed";
   info_["error"] = error;
-  info_["finished_at"] = utc_timestamp();
-  write_info();
+  return finish_unfinished();
+}
+
+std::string RunDirectory::finish_interrupted(const std::string& signal_name,
+                                             int64_t steps) noexcept {
+  info_["status"] = "interrupted";
+  info_["signal"] = signal_name;
+  info_["steps"] = steps;
+  return finish_unfinished();
+}
+
+std::string RunDirectory::finish_unfinished() noexcept {
+  try {
+    info_["finished_at"] = utc_timestamp();
+    write_info();
+    return "";
+  } catch (const std::exception& error) {
+    return error.what();
+  }
 }
 
 }  // namespace kiln::train

@@ -1,13 +1,15 @@
 // A training run's directory, runs/<experiment>/<run-id>/: the resolved config, one JSON
 // line of metrics per step and per evaluation, the final weights, and run.json, which
-// says whether the run is still running, completed or failed. run.json is rewritten
-// atomically at each change of status, so a reader (or a later `kiln resume`) never
-// mistakes a crashed or failed run for a finished one: only "completed" runs are.
+// says whether the run is still running, completed, failed, was interrupted or crashed.
+// run.json is rewritten atomically at each change of status (in place as a last resort
+// when the disk is full), so a reader (or a later `kiln resume`) never mistakes a crashed
+// or failed run for a finished one: only "completed" runs are.
 #pragma once
 
 #include <cstdio>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -17,8 +19,10 @@ class RunDirectory {
  public:
   // Creates runs_dir/experiment/<run-id>, where run-id is the start time (UTC, to the
   // second) and the first 8 hex digits of the config's SHA-256; a second run in the same
-  // second with the same config gets "-2", "-3"... Writes config.toml and run.json
-  // (status "running").
+  // second with the same config gets "-2", "-3"... Writes run.json (status "running", with
+  // this process's pid and host), then config.toml. First marks the experiment's stale
+  // runs as crashed (mark_crashed_runs). If run.json cannot be written the directory is
+  // removed; a later failure is recorded in it as "failed".
   static RunDirectory create(const std::filesystem::path& runs_dir, const std::string& experiment,
                              const std::string& resolved_config, nlohmann::json run_info);
   RunDirectory(RunDirectory&&) noexcept;
@@ -28,22 +32,38 @@ class RunDirectory {
   const std::filesystem::path& path() const { return path_; }
   const std::string& run_id() const { return run_id_; }
   nlohmann::json& info() { return info_; }
+  // The runs of the same experiment that create() found stale and marked "crashed".
+  const std::vector<std::filesystem::path>& crashed_runs() const { return crashed_runs_; }
 
   // Appends one line to metrics.jsonl (flushed, so that a crash keeps what was written).
+  // A failed write is an error naming metrics.jsonl and the reason.
   void append_metrics(const nlohmann::json& record);
-  // Rewrites run.json with the current info (atomically).
+  // Rewrites run.json with the current info (atomically; in place if that fails).
   void write_info();
-  // Sets status "completed" or "failed" (with the error) and writes run.json.
+  // Sets status "completed" and writes run.json.
   void finish_completed();
-  void finish_failed(const std::string& error);
+  // Set status "failed" (with the error) or "interrupted" (with the signal and the steps
+  // taken) and write run.json. They never throw, since they run while another error is
+  // being reported: they return what went wrong writing run.json, or "".
+  std::string finish_failed(const std::string& error) noexcept;
+  std::string finish_interrupted(const std::string& signal_name, int64_t steps) noexcept;
 
  private:
   RunDirectory(std::filesystem::path path, std::string run_id, nlohmann::json info);
+  void open_metrics();
+  std::string finish_unfinished() noexcept;
   std::filesystem::path path_;
   std::string run_id_;
   nlohmann::json info_;
   std::FILE* metrics_ = nullptr;
+  std::vector<std::filesystem::path> crashed_runs_;
 };
+
+// Marks each run under experiment_dir whose run.json says "running" but whose process is
+// gone (same host, and no process with its pid, or one started at another time) as
+// "crashed", and returns their directories. Runs of other hosts are left alone: from here
+// they cannot be told apart from live ones.
+std::vector<std::filesystem::path> mark_crashed_runs(const std::filesystem::path& experiment_dir);
 
 // The current UTC time as ISO 8601 ("2026-11-30T22:54:17Z").
 std::string utc_timestamp();

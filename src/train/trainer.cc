@@ -1,11 +1,14 @@
-// The training run: data, model, optimizer, run directory, the step loop, evaluation,
-// and the final weights.
+// The training run: data, model, optimizer, checks, run directory, the step loop,
+// evaluation, and the final weights.
 #include "train/trainer.h"
+
+#include <csignal>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <numeric>
 #include <optional>
 #include <vector>
 
@@ -16,19 +19,23 @@
 #include "data/idx.h"
 #include "io/sha256.h"
 #include "kiln/device.h"
+#include "kiln/error.h"
 #include "kiln/nn/module.h"
 #include "kiln/profile.h"
 #include "kiln/random.h"
 #include "kiln/safetensors.h"
+#include "runtime/runtime.h"
 #include "train/batches.h"
 #include "train/builders.h"
 #include "train/progress.h"
+#include "train/run_checks.h"
 #include "train/run_directory.h"
 #include "train/train_step.h"
 
 namespace kiln::train {
 namespace {
 
+namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point start) {
@@ -41,6 +48,10 @@ std::vector<bool> host_bools(const Array& flags) {
   for (size_t i = 0; i < values.size(); ++i)
     values[i] = host.element<bool>(static_cast<int64_t>(i));
   return values;
+}
+
+nlohmann::json number_or_text(double value) {
+  return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(fmt::format("{}", value));
 }
 
 // A step whose metrics are still on the device.
@@ -77,6 +88,7 @@ EvalResult evaluate(const EvalStep& eval, const TrainState& state, ImageBatches&
     loss_sum += sums.loss_sum.item<double>();
     correct += sums.correct.item<int64_t>();
   }
+  // load_fashion_mnist refuses an empty split, so count > 0.
   auto count = static_cast<double>(batches.num_examples());
   return EvalResult{loss_sum / count, static_cast<double>(correct) / count};
 }
@@ -93,6 +105,39 @@ void check_model_output(const nn::Module& model, const AbstractValue& input, int
   }
 }
 
+// Leaf indices in the order the backward pass produces their gradients: Sequential runs
+// its layers backwards, so the last layer (the highest <kind>_<position>) comes first; in
+// a layer, the parameter applied last (a bias, after the kernel or scale) comes first,
+// which is also the alphabetical order of the names kiln gives them.
+std::vector<size_t> backward_order(const std::vector<std::string>& paths) {
+  auto position = [](const std::string& path) -> int64_t {
+    std::string layer = path.substr(0, path.find('/'));
+    size_t underscore = layer.rfind('_');
+    if (underscore == std::string::npos) return -1;
+    try {
+      return std::stoll(layer.substr(underscore + 1));
+    } catch (...) {
+      return -1;
+    }
+  };
+  std::vector<size_t> order(paths.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    int64_t pa = position(paths[a]), pb = position(paths[b]);
+    return pa != pb ? pa > pb : paths[a] < paths[b];
+  });
+  return order;
+}
+
+// The state after the last epoch whose evaluation was finite, kept (by reference, the
+// arrays are immutable) so that a run failing later still leaves usable weights.
+struct GoodState {
+  Tree params;
+  Tree model_state;
+  int64_t epoch = 0;
+  int64_t step = 0;
+};
+
 class Run {
  public:
   Run(const TrainConfig& config, const TrainOptions& options)
@@ -101,17 +146,34 @@ class Run {
   TrainSummary execute();
 
  private:
+  void prepare();
+  void start_run_directory();
+  void train_epochs();
   void process(const PendingStep& pending);
-  void end_epoch(int64_t epoch);
+  void report_nonfinite(const PendingStep& pending, double loss, const std::vector<bool>& flags);
+  void end_epoch(int64_t epoch, int64_t step_number, const EvalStep& eval);
+  void stop_if_asked(int64_t step_number, std::deque<PendingStep>& pending);
   void save_final();
+  void keep_last_good_state();
+  void print(std::string_view text) const {
+    if (!options_.quiet) print_best_effort(stdout, text);
+  }
 
   const TrainConfig& config_;
   const TrainOptions& options_;
   Clock::time_point start_;
+  std::optional<data::FashionMnist> dataset_;
+  std::optional<ImageBatches> train_batches_;
+  std::optional<ImageBatches> test_batches_;
+  std::optional<nn::Module> model_;
+  std::optional<optim::GradientTransformation> optimizer_;
+  AbstractValue input_;
   std::optional<RunDirectory> run_;
   std::optional<Progress> progress_;
   std::vector<std::string> param_paths_;
+  std::vector<size_t> backward_order_;
   TrainState state_;
+  std::optional<GoodState> last_good_;
   TrainSummary summary_;
   EpochTotals epoch_totals_;
   int64_t total_steps_ = 0;
@@ -120,112 +182,183 @@ class Run {
   std::deque<double> recent_rates_;  // samples/s of the latest steps
 };
 
-TrainSummary Run::execute() {
+// Everything before the run directory: the data, the model and its checks, the schedule,
+// the initial state. An error here leaves nothing on disk.
+void Run::prepare() {
   const TrainConfig& c = config_;
-  data::FashionMnist dataset =
-      data::load_fashion_mnist(c.data.dir, c.data.train_limit, c.data.test_limit);
-  ImageBatches train_batches(dataset.train, c.train.batch_size);
-  ImageBatches test_batches(dataset.test, c.train.eval_batch_size);
+  dataset_.emplace(data::load_fashion_mnist(c.data.dir, c.data.train_limit, c.data.test_limit));
+  train_batches_.emplace(dataset_->train, c.train.batch_size);
+  test_batches_.emplace(dataset_->test, c.train.eval_batch_size);
+  total_steps_ =
+      planned_steps(c.train, train_batches_->num_examples(), train_batches_->batches_per_epoch());
 
-  nn::Module model = build_model(c.model);
-  AbstractValue input(Shape{1, dataset.train.images.dims.at(1), dataset.train.images.dims.at(2), 1},
-                      DType::f32);
-  check_model_output(model, input, dataset.num_classes);
-
-  total_steps_ = c.train.epochs * train_batches.batches_per_epoch();
-  if (c.train.max_steps > 0) total_steps_ = std::min(total_steps_, c.train.max_steps);
-  optim::GradientTransformation optimizer = build_optimizer(c.optim, total_steps_);
+  model_.emplace(build_model(c.model));
+  input_ = AbstractValue(
+      Shape{1, dataset_->train.images.dims.at(1), dataset_->train.images.dims.at(2), 1},
+      DType::f32);
+  check_model_output(*model_, input_, dataset_->num_classes);
+  check_layers(c, input_, train_batches_->num_examples(), total_steps_);
+  check_schedule_range(c.optim, total_steps_);
+  optimizer_.emplace(build_optimizer(c.optim, total_steps_));
 
   Array root = random::key(c.experiment.seed);
-  nn::Variables variables = model.init(random::fold_in(root, 0), input);
-  Array data_key = random::fold_in(root, 1);
-  Array dropout_key = random::fold_in(root, 2);
-  state_ = TrainState{variables.params, variables.state, optimizer.init(variables.params)};
+  nn::Variables variables = model_->init(random::fold_in(root, 0), input_);
+  state_ = TrainState{variables.params, variables.state, optimizer_->init(variables.params)};
   for (const auto& [path, leaf] : state_.params.leaves_with_paths()) param_paths_.push_back(path);
+  backward_order_ = backward_order(param_paths_);
+}
 
+void Run::start_run_directory() {
+  const TrainConfig& c = config_;
   std::string resolved = to_toml(c);
-  if (!options_.quiet) {
-    fmt::print("# resolved config ({})\n{}\n{}\n", c.source, resolved, model.summary(input));
-  }
+  print(
+      fmt::format("# resolved config ({})\n{}\n{}\n", c.source, resolved, model_->summary(input_)));
   nlohmann::json info = {{"seed", c.experiment.seed},
                          {"config_file", c.source},
                          {"dataset",
                           {{"name", c.data.dataset},
                            {"dir", c.data.dir},
-                           {"train_examples", train_batches.num_examples()},
-                           {"test_examples", test_batches.num_examples()}}},
+                           {"train_examples", train_batches_->num_examples()},
+                           {"test_examples", test_batches_->num_examples()}}},
                          {"parameters", nn::parameter_count(state_.params)},
                          {"total_steps", total_steps_},
                          {"compute_threads", default_device().compute_threads()},
+                         // Settings outside the config that change the weights' bits.
+                         {"kernels", configured_kernels()},
                          {"kiln_version", "0.1.0"}};
   run_.emplace(RunDirectory::create(c.experiment.runs_dir, c.experiment.name, resolved, info));
   summary_.run_dir = run_->path();
-  if (!options_.quiet) fmt::print("run directory: {}\n", run_->path().string());
+  summary_.crashed_runs = run_->crashed_runs();
+  for (const fs::path& crashed : summary_.crashed_runs) {
+    print(fmt::format("marked {} as crashed (its process is gone; run.json said running)\n",
+                      crashed.string()));
+  }
+  print(fmt::format("run directory: {}\n", run_->path().string()));
+}
+
+TrainSummary Run::execute() {
+  prepare();
+  if (options_.stop_signal && options_.stop_signal->load() != 0) {
+    int signal = options_.stop_signal->load();
+    throw InterruptedError(signal, 0, {},
+                           fmt::format("interrupted by {} before the run started; nothing was "
+                                       "written",
+                                       signal_name(signal)));
+  }
+  start_run_directory();
   Progress::Mode mode = options_.quiet         ? Progress::Mode::kSilent
                         : options_.interactive ? Progress::Mode::kBar
                                                : Progress::Mode::kLines;
-  progress_.emplace(mode, c.train.log_every);
-
+  progress_.emplace(mode, config_.train.log_every);
   try {
-    StepOptions step_options;
-    step_options.skip_nonfinite = c.train.on_nonfinite == "skip";
-    step_options.flush_denormals = c.train.flush_denormals;
-    TrainStep step(model, optimizer, step_options);
-    EvalStep eval(model, c.train.flush_denormals);
-    std::deque<PendingStep> pending;
-    int64_t step_number = 0;
-    for (int64_t epoch = 1; epoch <= c.train.epochs && step_number < total_steps_; ++epoch) {
-      epoch_totals_ = EpochTotals{};
-      train_batches.shuffle(data_key, epoch - 1);
-      for (int64_t index = 0;
-           index < train_batches.batches_per_epoch() && step_number < total_steps_; ++index) {
-        Batch batch = train_batches.batch(index);
-        ++step_number;
-        Array key = random::fold_in(dropout_key, static_cast<uint32_t>(step_number));
-        StepMetrics metrics = step.run(state_, batch.images, batch.labels, key);
-        pending.push_back(PendingStep{step_number, epoch, batch.labels.dim(0), metrics});
-        // Read the previous step's metrics only now: the step just queued keeps the
-        // device busy while the host waits.
-        if (pending.size() > 1) {
-          process(pending.front());
-          pending.pop_front();
-        }
-      }
-      while (!pending.empty()) {
-        process(pending.front());
-        pending.pop_front();
-      }
-      EvalResult test = evaluate(eval, state_, test_batches);
-      summary_.test_accuracy = test.accuracy;
-      summary_.test_loss = test.loss;
-      summary_.train_loss = epoch_totals_.mean_loss();
-      run_->append_metrics({{"kind", "eval"},
-                            {"epoch", epoch},
-                            {"step", step_number},
-                            {"train_loss", epoch_totals_.mean_loss()},
-                            {"train_accuracy", epoch_totals_.accuracy()},
-                            {"test_loss", test.loss},
-                            {"test_accuracy", test.accuracy}});
-      progress_->message(fmt::format(
-          "epoch {}/{}: train loss {:.4f} acc {:.2f}%  |  test loss {:.4f} acc {:.2f}%  |  {}",
-          epoch, c.train.epochs, epoch_totals_.mean_loss(), 100 * epoch_totals_.accuracy(),
-          test.loss, 100 * test.accuracy, format_duration(seconds_since(start_))));
-    }
-    progress_->finish();
-    summary_.steps = step_number;
-    summary_.seconds = seconds_since(start_);
-    summary_.median_step_ms = 1e3 * profile::summarize(0, step_seconds_).median_s;
-    JitStats stats = step.stats();
-    run_->info()["jit"] = {{"compiles", stats.compiles},
-                           {"compile_seconds", stats.compile_seconds},
-                           {"compile_reasons", stats.compile_reasons}};
+    train_epochs();
     save_final();
+  } catch (const InterruptedError& interrupted) {
+    progress_->finish();
+    keep_last_good_state();
+    std::string problem =
+        run_->finish_interrupted(signal_name(interrupted.signal()), interrupted.steps());
+    if (!problem.empty()) progress_->message("warning: run.json not updated: " + problem);
+    throw;
   } catch (const std::exception& error) {
-    if (progress_) progress_->finish();
-    run_->finish_failed(error.what());
+    progress_->finish();
+    keep_last_good_state();
+    std::string problem = run_->finish_failed(error.what());
+    if (!problem.empty()) progress_->message("warning: run.json not updated: " + problem);
     throw;
   }
   return summary_;
+}
+
+void Run::train_epochs() {
+  const TrainConfig& c = config_;
+  Array root = random::key(c.experiment.seed);
+  Array data_key = random::fold_in(root, 1);
+  Array dropout_key = random::fold_in(root, 2);
+  StepOptions step_options;
+  step_options.skip_nonfinite = c.train.on_nonfinite == "skip";
+  step_options.flush_denormals = c.train.flush_denormals;
+  TrainStep step(*model_, *optimizer_, step_options);
+  EvalStep eval(*model_, c.train.flush_denormals);
+  std::deque<PendingStep> pending;
+  int64_t step_number = 0;
+  for (int64_t epoch = 1; epoch <= c.train.epochs && step_number < total_steps_; ++epoch) {
+    epoch_totals_ = EpochTotals{};
+    train_batches_->shuffle(data_key, epoch - 1);
+    for (int64_t index = 0;
+         index < train_batches_->batches_per_epoch() && step_number < total_steps_; ++index) {
+      Batch batch = train_batches_->batch(index);
+      ++step_number;
+      Array key = random::fold_in(dropout_key, static_cast<uint32_t>(step_number));
+      StepMetrics metrics = step.run(state_, batch.images, batch.labels, key);
+      pending.push_back(PendingStep{step_number, epoch, batch.labels.dim(0), metrics});
+      // Read the previous step's metrics only now: the step just queued keeps the
+      // device busy while the host waits.
+      if (pending.size() > 1) {
+        process(pending.front());
+        pending.pop_front();
+      }
+      stop_if_asked(step_number, pending);
+    }
+    while (!pending.empty()) {
+      process(pending.front());
+      pending.pop_front();
+    }
+    end_epoch(epoch, step_number, eval);
+  }
+  progress_->finish();
+  summary_.steps = step_number;
+  summary_.seconds = seconds_since(start_);
+  summary_.median_step_ms = 1e3 * profile::summarize(0, step_seconds_).median_s;
+  JitStats stats = step.stats();
+  run_->info()["jit"] = {{"compiles", stats.compiles},
+                         {"compile_seconds", stats.compile_seconds},
+                         {"compile_reasons", stats.compile_reasons}};
+}
+
+// Between steps: a stop request ends the run once the steps queued so far are recorded.
+void Run::stop_if_asked(int64_t step_number, std::deque<PendingStep>& pending) {
+  if (!options_.stop_signal) return;
+  int signal = options_.stop_signal->load();
+  if (signal == 0) return;
+  while (!pending.empty()) {
+    process(pending.front());
+    pending.pop_front();
+  }
+  throw InterruptedError(
+      signal, step_number, run_->path(),
+      fmt::format("interrupted by {} after step {} of {}; run.json says interrupted",
+                  signal_name(signal), step_number, total_steps_));
+}
+
+void Run::end_epoch(int64_t epoch, int64_t step_number, const EvalStep& eval) {
+  const TrainConfig& c = config_;
+  EvalResult test = evaluate(eval, state_, *test_batches_);
+  summary_.test_accuracy = test.accuracy;
+  summary_.test_loss = test.loss;
+  summary_.train_loss = epoch_totals_.mean_loss();
+  run_->append_metrics({{"kind", "eval"},
+                        {"epoch", epoch},
+                        {"step", step_number},
+                        {"train_loss", epoch_totals_.mean_loss()},
+                        {"train_accuracy", epoch_totals_.accuracy()},
+                        {"test_loss", number_or_text(test.loss)},
+                        {"test_accuracy", test.accuracy}});
+  if (!std::isfinite(test.loss)) {
+    // Skipped steps keep the weights finite, but a loss can still overflow: such weights
+    // are no result.
+    throw NonFiniteError(fmt::format(
+        "epoch {} (step {}): the test loss is {}; the weights do not give finite results{}", epoch,
+        step_number, test.loss,
+        summary_.skipped_steps
+            ? fmt::format(" ({} steps were skipped as non-finite)", summary_.skipped_steps)
+            : ""));
+  }
+  last_good_ = GoodState{state_.params, state_.model_state, epoch, step_number};
+  progress_->message(fmt::format(
+      "epoch {}/{}: train loss {:.4f} acc {:.2f}%  |  test loss {:.4f} acc {:.2f}%  |  {}", epoch,
+      c.train.epochs, epoch_totals_.mean_loss(), 100 * epoch_totals_.accuracy(), test.loss,
+      100 * test.accuracy, format_duration(seconds_since(start_))));
 }
 
 void Run::process(const PendingStep& pending) {
@@ -246,30 +379,9 @@ void Run::process(const PendingStep& pending) {
   }
   last_completion_ = now;
 
-  auto bad = std::find(nonfinite.begin(), nonfinite.end(), true);
-  if (!std::isfinite(loss) || bad != nonfinite.end()) {
-    std::string where = "none (the loss alone)";
-    if (bad != nonfinite.end()) {
-      size_t leaf = static_cast<size_t>(bad - nonfinite.begin());
-      where = param_paths_[leaf];
-    }
-    bool skip = config_.train.on_nonfinite == "skip";
-    std::string text = fmt::format("step {} (epoch {}): loss is {}; first non-finite gradient: {}",
-                                   pending.step, pending.epoch, loss, where);
-    run_->append_metrics(
-        {{"kind", "nonfinite"},
-         {"step", pending.step},
-         {"epoch", pending.epoch},
-         {"loss",
-          std::isfinite(loss) ? nlohmann::json(loss) : nlohmann::json(fmt::format("{}", loss))},
-         {"first_nonfinite_gradient",
-          bad != nonfinite.end() ? param_paths_[static_cast<size_t>(bad - nonfinite.begin())] : ""},
-         {"action", skip ? "skipped" : "stopped"}});
-    if (!skip) {
-      throw NonFiniteError(text + " (set train.on_nonfinite = \"skip\" to skip such steps)");
-    }
-    ++summary_.skipped_steps;
-    progress_->message("skipped " + text);
+  bool bad_gradient = std::find(nonfinite.begin(), nonfinite.end(), true) != nonfinite.end();
+  if (!std::isfinite(loss) || bad_gradient) {
+    report_nonfinite(pending, loss, nonfinite);
     return;
   }
   epoch_totals_.loss_sum += loss;
@@ -301,11 +413,67 @@ void Run::process(const PendingStep& pending) {
   progress_->update(p);
 }
 
+// A step with a non-finite loss or gradient: recorded, then stopped or skipped.
+void Run::report_nonfinite(const PendingStep& pending, double loss,
+                           const std::vector<bool>& flags) {
+  std::vector<std::string> bad;
+  for (size_t leaf : backward_order_) {
+    if (flags[leaf]) bad.push_back(param_paths_[leaf]);
+  }
+  std::string where =
+      bad.empty() ? "none (the loss alone)"
+                  : fmt::format("{} (in backward order: the last layer's first)", bad.front());
+  bool skip = config_.train.on_nonfinite == "skip";
+  std::string text = fmt::format("step {} (epoch {}): loss is {}; first non-finite gradient: {}",
+                                 pending.step, pending.epoch, loss, where);
+  run_->append_metrics({{"kind", "nonfinite"},
+                        {"step", pending.step},
+                        {"epoch", pending.epoch},
+                        {"loss", number_or_text(loss)},
+                        {"first_nonfinite_gradient", bad.empty() ? "" : bad.front()},
+                        {"nonfinite_gradients", bad},
+                        {"action", skip ? "skipped" : "stopped"}});
+  if (!skip) {
+    throw NonFiniteError(text + " (set train.on_nonfinite = \"skip\" to skip such steps)");
+  }
+  ++summary_.skipped_steps;
+  progress_->message("skipped " + text);
+  if (summary_.skipped_steps > config_.train.max_skipped_steps) {
+    throw NonFiniteError(fmt::format(
+        "{} steps were skipped as non-finite, more than train.max_skipped_steps = {}; the last: "
+        "{}",
+        summary_.skipped_steps, config_.train.max_skipped_steps, text));
+  }
+}
+
+// A run that fails or is interrupted after a good epoch keeps that epoch's weights, under
+// names that cannot be taken for a finished run's. Best effort: the disk may be full.
+void Run::keep_last_good_state() {
+  if (!last_good_ || !run_) return;
+  std::map<std::string, std::string> metadata = {{"format", "kiln params"},
+                                                 {"experiment", config_.experiment.name},
+                                                 {"epoch", std::to_string(last_good_->epoch)},
+                                                 {"steps", std::to_string(last_good_->step)}};
+  nlohmann::json record = {{"epoch", last_good_->epoch}, {"step", last_good_->step}};
+  try {
+    save_safetensors(run_->path() / "last_good.params.safetensors", last_good_->params, metadata);
+    record["params_file"] = "last_good.params.safetensors";
+    if (last_good_->model_state.num_leaves() > 0) {
+      save_safetensors(run_->path() / "last_good.state.safetensors", last_good_->model_state,
+                       metadata);
+      record["state_file"] = "last_good.state.safetensors";
+    }
+  } catch (const std::exception& error) {
+    record["error"] = error.what();
+  }
+  run_->info()["last_good"] = record;
+}
+
 void Run::save_final() {
   std::map<std::string, std::string> metadata = {{"format", "kiln params"},
                                                  {"experiment", config_.experiment.name},
                                                  {"steps", std::to_string(summary_.steps)}};
-  std::filesystem::path params_path = run_->path() / "params.safetensors";
+  fs::path params_path = run_->path() / "params.safetensors";
   save_safetensors(params_path, state_.params, metadata);
   summary_.params_sha256 = io::sha256_file(params_path);
   nlohmann::json& info = run_->info();
@@ -322,10 +490,17 @@ void Run::save_final() {
   info["final"] = {{"test_accuracy", summary_.test_accuracy},
                    {"test_loss", summary_.test_loss},
                    {"train_loss", summary_.train_loss}};
+  last_good_.reset();  // the final weights are written: nothing else to keep
   run_->finish_completed();
 }
 
 }  // namespace
+
+std::string signal_name(int signal) {
+  if (signal == SIGINT) return "SIGINT";
+  if (signal == SIGTERM) return "SIGTERM";
+  return fmt::format("signal {}", signal);
+}
 
 TrainSummary train(const TrainConfig& config, const TrainOptions& options) {
   return Run(config, options).execute();

@@ -1,13 +1,18 @@
 // `kiln train`: a whole training run from a resolved config: load the data, build the
-// model and optimizer, create the run directory, run the jitted steps epoch by epoch with
-// an evaluation after each, and save the final weights. Returns a summary; a run that
-// fails (non-finite loss or gradient with on_nonfinite = "stop", or any error after the
-// run directory exists) is recorded as failed in run.json and reported by exception.
+// model and optimizer, check everything that can be checked (run_checks.h), create the run
+// directory, run the jitted steps epoch by epoch with an evaluation after each, and save
+// the final weights. Returns a summary; a run that fails (non-finite loss, gradient or
+// evaluation, too many skipped steps, or any error after the run directory exists) is
+// recorded as failed in run.json and reported by exception, and one asked to stop is
+// recorded as interrupted (InterruptedError).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "train/config.h"
 
@@ -17,6 +22,10 @@ struct TrainOptions {
   bool interactive = false;              // draw a progress bar (stderr is a terminal)
   bool quiet = false;                    // no progress lines and no config echo (tests)
   double process_start_age_seconds = 0;  // how long the process ran before train() began
+  // Polled between steps: once non-zero (a signal handler stores the signal's number) the
+  // run finishes the step in flight, records its metrics, marks itself "interrupted" and
+  // throws InterruptedError. nullptr: never.
+  const std::atomic<int>* stop_signal = nullptr;
 };
 
 struct TrainSummary {
@@ -30,6 +39,9 @@ struct TrainSummary {
   double first_step_seconds = 0;  // process start to the first step's result
   double median_step_ms = 0;
   std::string params_sha256;
+  // Runs of the same experiment found stale ("running" with their process gone) and
+  // marked "crashed" when this run started.
+  std::vector<std::filesystem::path> crashed_runs;
 };
 
 // Raised when the run stops on a non-finite loss or gradient; the run directory holds the
@@ -38,6 +50,28 @@ class NonFiniteError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// Raised when TrainOptions::stop_signal asked the run to stop; run.json says
+// "interrupted" with the signal and the steps taken.
+class InterruptedError : public std::runtime_error {
+ public:
+  InterruptedError(int signal, int64_t steps, std::filesystem::path run_dir, std::string message)
+      : std::runtime_error(std::move(message)),
+        signal_(signal),
+        steps_(steps),
+        run_dir_(std::move(run_dir)) {}
+  int signal() const { return signal_; }
+  int64_t steps() const { return steps_; }
+  const std::filesystem::path& run_dir() const { return run_dir_; }
+
+ private:
+  int signal_;
+  int64_t steps_;
+  std::filesystem::path run_dir_;
+};
+
+// "SIGINT", "SIGTERM", or "signal N".
+std::string signal_name(int signal);
 
 TrainSummary train(const TrainConfig& config, const TrainOptions& options = {});
 

@@ -6,10 +6,14 @@ Usage: test_cli.py PATH_TO_KILN
 import hashlib
 import json
 import os
+import glob
 import shutil
+import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 KILN = sys.argv.pop(1) if len(sys.argv) > 1 else "build/release/kiln"
@@ -59,6 +63,30 @@ class Cli(unittest.TestCase):
         result = run("bench", "ops", "--repeats", "0", check=False)
         self.assertNotEqual(result.returncode, 0)
         self.assertIn("repeats", result.stderr)
+
+    def test_usage_errors_exit_with_the_documented_status(self):
+        # CLI11's own codes (106, 109, 114...) are mapped to 1; --help and --version are 0.
+        for args in ((), ("frobnicate",), ("train",), ("train", "a.toml", "--bogus"),
+                     ("devices", "--json", "extra"), ("--bogus",)):
+            self.assertEqual(run(*args, check=False).returncode, 1, args)
+        self.assertEqual(run("--help", check=False).returncode, 0)
+        self.assertEqual(run("train", "--help", check=False).returncode, 0)
+        self.assertEqual(run("--version", check=False).returncode, 0)
+
+    def test_mistyped_command_suggests_the_closest(self):
+        result = run("trian", "x.toml", check=False)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("unknown command 'trian'; did you mean 'train'?", result.stderr)
+
+    def test_unknown_kernels_setting_is_refused(self):
+        result = run("devices", env={"KILN_KERNELS": "bogus"}, check=False)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("KILN_KERNELS='bogus'", result.stderr)
+
+    def test_config_larger_than_the_limit_is_refused(self):
+        result = run("train", "/dev/zero", check=False)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("larger than 1048576 bytes", result.stderr)
 
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -139,6 +167,131 @@ class TrainCli(unittest.TestCase):
         (run_id,) = os.listdir(experiment)
         with open(os.path.join(experiment, run_id, "run.json")) as f:
             self.assertEqual(json.load(f)["status"], "failed")
+
+
+    def run_dirs(self, experiment="fashion_mnist_mlp"):
+        return sorted(glob.glob(os.path.join(self.runs, experiment, "*")))
+
+    def info(self, run_dir):
+        with open(os.path.join(run_dir, "run.json")) as f:
+            return json.load(f)
+
+    def start(self, *args, experiment="fashion_mnist_mlp"):
+        """A longer run in the background, returned once it has recorded a step."""
+        process = subprocess.Popen(
+            [KILN, "train", MLP, "--set", "data.train_limit=1024", "--set",
+             "data.test_limit=500", "--set", "train.epochs=1000", "--set", "train.log_every=1",
+             *self.where, *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and process.poll() is None:
+            metrics = [os.path.join(d, "metrics.jsonl") for d in self.run_dirs(experiment)]
+            if metrics and os.path.exists(metrics[0]) and os.path.getsize(metrics[0]) > 0:
+                return process
+            time.sleep(0.05)
+        process.kill()
+        self.fail(f"the run recorded no step: {process.communicate()}")
+
+    def test_sigint_and_sigterm_mark_the_run_interrupted(self):
+        for sig, status in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+            process = self.start("--set", f"experiment.name=stop{int(sig)}",
+                                 experiment=f"stop{int(sig)}")
+            process.send_signal(sig)
+            out, err = process.communicate(timeout=240)
+            self.assertEqual(process.returncode, status, err)
+            self.assertIn("interrupted", err)
+            (run_dir,) = self.run_dirs(f"stop{int(sig)}")
+            info = self.info(run_dir)
+            self.assertEqual(info["status"], "interrupted")
+            self.assertEqual(info["signal"], sig.name)
+            self.assertGreaterEqual(info["steps"], 1)
+            self.assertEqual([n for n in os.listdir(run_dir) if ".tmp." in n], [])
+            self.assertFalse(os.path.exists(os.path.join(run_dir, "params.safetensors")))
+
+    def test_kill_and_rerun(self):
+        # The README's example: a run killed at once (SIGKILL) leaves run.json "running";
+        # the next run of the experiment marks it "crashed".
+        process = self.start()
+        process.kill()
+        process.communicate(timeout=60)
+        (killed,) = self.run_dirs()
+        self.assertEqual(self.info(killed)["status"], "running")
+        self.assertEqual(self.info(killed)["host"], socket.gethostname())
+        result = self.train()
+        self.assertIn(f"marked {killed} as crashed", result.stdout)
+        self.assertEqual(self.info(killed)["status"], "crashed")
+        self.assertEqual(self.info(result.stdout.strip().splitlines()[-1])["status"], "completed")
+
+    def test_a_full_stderr_does_not_fail_the_run(self):
+        with open("/dev/full", "w") as full:
+            result = subprocess.run([KILN, "train", MLP, *SMALL, *self.where],
+                                    stdout=subprocess.PIPE, stderr=full, text=True, timeout=300)
+        self.assertEqual(result.returncode, 0)
+        (run_dir,) = self.run_dirs()
+        self.assertEqual(self.info(run_dir)["status"], "completed")
+        self.assertTrue(os.path.exists(os.path.join(run_dir, "params.safetensors")))
+
+    def test_model_errors_create_no_run(self):
+        path = os.path.join(self.runs, "strides.toml")
+        with open(path, "w") as f:
+            f.write('[[model.layers]]\ntype = "conv2d"\nfeatures = 4\nkernel_size = [3, 3]\n'
+                    'strides = [9223372036854775807, 1]\n')
+        result = run("train", path, *self.where, check=False)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("strides", result.stderr)
+        self.assertEqual(os.listdir(self.runs), ["strides.toml"])
+
+
+def can_mount_tmpfs():
+    probe = tempfile.mkdtemp(prefix="kiln-mount-probe-")
+    try:
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4k", "tmpfs", probe],
+                                 capture_output=True).returncode == 0
+        if mounted:
+            subprocess.run(["umount", probe], check=True)
+        return mounted
+    except OSError:
+        return False
+    finally:
+        os.rmdir(probe)
+
+
+@unittest.skipUnless(can_mount_tmpfs(), "needs permission to mount a tmpfs (root)")
+class FullDisk(unittest.TestCase):
+    """`kiln train` with its runs on a tiny tmpfs: the failed write is named and the run's
+    final state recorded whenever the disk allows."""
+
+    def full_disk_run(self, size, *args):
+        disk = tempfile.mkdtemp(prefix="kiln-full-disk-")
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", disk], check=True)
+        try:
+            result = run("train", MLP, *SMALL, "--set", f"experiment.runs_dir={disk}", *args,
+                         check=False)
+            runs = glob.glob(os.path.join(disk, "fashion_mnist_mlp", "*"))
+            infos = []
+            for run_dir in runs:
+                self.assertEqual([n for n in os.listdir(run_dir) if ".tmp." in n], [])
+                with open(os.path.join(run_dir, "run.json")) as f:
+                    infos.append(json.load(f))
+            return result, infos
+        finally:
+            subprocess.run(["umount", disk], check=True)
+            os.rmdir(disk)
+
+    def test_each_failed_write_is_named_and_recorded(self):
+        # tmpfs gives a file 4 KiB pages. 4 KiB: room for run.json only; 12 KiB: one page of
+        # metrics, short of 6 epochs' (about 50 lines); 1 MiB: not for the 2.7 MB of weights.
+        for size, file, args in (("4k", "config.toml", ()),
+                                 ("12k", "metrics.jsonl", ("--set", "train.epochs=6")),
+                                 ("1m", "params.safetensors", ())):
+            result, infos = self.full_disk_run(size, *args)
+            self.assertEqual(result.returncode, 1, (size, result.stderr))
+            self.assertIn(file, result.stderr, size)
+            self.assertIn("No space left on device", result.stderr, size)
+            self.assertNotIn(".run.json.tmp", result.stderr, size)
+            self.assertEqual(len(infos), 1, size)
+            self.assertEqual(infos[0]["status"], "failed", size)
+            self.assertIn(file, infos[0]["error"], size)
 
 
 if __name__ == "__main__":

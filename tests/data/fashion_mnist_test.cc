@@ -55,6 +55,18 @@ TEST(FashionMnist, LoadsFakeDataset) {
   EXPECT_EQ(data.train.labels.values[11], 1);
 }
 
+// An empty split used to load, and then a run "completed" with 0 steps or printed a test
+// accuracy of -nan%.
+TEST(FashionMnist, AnEmptySplitIsAnError) {
+  for (bool empty_train : {true, false}) {
+    ScratchDir dir;
+    write_fake(dir.path(), empty_train ? 0 : 4, empty_train ? 3 : 0);
+    std::string message = error_of([&] { load_fashion_mnist(dir.path()); });
+    EXPECT_THAT(message, HasSubstr(empty_train ? "train-images" : "t10k-images"));
+    EXPECT_THAT(message, HasSubstr("holds no examples"));
+  }
+}
+
 TEST(FashionMnist, UncompressedFilesAreAcceptedToo) {
   ScratchDir dir;
   write_fake(dir.path(), 3, 2, /*gzip=*/false);

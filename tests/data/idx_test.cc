@@ -224,6 +224,44 @@ TEST(ReadIdx, CorruptAndTruncatedGzip) {
   EXPECT_THAT(message, HasSubstr("truncated"));
 }
 
+// Large enough that zlib would decompress it straight into the caller's buffer (past its
+// 1 MiB internal buffer), where gzread stopped without reading the trailer: a file missing
+// its last 1-8 bytes (all or part of the CRC-32 and size) loaded without an error.
+Bytes large_gzip() {
+  Bytes pixels(3000 * 784);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>((i * 7919) % 253);
+  return gzip_bytes(idx_bytes({3000, 28, 28}, pixels));
+}
+
+TEST(ReadIdx, GzipMissingItsTrailerIsAnError) {
+  ScratchDir dir;
+  Bytes packed = large_gzip();
+  for (size_t cut = 1; cut <= 8; ++cut) {
+    write_bytes(dir / "cut.gz", Bytes(packed.begin(), packed.end() - static_cast<long>(cut)));
+    std::string message = error_of([&] { read_idx(dir / "cut.gz"); });
+    EXPECT_THAT(message, HasSubstr("cut.gz")) << cut;
+    EXPECT_THAT(message, HasSubstr("truncated gzip data")) << cut;
+  }
+}
+
+TEST(ReadIdx, GzipWhoseTrailerDisagreesWithTheDataIsAnError) {
+  ScratchDir dir;
+  Bytes packed = large_gzip();
+  Bytes bad_crc = packed;
+  bad_crc[bad_crc.size() - 8] ^= 0x01;  // first byte of the CRC-32
+  write_bytes(dir / "crc.gz", bad_crc);
+  std::string message = error_of([&] { read_idx(dir / "crc.gz"); });
+  EXPECT_THAT(message, HasSubstr("crc.gz"));
+  EXPECT_THAT(message, HasSubstr("CRC-32"));
+  Bytes bad_size = packed;
+  bad_size[bad_size.size() - 1] ^= 0x01;  // last byte of the size
+  write_bytes(dir / "size.gz", bad_size);
+  EXPECT_THAT(error_of([&] { read_idx(dir / "size.gz"); }), HasSubstr("decompressed size"));
+  // Intact, the same bytes load.
+  write_bytes(dir / "good.gz", packed);
+  EXPECT_EQ(read_idx(dir / "good.gz").values.size(), size_t{3000 * 784});
+}
+
 // Random files and random corruptions of a valid file: each read either succeeds or throws
 // a kiln::Error (any other exception, a crash or a sanitizer report fails the test).
 TEST(ReadIdx, GarbageNeverCrashes) {

@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <stdexcept>
 
 #include "io/scratch_files.h"
@@ -79,6 +80,31 @@ TEST(AtomicFile, DestinationThatIsADirectory) {
   EXPECT_THAT(dir.listing(), ElementsAre("taken"));
   EXPECT_THAT(error_of([&] { write_file_atomically(dir.path() / "", std::string_view("x")); }),
               HasSubstr("names a directory, not a file"));
+}
+
+// A full disk used to be reported as "cannot write '.run.json.tmp.123.4'", a name the user
+// never chose; the error names the destination (and the temporary only in passing).
+TEST(AtomicFile, AWriteErrorNamesTheDestinationAndLeavesNoTemporary) {
+  ScratchDir dir;
+  write_string(dir / "run.json", "old");
+  set_write_fault_for_testing(
+      [](const std::filesystem::path& path) { return path.filename() == "run.json" ? ENOSPC : 0; });
+  std::string message =
+      error_of([&] { write_file_atomically(dir / "run.json", std::string_view("new")); });
+  set_write_fault_for_testing(nullptr);
+  EXPECT_THAT(message, HasSubstr(fmt::format("cannot write '{}': No space left on device",
+                                             (dir / "run.json").string())));
+  EXPECT_EQ(read_string(dir / "run.json"), "old");
+  EXPECT_THAT(dir.listing(), ElementsAre("run.json"));
+}
+
+TEST(AtomicFile, OverwriteInPlaceReplacesTheContent) {
+  ScratchDir dir;
+  write_string(dir / "run.json", "a longer first version");
+  overwrite_file_in_place(dir / "run.json", "short");
+  EXPECT_EQ(read_string(dir / "run.json"), "short");
+  EXPECT_THAT(error_of([&] { overwrite_file_in_place(dir / "missing", "x"); }),
+              HasSubstr("cannot open"));
 }
 
 }  // namespace

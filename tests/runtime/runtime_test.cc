@@ -48,6 +48,18 @@ TEST(Runtime, CpuDeviceCountParsing) {
   }
 }
 
+// KILN_KERNELS=bogus used to run the fast kernels without a word.
+TEST(Runtime, KernelsSettingParsing) {
+  EXPECT_EQ(parse_kernels_setting(nullptr), "fast");
+  EXPECT_EQ(parse_kernels_setting(""), "fast");
+  EXPECT_EQ(parse_kernels_setting("ref"), "ref");
+  for (const char* bad : {"bogus", "REF", "fast", " ref"}) {
+    std::string text = error_of([&] { parse_kernels_setting(bad); });
+    EXPECT_THAT(text, HasSubstr(fmt::format("KILN_KERNELS='{}'", bad))) << bad;
+    EXPECT_THAT(text, HasSubstr("HINT:")) << bad;
+  }
+}
+
 TEST(Runtime, UnknownDeviceIdIsAnError) {
   std::string text = error_of([] { device(99); });
   EXPECT_THAT(text, HasSubstr("there is no device 99"));

@@ -69,9 +69,10 @@ TEST(ConfigErrors, WrongTypeNamesKeyExpectedAndGiven) {
 
 TEST(ConfigErrors, OutOfRangeNamesValueAndAllowedRange) {
   EXPECT_EQ(parse_error(kOneLayer + "[train]\nbatch_size = 0\n"),
-            "config.toml:5:14: train.batch_size = 0 is out of range; expected an integer >= 1");
+            "config.toml:5:14: train.batch_size = 0 is out of range; expected an integer in [1, "
+            "1048576]");
   EXPECT_EQ(parse_error(kOneLayer + "[optim]\nlr = -0.1\n"),
-            "config.toml:5:6: optim.lr = -0.1 is out of range; expected a float > 0");
+            "config.toml:5:6: optim.lr = -0.1 is out of range; expected a float in [1e-30, 1e+30]");
   EXPECT_EQ(parse_error(kOneLayer + "[optim]\nb1 = 1\n"),
             "config.toml:5:6: optim.b1 = 1.0 is out of range; expected a float in [0, 1)");
   EXPECT_THAT(parse_error(kOneLayer + "[optim]\nlr = nan\n"), HasSubstr("optim.lr = nan is out"));
@@ -79,10 +80,91 @@ TEST(ConfigErrors, OutOfRangeNamesValueAndAllowedRange) {
   EXPECT_EQ(parse_error(kOneLayer + "[experiment]\nseed = -1\n"),
             "config.toml:5:8: experiment.seed = -1 is out of range; expected an integer >= 0");
   EXPECT_EQ(parse_error(kOneLayer + "[experiment]\nname = \"a/b\"\n"),
-            "config.toml:5:8: experiment.name = \"a/b\" is not allowed; expected a string naming "
-            "a directory (no '/')");
+            "config.toml:5:8: experiment.name = \"a/b\" is not allowed; expected a directory name "
+            "of 1 to 100 letters, digits, '.', '_' or '-'");
   EXPECT_THAT(parse_error(kOneLayer + "[data]\ndir = \"\"\n"),
-              HasSubstr("data.dir = \"\" is not allowed; expected a non-empty string"));
+              HasSubstr("data.dir = \"\" is not allowed; expected a non-empty path"));
+}
+
+// Sizes a config can set are bounded, so that no product the trainer forms overflows and
+// a typo is an error naming the key, not a crash (conv2d features = 2^63 - 1 segfaulted;
+// epochs = INT64_MAX made total_steps negative and the run "completed").
+TEST(ConfigErrors, EverySizeIsBounded) {
+  const std::string huge = "9223372036854775807";
+  EXPECT_EQ(parse_error("[[model.layers]]\ntype = \"conv2d\"\nfeatures = " + huge +
+                        "\nkernel_size = [3, 3]\n"),
+            "config.toml:3:12: model.layers[0] (conv2d, line 1): features = " + huge +
+                " is out of range; expected an integer in [1, 65536]");
+  EXPECT_THAT(parse_error("[[model.layers]]\ntype = \"conv2d\"\nfeatures = 4\nkernel_size = [3, " +
+                          huge + "]\n"),
+              HasSubstr("model.layers[0] (conv2d, line 1): kernel_size = [3, " + huge +
+                        "] is not allowed; expected an array of 2 integers in [1, 1024]"));
+  EXPECT_THAT(parse_error("[[model.layers]]\ntype = \"max_pool\"\nwindow = [2, 2]\nstrides = [" +
+                          huge + ", 1]\n"),
+              HasSubstr("model.layers[0] (max_pool, line 1): strides = ["));
+  EXPECT_THAT(
+      parse_error("[[model.layers]]\ntype = \"avg_pool\"\nwindow = [4611686018427387904, 2]\n"),
+      HasSubstr("window = [4611686018427387904, 2] is not allowed"));
+  EXPECT_THAT(parse_error(kOneLayer + "[train]\nepochs = " + huge + "\n"),
+              HasSubstr("train.epochs = " + huge +
+                        " is out of range; expected an integer in [1, "
+                        "1000000]"));
+  EXPECT_THAT(parse_error(kOneLayer + "[train]\nbatch_size = 9223372036854775000\n"),
+              HasSubstr("train.batch_size = 9223372036854775000 is out of range"));
+  EXPECT_THAT(parse_error(kOneLayer + "[train]\neval_batch_size = " + huge + "\n"),
+              HasSubstr("train.eval_batch_size = " + huge + " is out of range"));
+  EXPECT_THAT(parse_error(kOneLayer + "[train]\nmax_steps = 2147483648\n"),
+              HasSubstr("expected an integer in [0, 2147483647]"));
+  EXPECT_THAT(parse_error(kOneLayer + "[optim]\nwarmup_steps = " + huge + "\n"),
+              HasSubstr("optim.warmup_steps = " + huge + " is out of range"));
+}
+
+// lr = 1e-320 trained with a learning rate of 0 (an f32 0), and 1e308 failed with an
+// internal message: rates are kept inside f32's normal range.
+TEST(ConfigErrors, RatesStayInsideTheF32Range) {
+  EXPECT_EQ(parse_error(kOneLayer + "[optim]\nlr = 1e-320\n"),
+            "config.toml:5:6: optim.lr = 1e-320 is out of range; expected a float in [1e-30, "
+            "1e+30]");
+  EXPECT_THAT(parse_error(kOneLayer + "[optim]\nlr = 1e308\n"),
+              HasSubstr("optim.lr = 1e+308 is out of range"));
+  EXPECT_THAT(parse_error(kOneLayer + "[optim]\nend_lr = 1e-40\n"),
+              HasSubstr("optim.end_lr = 1e-40 is out of range; expected a float in [0, 1e+30], 0 "
+                        "or at least 1e-30"));
+  EXPECT_THAT(parse_error(kOneLayer + "[optim]\neps = 1e300\n"), HasSubstr("optim.eps = 1e+300"));
+  EXPECT_THAT(parse_error(kOneLayer + "[optim]\ndecay_rate = 1e-35\n"),
+              HasSubstr("optim.decay_rate = 1e-35 is out of range"));
+  EXPECT_EQ(parse(kOneLayer + "[optim]\nend_lr = 0\neps = 0\n").optim.end_lr, 0);
+}
+
+// A NUL in experiment.name or runs_dir made `kiln train` spin; a newline went into a
+// directory name.
+TEST(ConfigErrors, NamesAndPathsArePrintable) {
+  for (std::string bad : {"a\\u0000b", "a\\nb", "a b", "a\\u007f", "..", "caf\u00e9"}) {
+    EXPECT_THAT(parse_error(kOneLayer + "[experiment]\nname = \"" + bad + "\"\n"),
+                HasSubstr("is not allowed; expected a directory name of 1 to 100 letters"))
+        << bad;
+  }
+  EXPECT_THAT(parse_error(kOneLayer + "[experiment]\nname = \"" + std::string(101, 'x') + "\"\n"),
+              HasSubstr("is not allowed"));
+  for (std::string bad : {"runs\\u0000x", "runs\\nx", "runs\\tx"}) {
+    EXPECT_THAT(parse_error(kOneLayer + "[experiment]\nruns_dir = \"" + bad + "\"\n"),
+                HasSubstr("is not allowed; expected a non-empty path of at most 4096 printable "
+                          "characters"))
+        << bad;
+    EXPECT_THAT(parse_error(kOneLayer + "[data]\ndir = \"" + bad + "\"\n"),
+                HasSubstr("data.dir = "))
+        << bad;
+  }
+  EXPECT_EQ(parse(kOneLayer +
+                  "[experiment]\nname = \"mlp-2.v_1\"\nruns_dir = \"my runs/\u00e9t\u00e9\"\n")
+                .experiment.runs_dir,
+            "my runs/\u00e9t\u00e9");
+}
+
+TEST(ConfigErrors, ConfigFilesLargerThanTheLimitAreRefused) {
+  std::string message = error_of([] { (void)load_config("/dev/zero"); });
+  EXPECT_THAT(message, HasSubstr("cannot read config '/dev/zero': it is larger than 1048576 "
+                                 "bytes"));
 }
 
 TEST(ConfigErrors, PiecewiseScheduleNeedsIncreasingBoundaries) {
@@ -97,7 +179,7 @@ TEST(ConfigErrors, PiecewiseScheduleNeedsIncreasingBoundaries) {
               HasSubstr("boundaries[1] = 5 does not come after boundaries[0] = 5"));
   EXPECT_EQ(parse_error(kOneLayer + "[optim]\nboundaries = [0, 10]\n"),
             "config.toml:5:14: optim.boundaries = [0, 10] is not allowed; expected an array of "
-            "integers >= 1");
+            "integers in [1, 2147483647]");
   // PyTorch's name for them.
   EXPECT_THAT(parse_error(kOneLayer + "[optim]\nmilestones = [10]\n"),
               HasSubstr("did you mean 'optim.boundaries'?"));
@@ -145,14 +227,14 @@ TEST(ConfigErrors, Layers) {
             "(3)");
   EXPECT_EQ(layers_error("[[model.layers]]\ntype = \"max_pool\"\nwindow = [2]\n"),
             "config.toml:6:10: model.layers[0] (max_pool, line 4): window = [2] is not allowed; "
-            "expected an array of 2 integers >= 1");
+            "expected an array of 2 integers in [1, 1024]");
   EXPECT_EQ(layers_error("[[model.layers]]\ntype = \"conv2d\"\nfeatures = 4\n"
                          "kernel_size = [3, 3.0]\n"),
             "config.toml:7:15: model.layers[0] (conv2d, line 4): kernel_size: expected an array "
             "of integers, got an array ([ 3, 3.0 ])");
   EXPECT_EQ(layers_error("[[model.layers]]\ntype = \"dense\"\nfeatures = 0\n"),
             "config.toml:6:12: model.layers[0] (dense, line 4): features = 0 is out of range; "
-            "expected an integer >= 1");
+            "expected an integer in [1, 65536]");
   EXPECT_EQ(layers_error("[[model.layers]]\ntype = \"avg_pool\"\nwindow = [2, 2]\n"
                          "padding = \"full\"\n"),
             "config.toml:7:11: model.layers[0] (avg_pool, line 4): padding = \"full\" is not one "

@@ -113,7 +113,7 @@ TEST(ConfigOverrides, Errors) {
             "(\"abc\")");
   EXPECT_EQ(parse_error(kOneLayer, {"train.batch_size=0"}),
             "--set train.batch_size=0: train.batch_size = 0 is out of range; expected an integer "
-            ">= 1");
+            "in [1, 1048576]");
   EXPECT_EQ(parse_error(kOneLayer, {"optim.name=adamm"}),
             "--set optim.name=adamm: optim.name = \"adamm\" is not one of sgd, momentum, "
             "nesterov, adam, adamw, rmsprop; did you mean 'adam'?");
@@ -130,9 +130,9 @@ TEST(ConfigOverrides, Errors) {
 // Every key set away from its default, and every layer type with every field it takes.
 TrainConfig everything_changed() {
   TrainConfig c;
-  c.experiment = {.name = "exp \"quoted\" name", .seed = 123456789, .runs_dir = "out/runs"};
+  c.experiment = {.name = "exp-2.run_A", .seed = 123456789, .runs_dir = "out/runs \"quoted\""};
   c.data = {
-      .dataset = "fashion_mnist", .dir = "C:\\data\\fm\t#1", .train_limit = 500, .test_limit = 200};
+      .dataset = "fashion_mnist", .dir = "C:\\data\\fm #1", .train_limit = 500, .test_limit = 200};
   c.optim.name = "rmsprop";
   c.optim.lr = 0.1 + 0.2;  // not exactly representable in short decimal
   c.optim.schedule = "warmup_cosine";
@@ -153,6 +153,7 @@ TrainConfig everything_changed() {
              .eval_batch_size = 11,
              .log_every = 13,
              .on_nonfinite = "skip",
+             .max_skipped_steps = 21,
              .max_steps = 15};
   for (const schema::LayerType& type : schema::layer_types()) {
     LayerConfig layer;

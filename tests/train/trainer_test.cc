@@ -5,6 +5,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cerrno>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -13,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/atomic_file.h"
 #include "kiln/error.h"
 #include "kiln/safetensors.h"
 #include "train/config.h"
@@ -142,18 +146,214 @@ TEST_F(Trainer, NonFiniteLossStopsTheRunNamingTheStepAndParameter) {
   fs::remove_all(runs);
 }
 
-TEST_F(Trainer, SkipPolicyKeepsTrainingAndCountsSkippedSteps) {
+nlohmann::json only_run_info(const fs::path& runs, const std::string& experiment) {
+  fs::path run_dir = *fs::directory_iterator(runs / experiment);
+  return nlohmann::json::parse(read_text(run_dir / "run.json"));
+}
+
+// Skipping most steps used to end "completed" with a test loss of nan. Skipped steps keep
+// the weights, but these (from the one step of lr 1e30 that was finite) give a nan loss.
+TEST_F(Trainer, SkipPolicyRunWhoseEvaluationIsNotFiniteFails) {
   fs::path runs = fresh_dir("skip");
-  TrainConfig config = small_mlp(runs, {"optim.name=\"sgd\"", "optim.lr=1e30",
-                                        "train.on_nonfinite=\"skip\"", "train.epochs=1"});
-  TrainSummary summary = train(config, quiet());
-  EXPECT_GT(summary.skipped_steps, 0);
-  EXPECT_EQ(summary.steps, 16);
-  // Skipped steps leave the weights as they were, so they stay finite and are saved.
-  SafetensorsFile weights = load_safetensors(summary.run_dir / "params.safetensors");
-  for (const auto& [name, array] : weights.arrays) {
-    for (float v : array.to_vector<float>()) ASSERT_TRUE(std::isfinite(v)) << name;
+  TrainConfig config =
+      small_mlp(runs, {"optim.name=\"sgd\"", "optim.lr=1e30", "train.on_nonfinite=\"skip\"",
+                       "train.epochs=1", "train.max_skipped_steps=1000"});
+  try {
+    train(config, quiet());
+    FAIL() << "expected the run to fail";
+  } catch (const NonFiniteError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("epoch 1 (step 16): the test loss is nan"));
+    EXPECT_THAT(error.what(), HasSubstr("steps were skipped"));
   }
+  nlohmann::json info = only_run_info(runs, "fashion_mnist_mlp");
+  EXPECT_EQ(info["status"], "failed");
+  EXPECT_FALSE(info.contains("params_file"));
+  fs::remove_all(runs);
+}
+
+TEST_F(Trainer, SkipPolicyStopsAfterMaxSkippedSteps) {
+  fs::path runs = fresh_dir("skiplimit");
+  TrainConfig config =
+      small_mlp(runs, {"optim.name=\"sgd\"", "optim.lr=1e30", "train.on_nonfinite=\"skip\"",
+                       "train.max_skipped_steps=3"});
+  try {
+    train(config, quiet());
+    FAIL() << "expected the run to stop";
+  } catch (const NonFiniteError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("4 steps were skipped as non-finite, more than "
+                                        "train.max_skipped_steps = 3"));
+  }
+  EXPECT_EQ(only_run_info(runs, "fashion_mnist_mlp")["status"], "failed");
+  int skipped = 0;
+  for (const auto& r : read_metrics(*fs::directory_iterator(runs / "fashion_mnist_mlp"))) {
+    skipped += r["kind"] == "nonfinite" && r["action"] == "skipped";
+  }
+  EXPECT_EQ(skipped, 4);
+  fs::remove_all(runs);
+}
+
+// The first non-finite gradient was the alphabetically first parameter (dense_1/bias);
+// the backward pass produces the last layer's gradients first.
+TEST_F(Trainer, FirstNonFiniteGradientIsTheFirstInBackwardOrder) {
+  fs::path runs = fresh_dir("order");
+  try {
+    train(small_mlp(runs, {"optim.name=\"sgd\"", "optim.lr=1e30"}), quiet());
+    FAIL() << "expected the run to stop";
+  } catch (const NonFiniteError& error) {
+    EXPECT_THAT(error.what(), HasSubstr("first non-finite gradient: dense_5/bias (in backward "
+                                        "order: the last layer's first)"));
+  }
+  for (const auto& r : read_metrics(*fs::directory_iterator(runs / "fashion_mnist_mlp"))) {
+    if (r["kind"] != "nonfinite") continue;
+    EXPECT_EQ(r["first_nonfinite_gradient"], "dense_5/bias");
+    EXPECT_EQ(r["nonfinite_gradients"][0], "dense_5/bias");
+  }
+  fs::remove_all(runs);
+}
+
+// An error that only a full run would have met (here: BatchNorm's batch statistics on the
+// last batch of an epoch, 1 example) is found before the run directory exists.
+TEST_F(Trainer, BatchNormOnAOneExampleLastBatchIsRefusedBeforeTheFirstStep) {
+  fs::path runs = fresh_dir("bn");
+  fs::path config_path = fs::temp_directory_path() / fmt::format("kiln-bn-{}.toml", getpid());
+  std::ofstream(config_path) << "[experiment]\nruns_dir = \"" << runs.string()
+                             << "\"\n[data]\ntrain_limit = 129\ntest_limit = 100\n"
+                                "[[model.layers]]\ntype = \"flatten\"\n"
+                                "[[model.layers]]\ntype = \"dense\"\nfeatures = 16\n"
+                                "[[model.layers]]\ntype = \"batch_norm\"\n"
+                                "[[model.layers]]\ntype = \"dense\"\nfeatures = 10\n";
+  std::string message;
+  try {
+    train(load_config(config_path), quiet());
+  } catch (const Error& error) {
+    message = error.what();
+  }
+  EXPECT_THAT(message, HasSubstr("model.layers[2] (batch_norm, line 11)"));
+  EXPECT_THAT(message, HasSubstr("last training batch of each epoch has 1 example(s)"));
+  EXPECT_FALSE(fs::exists(runs));
+  // With max_steps short of the last batch, the run never meets it.
+  TrainSummary summary = train(load_config(config_path, {"train.max_steps=1"}), quiet());
+  EXPECT_EQ(summary.steps, 1);
+  fs::remove_all(runs);
+  fs::remove(config_path);
+}
+
+TEST_F(Trainer, ScheduleThatUnderflowsIsRefusedBeforeTheRun) {
+  fs::path runs = fresh_dir("schedule");
+  std::string message;
+  try {
+    // 1e-20 divided by 10 at each of the 32 steps ends at 1e-52: 0 in f32.
+    train(small_mlp(runs, {"optim.lr=1e-20", "optim.schedule=\"exponential\"",
+                           "optim.transition_steps=1", "optim.decay_rate=0.1"}),
+          quiet());
+  } catch (const Error& error) {
+    message = error.what();
+  }
+  EXPECT_THAT(message, HasSubstr("optim.schedule = \"exponential\" (optim.lr = 1e-20, "
+                                 "optim.decay_rate = 0.1, optim.transition_steps = 1)"));
+  EXPECT_THAT(message, HasSubstr("a rate of 0 or a subnormal"));
+  EXPECT_FALSE(fs::exists(runs));
+}
+
+TEST_F(Trainer, RunJsonRecordsTheProcessAndTheKernels) {
+  fs::path runs = fresh_dir("info");
+  TrainSummary summary =
+      train(small_mlp(runs, {"train.max_steps=2", "data.train_limit=256"}), quiet());
+  nlohmann::json info = nlohmann::json::parse(read_text(summary.run_dir / "run.json"));
+  EXPECT_EQ(info["pid"], static_cast<int64_t>(getpid()));
+  EXPECT_TRUE(info["host"].is_string());
+  EXPECT_EQ(info["kernels"], std::getenv("KILN_KERNELS") ? "ref" : "fast");
+  fs::remove_all(runs);
+}
+
+// A stop request (SIGINT in `kiln train`) before the run starts writes nothing; a run
+// whose stop is requested ends after the step in flight, "interrupted".
+TEST_F(Trainer, StopRequestedBeforeTheStartWritesNothing) {
+  fs::path runs = fresh_dir("stop");
+  std::atomic<int> stop{SIGINT};
+  TrainOptions options = quiet();
+  options.stop_signal = &stop;
+  try {
+    train(small_mlp(runs), options);
+    FAIL() << "expected an interruption";
+  } catch (const InterruptedError& interrupted) {
+    EXPECT_EQ(interrupted.signal(), SIGINT);
+    EXPECT_EQ(interrupted.steps(), 0);
+    EXPECT_THAT(interrupted.what(), HasSubstr("SIGINT before the run started"));
+  }
+  EXPECT_FALSE(fs::exists(runs));
+}
+
+class WriteFaults : public Trainer {
+ protected:
+  void TearDown() override { io::set_write_fault_for_testing(nullptr); }
+  // Fails every write to a file called `name` with ENOSPC.
+  static void fail_writes_to(const std::string& name) {
+    io::set_write_fault_for_testing(
+        [name](const fs::path& path) { return path.filename() == name ? ENOSPC : 0; });
+  }
+};
+
+// A full disk while writing metrics or weights: the error names that file (not run.json's
+// temporary), and run.json records the failure.
+TEST_F(WriteFaults, AFailedMetricsOrWeightsWriteNamesTheFileAndIsRecorded) {
+  for (std::string file : {"metrics.jsonl", "params.safetensors"}) {
+    fs::path runs = fresh_dir("fault");
+    fail_writes_to(file);
+    std::string message;
+    try {
+      train(small_mlp(runs, {"train.max_steps=3", "data.train_limit=512"}), quiet());
+    } catch (const Error& error) {
+      message = error.what();
+    }
+    io::set_write_fault_for_testing(nullptr);
+    EXPECT_THAT(message, HasSubstr("cannot write")) << file;
+    EXPECT_THAT(message, HasSubstr("/" + file)) << file;
+    EXPECT_THAT(message, HasSubstr("No space left on device")) << file;
+    EXPECT_THAT(message, testing::Not(HasSubstr(".run.json.tmp"))) << file;
+    nlohmann::json info = only_run_info(runs, "fashion_mnist_mlp");
+    EXPECT_EQ(info["status"], "failed") << file;
+    EXPECT_THAT(info["error"].get<std::string>(), HasSubstr(file));
+    fs::path run_dir = *fs::directory_iterator(runs / "fashion_mnist_mlp");
+    for (const auto& entry : fs::directory_iterator(run_dir)) {
+      EXPECT_THAT(entry.path().filename().string(), testing::Not(HasSubstr(".tmp.")));
+    }
+    fs::remove_all(runs);
+  }
+}
+
+// When run.json's temporary cannot be written (the disk is full), the final state still
+// reaches run.json, rewritten in place.
+TEST_F(WriteFaults, FinalStateIsRecordedWhenNoTemporaryFits) {
+  fs::path runs = fresh_dir("inplace");
+  io::set_write_fault_for_testing([](const fs::path& path) {
+    return path.filename().string().starts_with(".run.json") ? ENOSPC : 0;
+  });
+  TrainSummary summary =
+      train(small_mlp(runs, {"train.max_steps=2", "data.train_limit=256"}), quiet());
+  io::set_write_fault_for_testing(nullptr);
+  EXPECT_EQ(nlohmann::json::parse(read_text(summary.run_dir / "run.json"))["status"], "completed");
+  fs::remove_all(runs);
+}
+
+// A run whose process is gone (killed by SIGKILL) but whose run.json says running is
+// marked crashed when the next run of the same experiment starts.
+TEST_F(Trainer, AStaleRunningRunIsMarkedCrashedByTheNextRun) {
+  fs::path runs = fresh_dir("stale");
+  TrainSummary first =
+      train(small_mlp(runs, {"train.max_steps=1", "data.train_limit=256"}), quiet());
+  nlohmann::json info = nlohmann::json::parse(read_text(first.run_dir / "run.json"));
+  info["status"] = "running";
+  info["pid"] = 0x7ffffff0;  // no such process
+  std::ofstream(first.run_dir / "run.json") << info.dump(2);
+  TrainSummary second =
+      train(small_mlp(runs, {"train.max_steps=1", "data.train_limit=256"}), quiet());
+  EXPECT_THAT(second.crashed_runs, testing::ElementsAre(first.run_dir));
+  nlohmann::json marked = nlohmann::json::parse(read_text(first.run_dir / "run.json"));
+  EXPECT_EQ(marked["status"], "crashed");
+  EXPECT_THAT(marked["error"].get<std::string>(), HasSubstr("ended without recording"));
+  // A live run (this process) is left alone.
+  EXPECT_EQ(nlohmann::json::parse(read_text(second.run_dir / "run.json"))["status"], "completed");
   fs::remove_all(runs);
 }
 
