@@ -186,7 +186,6 @@ auto vjp(F f, const Args&... args) {
   return std::make_pair(std::move(outputs), std::move(pullback));
 }
 
-
 // ----- gradient checking ------------------------------------------------------------------
 
 // Unset step and tolerances are chosen for the least precise floating-point input:

@@ -15,6 +15,14 @@
 #include "transforms/eval.h"
 
 namespace kiln::detail {
+
+KernelFn equation_kernel(const Program& program, const Equation& equation) {
+  std::vector<AbstractValue> in_types, out_types;
+  for (VarId in : equation.inputs) in_types.push_back(program.aval(in));
+  for (VarId out : equation.outputs) out_types.push_back(program.aval(out));
+  return chosen_kernel(prim_def(equation.prim), in_types, out_types, equation.params);
+}
+
 namespace {
 
 // Primitives an executable cannot run as kernels (functions of arrays such as control
@@ -66,12 +74,7 @@ std::shared_ptr<const Executable> Executable::compile(const Program& program,
     executable->plan_ = plan_memory(optimized, executable->steps_, donated);
     executable->kernels_.resize(optimized.equations.size());
     for (size_t e = 0; e < optimized.equations.size(); ++e) {
-      const Equation& equation = optimized.equations[e];
-      std::vector<AbstractValue> in_types, out_types;
-      for (VarId in : equation.inputs) in_types.push_back(optimized.aval(in));
-      for (VarId out : equation.outputs) out_types.push_back(optimized.aval(out));
-      executable->kernels_[e] =
-          chosen_kernel(prim_def(equation.prim), in_types, out_types, equation.params);
+      executable->kernels_[e] = equation_kernel(optimized, optimized.equations[e]);
     }
     const MemoryPlan& plan = executable->plan_;
     auto in_memory = [&plan](VarId var) {

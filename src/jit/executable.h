@@ -23,6 +23,10 @@ struct CompileOptions {
   std::string name = "jit";      // for KILN_DUMP_IR file names
 };
 
+// The kernel an equation of `program` runs: the fast one where it supports the equation's
+// types and params, else the reference (chosen_kernel, as for eager ops).
+KernelFn equation_kernel(const Program& program, const Equation& equation);
+
 // The sub-programs of a control-flow equation (scan's body; cond's branches; while's cond
 // and body), or none for any other primitive.
 std::vector<std::shared_ptr<const Program>> control_flow_sub_programs(const Equation& equation);

@@ -25,8 +25,8 @@ inline double total_bytes(std::span<const AbstractValue> avals) {
 
 // Reads every operand whole (a broadcast operand counts its own size, not the result's:
 // it is read once and reused) and writes every result.
-inline Cost moves_all(std::span<const AbstractValue> inputs,
-                      std::span<const AbstractValue> outputs, double flops = 0) {
+inline Cost moves_all(std::span<const AbstractValue> inputs, std::span<const AbstractValue> outputs,
+                      double flops = 0) {
   return Cost{.flops = flops,
               .transcendentals = 0,
               .bytes_read = total_bytes(inputs),

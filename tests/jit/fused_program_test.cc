@@ -6,13 +6,14 @@
 #include <algorithm>
 
 #include "ir/parser.h"
+#include "jit/executable.h"
 #include "jit/fused_kernel.h"
 #include "jit/step_plan.h"
-#include "runtime/device_array.h"
 
 namespace kiln {
 namespace {
 
+using detail::equation_kernel;
 using detail::FusedLoop;
 using detail::ProgramSlots;
 using Form = simd::ProgramStep::Form;
@@ -31,7 +32,7 @@ Group fused_group(const std::string& text) {
   EXPECT_EQ(steps.size(), 1u);
   std::vector<KernelFn> kernels;
   for (const Equation& equation : program.equations)
-    kernels.push_back(chosen_kernel(prim_def(equation.prim)));
+    kernels.push_back(equation_kernel(program, equation));
   auto returned = [&program](VarId var) {
     return std::find(program.outputs.begin(), program.outputs.end(), var) != program.outputs.end();
   };

@@ -23,10 +23,14 @@ TEST(HugeShapes, CreationOfAShapeBeyondA64BitByteCountIsAnError) {
   std::string text = testing::error_of([] { (void)iota({int64_t{1} << 62}, DType::f32); });
   EXPECT_THAT(text, HasSubstr("iota: the result would be f32[4611686018427387904], more than "
                               "2^63 bytes"));
-  EXPECT_THAT(testing::error_of([] { (void)zeros({int64_t{1} << 31, int64_t{1} << 31}); }),
+  EXPECT_THAT(testing::error_of([] {
+                (void)zeros({int64_t{1} << 31, int64_t{1} << 31});
+              }),
               HasSubstr("more than 2^63 bytes"));
   // Element counts that overflow are caught by the creation ops themselves.
-  EXPECT_THAT(testing::error_of([] { (void)zeros({3, 3, 1, kHuge}); }),
+  EXPECT_THAT(testing::error_of([] {
+                (void)zeros({3, 3, 1, kHuge});
+              }),
               HasSubstr("has more elements than an int64 can count"));
   // An empty axis makes the array empty whatever the others say.
   EXPECT_EQ(zeros({0, kHuge}).size(), 0);

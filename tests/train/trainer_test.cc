@@ -322,6 +322,26 @@ TEST_F(WriteFaults, AFailedMetricsOrWeightsWriteNamesTheFileAndIsRecorded) {
   }
 }
 
+// A run that fails after an epoch whose evaluation was finite keeps that epoch's weights:
+// here the final weights file cannot be written, so the weights after epoch 2 are the
+// last good ones.
+TEST_F(WriteFaults, ARunFailingLateKeepsTheLastGoodWeights) {
+  fs::path runs = fresh_dir("lastgood");
+  fail_writes_to("params.safetensors");
+  EXPECT_THROW(train(small_mlp(runs, {"data.train_limit=512"}), quiet()), Error);
+  io::set_write_fault_for_testing(nullptr);
+  nlohmann::json info = only_run_info(runs, "fashion_mnist_mlp");
+  EXPECT_EQ(info["status"], "failed");
+  EXPECT_EQ(info["last_good"]["epoch"], 2);
+  EXPECT_EQ(info["last_good"]["step"], 8);  // 512 examples, batch 128, 2 epochs
+  fs::path run_dir = *fs::directory_iterator(runs / "fashion_mnist_mlp");
+  EXPECT_FALSE(fs::exists(run_dir / "params.safetensors"));
+  SafetensorsFile kept = load_safetensors(run_dir / "last_good.params.safetensors");
+  EXPECT_EQ(kept.metadata["epoch"], "2");
+  EXPECT_EQ(kept.arrays.size(), 6u);  // three dense layers' kernels and biases
+  fs::remove_all(runs);
+}
+
 // When run.json's temporary cannot be written (the disk is full), the final state still
 // reaches run.json, rewritten in place.
 TEST_F(WriteFaults, FinalStateIsRecordedWhenNoTemporaryFits) {

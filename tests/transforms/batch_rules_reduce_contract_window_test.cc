@@ -2,8 +2,8 @@
 // op_table's generic "vmap equals a loop" column: batch axes that are not leading,
 // unbatched operands, size-1 and empty batches, negative axes, the axis each rule leaves
 // the batch on, and vmap of grad (per-example gradients) against a loop of grads. One
-// test suite per family of primitives; this file: reductions, contractions and windows (batch_rules_shape_index_sort_test.cc holds layout,
-// indexing and sort).
+// test suite per family of primitives; this file: reductions, contractions and windows
+// (batch_rules_shape_index_sort_test.cc holds layout, indexing and sort).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -25,11 +25,11 @@
 namespace kiln::batch_rules_reduce_contract_window {
 namespace {
 
-using ::kiln::testing::count_of;
 using ::kiln::batch_test::example_of;
 using ::kiln::batch_test::Fn;
 using ::kiln::batch_test::values;
 using ::kiln::batch_test::vmapped;
+using ::kiln::testing::count_of;
 
 using ::testing::HasSubstr;
 using ::testing::Not;

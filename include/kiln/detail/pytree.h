@@ -224,5 +224,4 @@ class FlatCall {
   std::shared_ptr<std::optional<Result>> last_ = std::make_shared<std::optional<Result>>();
 };
 
-
 }  // namespace kiln::detail
