@@ -191,18 +191,23 @@ TEST(Safetensors, FailedSaveLeavesNoFile) {
 fs::path python_tool() {
   return fs::path(KILN_SOURCE_DIR) / "tests/tools/safetensors_check.py";
 }
+// The real safetensors package, from the pinned peers' environment (scripts/setup).
+fs::path peer_tool() {
+  return fs::path(KILN_SOURCE_DIR) / "tests/tools/safetensors_peer.py";
+}
 
 bool python_with_numpy() {
   return std::system("/usr/bin/python3 -c 'import numpy' > /dev/null 2>&1") == 0;
 }
 
-TEST(Safetensors, PythonReadsWhatKilnWrites) {
-  if (!python_with_numpy()) GTEST_SKIP() << "no /usr/bin/python3 with numpy";
+// `tool` reads a file kiln wrote with every dtype and prints each tensor's dtype, shape and
+// sum, which must be kiln's.
+void expect_tool_reads_what_kiln_writes(const fs::path& tool) {
   ScratchDir dir;
   NamedArrays arrays = every_dtype();
   arrays.emplace_back("big", arange(1000, DType::f32) * 0.25f);
   save_safetensors(dir / "kiln.safetensors", arrays, {{"format", "pt"}});
-  std::string command = fmt::format("/usr/bin/python3 {} {} > {} 2>&1", python_tool().string(),
+  std::string command = fmt::format("/usr/bin/python3 {} {} > {} 2>&1", tool.string(),
                                     (dir / "kiln.safetensors").string(), (dir / "out").string());
   ASSERT_EQ(std::system(command.c_str()), 0) << read_string(dir / "out");
   std::sort(arrays.begin(), arrays.end(),
@@ -235,16 +240,25 @@ TEST(Safetensors, PythonReadsWhatKilnWrites) {
   EXPECT_EQ(index, arrays.size());
 }
 
-TEST(Safetensors, KilnReadsWhatPythonWrites) {
+TEST(Safetensors, PythonReadsWhatKilnWrites) {
   if (!python_with_numpy()) GTEST_SKIP() << "no /usr/bin/python3 with numpy";
+  expect_tool_reads_what_kiln_writes(python_tool());
+}
+
+TEST(Safetensors, TheSafetensorsPackageReadsWhatKilnWrites) {
+  expect_tool_reads_what_kiln_writes(peer_tool());
+}
+
+// `tool` writes its fixed set of tensors (every dtype, a scalar, an empty tensor) with
+// `source` in the metadata; kiln reads each back with its values.
+void expect_kiln_reads_what_tool_writes(const fs::path& tool, const std::string& source) {
   ScratchDir dir;
-  std::string command =
-      fmt::format("/usr/bin/python3 {} --write {} > {} 2>&1", python_tool().string(),
-                  (dir / "py.safetensors").string(), (dir / "out").string());
+  std::string command = fmt::format("/usr/bin/python3 {} --write {} > {} 2>&1", tool.string(),
+                                    (dir / "py.safetensors").string(), (dir / "out").string());
   ASSERT_EQ(std::system(command.c_str()), 0) << read_string(dir / "out");
   SafetensorsFile file = load_safetensors(dir / "py.safetensors");
-  EXPECT_EQ(file.metadata, (std::map<std::string, std::string>{
-                               {"format", "pt"}, {"source", "safetensors_check.py"}}));
+  EXPECT_EQ(file.metadata,
+            (std::map<std::string, std::string>{{"format", "pt"}, {"source", source}}));
   std::map<std::string, Array> by_name(file.arrays.begin(), file.arrays.end());
   ASSERT_EQ(by_name.size(), 10u);
   EXPECT_EQ(by_name["weights/kernel"].aval().to_string(), "f32[2,3]");
@@ -260,6 +274,15 @@ TEST(Safetensors, KilnReadsWhatPythonWrites) {
   EXPECT_THAT(by_name["count"].to_vector<uint32_t>(), ElementsAre(4000000000u));
   EXPECT_THAT(by_name["index"].to_vector<int32_t>(), ElementsAre(-7, 0, 7));
   EXPECT_EQ(by_name["empty"].aval().to_string(), "f32[0,4]");
+}
+
+TEST(Safetensors, KilnReadsWhatPythonWrites) {
+  if (!python_with_numpy()) GTEST_SKIP() << "no /usr/bin/python3 with numpy";
+  expect_kiln_reads_what_tool_writes(python_tool(), "safetensors_check.py");
+}
+
+TEST(Safetensors, KilnReadsWhatTheSafetensorsPackageWrites) {
+  expect_kiln_reads_what_tool_writes(peer_tool(), "safetensors package");
 }
 
 }  // namespace

@@ -80,8 +80,10 @@ def check(path):
         print(f"metadata\t{key}\t{metadata[key]}")
 
 
-def write(path):
-    tensors = {
+def fixed_tensors():
+    """The tensor set --write writes: every safetensors dtype kiln has, a scalar, an empty
+    tensor. Name -> (safetensors dtype, values; BF16 as its uint16 bit patterns)."""
+    return {
         "weights/kernel": ("F32", np.arange(6, dtype=np.float32).reshape(2, 3) / 4),
         "weights/bias": ("F64", np.array([1.5, -2.25], dtype=np.float64)),
         "step": ("I64", np.array(1234567890123, dtype=np.int64)),
@@ -93,6 +95,10 @@ def write(path):
         "index": ("I32", np.array([-7, 0, 7], dtype=np.int32)),
         "empty": ("F32", np.zeros((0, 4), dtype=np.float32)),
     }
+
+
+def write(path):
+    tensors = fixed_tensors()
     # The reference writer's order: larger elements first, then by name.
     order = sorted(tensors, key=lambda n: (-tensors[n][1].dtype.itemsize, n))
     header = {"__metadata__": {"format": "pt", "source": "safetensors_check.py"}}
