@@ -51,6 +51,25 @@ void expect_valid_schedule(const Program& program, const std::vector<detail::Ste
   for (int count : runs) EXPECT_EQ(count, 1);
 }
 
+// The executable of `program` with no argument donated.
+std::shared_ptr<const detail::Executable> compile_all(const Program& program) {
+  return detail::Executable::compile(program, std::vector<bool>(program.inputs.size(), false), {});
+}
+
+// The executable's results on `inputs` equal the eager interpreter's, bit for bit.
+void expect_runs_like_eager(const detail::Executable& executable, const Program& program,
+                            const std::vector<Array>& inputs) {
+  int64_t used = 0, unusable = 0;
+  std::vector<Array> compiled =
+      executable.run(inputs, target_of(inputs, CallSite(), "test"), CallSite(), used, unusable);
+  std::vector<Array> eager = eval_program(program, inputs, CallSite());
+  ASSERT_EQ(compiled.size(), eager.size());
+  for (size_t i = 0; i < eager.size(); ++i) {
+    ASSERT_TRUE(same_bits(compiled[i], eager[i])) << "output " << i << "\n"
+                                                  << executable.steps_text();
+  }
+}
+
 // The fused group (its equations' first result names, as printed) of each step with
 // more than one equation.
 std::vector<std::vector<VarId>> fused_groups(const Program& program,
@@ -408,18 +427,10 @@ TEST(FusedProgram, RandomElementwiseGroupsMatchEager) {
                       "] s:f32[] r:f32[1," + columns + "]. let\n" + body + "in (" + big.back() +
                       " " + pick(big) + " " + bools.back() + ") }");
     SCOPED_TRACE(body);
-    auto executable =
-        detail::Executable::compile(program, std::vector<bool>(program.inputs.size(), false), {});
+    auto executable = compile_all(program);
     programs += executable->steps_text().find("(vector program)") != std::string::npos ? 1 : 0;
-    std::vector<Array> inputs = testing::random_inputs(program, rng);
-    int64_t used = 0, unusable = 0;
-    std::vector<Array> compiled =
-        executable->run(inputs, target_of(inputs, CallSite(), "test"), CallSite(), used, unusable);
-    std::vector<Array> eager = eval_program(program, inputs, CallSite());
-    ASSERT_EQ(compiled.size(), eager.size());
-    for (size_t i = 0; i < eager.size(); ++i)
-      ASSERT_TRUE(same_bits(compiled[i], eager[i])) << "output " << i << "\n"
-                                                    << executable->steps_text();
+    ASSERT_NO_FATAL_FAILURE(
+        expect_runs_like_eager(*executable, program, testing::random_inputs(program, rng)));
   }
   EXPECT_GT(programs, 100);  // the generator exercises the vector programs
 }
@@ -439,18 +450,11 @@ TEST(FusedLoop, MemberByMemberGroupsOfEveryOperandKindMatchEager) {
         shape + ") broadcast_dimensions=(0,1)] r d:" + ints + " = select p c t e:" + ints +
         " = max d 3:i32[] f:" + floats + " = convert_element_type[new_dtype=f32] e g:" + floats +
         " = exp f h:" + floats + " = mul g 0.5:f32[] in (c h) }");
-    auto executable =
-        detail::Executable::compile(program, std::vector<bool>(program.inputs.size(), false), {});
+    auto executable = compile_all(program);
     ASSERT_THAT(executable->steps_text(), HasSubstr("fused[8]"));
     ASSERT_THAT(executable->steps_text(), ::testing::Not(HasSubstr("(vector program)")));
-    std::vector<Array> inputs = testing::random_inputs(program, rng);
-    int64_t used = 0, unusable = 0;
-    std::vector<Array> compiled =
-        executable->run(inputs, target_of(inputs, CallSite(), "test"), CallSite(), used, unusable);
-    std::vector<Array> eager = eval_program(program, inputs, CallSite());
-    ASSERT_EQ(compiled.size(), eager.size());
-    for (size_t i = 0; i < eager.size(); ++i)
-      EXPECT_TRUE(same_bits(compiled[i], eager[i])) << shape << " output " << i;
+    SCOPED_TRACE(shape);
+    expect_runs_like_eager(*executable, program, testing::random_inputs(program, rng));
   }
 }
 
