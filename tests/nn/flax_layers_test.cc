@@ -1,0 +1,138 @@
+// kiln's layers against Flax (the pinned peers, docs/peers.md): for each layer, its output
+// and the gradients of sum(y * c) (c fixed) with respect to the input and every parameter,
+// in f64, from the same parameters and inputs; BatchNorm in training (batch statistics,
+// and the new running mean) and in evaluation (running statistics). This test writes the
+// layers' specs, parameters, inputs and kiln's results to a JSON file;
+// tests/tools/flax_layers_check.py builds the same layers with flax.linen and compares.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "kiln/nn/module.h"
+#include "kiln/ops.h"
+#include "kiln/random.h"
+#include "kiln/transforms.h"
+#include "support/arrays.h"
+#include "support/scratch_dir.h"
+
+namespace kiln::nn {
+namespace {
+
+using nlohmann::json;
+using testing::values;
+
+Array wave(const Shape& shape, double scale, double phase) {
+  std::vector<double> v(static_cast<size_t>(shape.num_elements()));
+  for (size_t i = 0; i < v.size(); ++i)
+    v[i] = scale * std::sin(0.37 * static_cast<double>(i) + phase);
+  return from_host<double>(v, shape);
+}
+
+std::vector<int64_t> dims_of(const Array& x) {
+  return {x.shape().dims().begin(), x.shape().dims().end()};
+}
+
+json tree_json(const Tree& tree) {
+  json out = json::object();
+  for (const auto& [path, leaf] : tree.leaves_with_paths()) {
+    out[path] = {{"shape", dims_of(leaf)}, {"values", values(leaf)}};
+  }
+  return out;
+}
+
+// The layer's output, new state and gradients of sum(y * c) for input `x`; parameters are
+// kiln's own initialisation (f64), moved off their defaults where they start constant.
+json case_of(json spec, const Module& layer, const Array& x, bool train) {
+  Variables v = layer.init(random::key(7), x.aval());
+  std::vector<std::pair<std::string, Array>> moved;
+  int64_t index = 0;
+  for (const auto& [path, leaf] : v.params.leaves_with_paths()) {
+    // Scales and biases start at 1 and 0: perturb them so that they are tested.
+    moved.emplace_back(path, leaf + wave(leaf.shape(), 0.3, 1.0 + static_cast<double>(index++)));
+  }
+  std::vector<Tree::Item> items;
+  for (const auto& [path, leaf] : moved) items.push_back({path, leaf});
+  if (!moved.empty()) v.params = Tree::dict(items);
+  if (v.state.num_leaves() > 0) {
+    v.state = Tree::dict(
+        {{"mean", wave({x.dim(-1)}, 0.2, 0.5)}, {"var", wave({x.dim(-1)}, 0.2, 0.9) + 1.0}});
+  }
+  ApplyResult result = layer.apply(v, x, {.train = train});
+  Array c = wave(result.y.shape(), 1.0, 2.5);
+  auto loss = [&](const Tree& params, const Array& input) {
+    Variables w{params, v.state};
+    return sum(layer.apply(w, input, {.train = train}).y * c);
+  };
+  json record = {{"spec", std::move(spec)},
+                 {"train", train},
+                 {"x", {{"shape", dims_of(x)}, {"values", values(x)}}},
+                 {"params", tree_json(v.params)},
+                 {"state", tree_json(v.state)},
+                 {"y", {{"shape", dims_of(result.y)}, {"values", values(result.y)}}},
+                 {"new_state", tree_json(result.state)},
+                 {"c", values(c)}};
+  if (v.params.num_leaves() > 0) {
+    auto [d_params, d_x] = grad<0, 1>(loss)(v.params, x);
+    record["d_params"] = tree_json(d_params);
+    record["d_x"] = values(d_x);
+  } else {
+    record["d_x"] = values(grad<1>(loss)(v.params, x));
+  }
+  return record;
+}
+
+TEST(FlaxLayers, OutputsAndGradientsMatchFlax) {
+  Array rows = wave({5, 7}, 1.5, 0.1);
+  Array images = wave({2, 7, 6, 3}, 1.2, 0.4);
+  json cases = json::array();
+  cases.push_back(case_of({{"kind", "dense"}, {"features", 4}}, Dense(4), rows, false));
+  Conv2DOptions same{.strides = {1, 1}, .padding = Padding::kSame};
+  Conv2DOptions strided{.strides = {2, 1}, .padding = Padding::kValid};
+  cases.push_back(case_of({{"kind", "conv"},
+                           {"features", 4},
+                           {"kernel", {3, 3}},
+                           {"strides", {1, 1}},
+                           {"padding", "SAME"}},
+                          Conv2D(4, {3, 3}, same), images, false));
+  cases.push_back(case_of({{"kind", "conv"},
+                           {"features", 2},
+                           {"kernel", {2, 3}},
+                           {"strides", {2, 1}},
+                           {"padding", "VALID"}},
+                          Conv2D(2, {2, 3}, strided), images, false));
+  cases.push_back(
+      case_of({{"kind", "max_pool"}, {"window", {2, 2}}, {"strides", {2, 2}}, {"padding", "VALID"}},
+              MaxPool({2, 2}), images, false));
+  cases.push_back(
+      case_of({{"kind", "avg_pool"}, {"window", {3, 3}}, {"strides", {1, 1}}, {"padding", "SAME"}},
+              AvgPool({3, 3}, {1, 1}, Padding::kSame), images, false));
+  cases.push_back(case_of({{"kind", "layer_norm"}, {"epsilon", 1e-5}}, LayerNorm(), rows, false));
+  cases.push_back(case_of({{"kind", "rms_norm"}, {"epsilon", 1e-5}}, RMSNorm(), rows, false));
+  for (bool train : {true, false}) {
+    cases.push_back(case_of({{"kind", "batch_norm"}, {"epsilon", 1e-5}, {"momentum", 0.9}},
+                            BatchNorm(0.9), images, train));
+  }
+  kiln::testing::ScratchDir dir;
+  std::ofstream(dir / "kiln.json") << json{{"cases", cases}}.dump();
+  std::string command =
+      fmt::format("/usr/bin/python3 {}/tests/tools/flax_layers_check.py {} > {} 2>&1",
+                  KILN_SOURCE_DIR, (dir / "kiln.json").string(), (dir / "out").string());
+  int status = std::system(command.c_str());
+  std::ifstream out(dir / "out");
+  std::string report((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(status, 0) << report;
+  EXPECT_THAT(report, ::testing::HasSubstr(fmt::format("{} passed, 0 failed", cases.size())))
+      << report;
+  std::cout << report;
+}
+
+}  // namespace
+}  // namespace kiln::nn
