@@ -1,13 +1,23 @@
 // Shape and AbstractValue helpers.
 #include "kiln/shape.h"
 
+#include <limits>
+
 #include <fmt/format.h>
 
 namespace kiln {
 
+// Saturates at INT64_MAX instead of overflowing (undefined behaviour): a shape that large
+// is refused by the ops' size checks and by bind's byte-count check, but callers such as
+// the initializers' fan computation read the count before those checks run.
 int64_t Shape::num_elements() const {
   int64_t count = 1;
-  for (int64_t dim : dims_) count *= dim;
+  for (int64_t dim : dims_) {
+    if (dim == 0) return 0;
+  }
+  for (int64_t dim : dims_) {
+    if (__builtin_mul_overflow(count, dim, &count)) return std::numeric_limits<int64_t>::max();
+  }
   return count;
 }
 
