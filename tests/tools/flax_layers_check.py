@@ -18,34 +18,19 @@ Any Python starts it: it runs itself again under .venv/peers (scripts/setup).
 """
 import json
 import math
-import os
 import pathlib
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-PEERS_PYTHON = ROOT / ".venv" / "peers" / "bin" / "python"
-REQUIREMENTS = ROOT / "requirements" / "peers.txt"
+import peers
+
 TOLERANCE = 1e-12
-
-
-def fail(message):
-    print(f"flax_layers_check.py: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-def enter_peers():
-    if pathlib.Path(sys.prefix).resolve() == PEERS_PYTHON.parents[1].resolve():
-        return
-    if not PEERS_PYTHON.exists():
-        fail(f"the peers' environment {PEERS_PYTHON.parents[1]} does not exist; run scripts/setup")
-    os.execv(PEERS_PYTHON, [str(PEERS_PYTHON), *sys.argv])
 
 
 def main(argv):
     if len(argv) != 2:
         print(__doc__)
         return 2
-    enter_peers()
+    peers.enter("flax_layers_check.py")
     try:
         import flax
         import flax.linen as nn
@@ -53,11 +38,8 @@ def main(argv):
         import jax.numpy as jnp
         import numpy as np
     except ImportError as error:
-        fail(f"{error.name} is missing from {sys.prefix}; run scripts/setup")
-    pins = dict(line.split("==") for line in REQUIREMENTS.read_text().split() if "==" in line)
-    if flax.__version__ != pins.get("flax"):
-        fail(f"flax {flax.__version__} found, but requirements/peers.txt pins {pins.get('flax')}; "
-             "run scripts/setup")
+        peers.fail("flax_layers_check.py", f"{error.name} is missing from {sys.prefix}; run scripts/setup")
+    peers.require("flax_layers_check.py", {"flax": flax.__version__})
     jax.config.update("jax_enable_x64", True)
 
     def array(entry):

@@ -25,13 +25,11 @@ peers' environment is missing or holds other versions than the pins (the message
 command that installs them). The CTest test random_matches_jax runs it.
 """
 import math
-import os
 import pathlib
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-REQUIREMENTS = ROOT / "requirements" / "peers.txt"
-PEERS_PYTHON = ROOT / ".venv" / "peers" / "bin" / "python"
+import peers
+
 # The largest distance allowed, in units in the last place of the sampled dtype, where
 # kiln deliberately differs (see the module comment); each is the largest distance measured
 # over the fixture with the pinned jax (docs/random.md), so a new difference fails.
@@ -41,38 +39,15 @@ PEERS_PYTHON = ROOT / ".venv" / "peers" / "bin" / "python"
 ULP_BOUNDS = {"normal": 4, "truncated_normal": 32, "uniform": 1}
 
 
-def pinned_version(package):
-    for line in REQUIREMENTS.read_text().splitlines():
-        name, _, version = line.partition("==")
-        if name.strip().lower() == package:
-            return version.strip()
-    return None
-
-
 def import_jax():
-    in_peers = pathlib.Path(sys.prefix).resolve() == PEERS_PYTHON.parents[1].resolve()
-    if not in_peers:
-        if not PEERS_PYTHON.exists():
-            print(f"jax_random_crosscheck: the peers' environment {PEERS_PYTHON.parents[1]} does not "
-                  "exist; run scripts/setup, which creates it from requirements/peers.txt",
-                  file=sys.stderr)
-            sys.exit(2)
-        os.execv(PEERS_PYTHON, [str(PEERS_PYTHON), *sys.argv])
+    peers.enter("jax_random_crosscheck")
     try:
         import jax
         import jaxlib
     except ImportError as error:
-        print(f"jax_random_crosscheck: {error.name} is missing from {sys.prefix}; run "
-              "scripts/setup to reinstall the pinned peers (requirements/peers.txt)",
-              file=sys.stderr)
-        sys.exit(2)
-    for package, found in (("jax", jax.__version__), ("jaxlib", jaxlib.__version__)):
-        want = pinned_version(package)
-        if want != found:
-            print(f"jax_random_crosscheck: {package} {found} found, but requirements/peers.txt "
-                  f"pins {want}; run scripts/setup to reinstall the pinned peers",
-                  file=sys.stderr)
-            sys.exit(2)
+        peers.fail("jax_random_crosscheck", f"{error.name} is missing from {sys.prefix}; run "
+                   "scripts/setup to reinstall the pinned peers (requirements/peers.txt)")
+    peers.require("jax_random_crosscheck", {"jax": jax.__version__, "jaxlib": jaxlib.__version__})
     jax.config.update("jax_enable_x64", True)  # f64 draws and 64-bit seeds
     jax.config.update("jax_threefry_partitionable", True)
     return jax

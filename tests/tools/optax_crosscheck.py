@@ -22,48 +22,28 @@ Tolerances (relative to max(1, |value|)), and why they are not zero:
 Any Python starts it: it runs itself again under .venv/peers (scripts/setup).
 """
 import json
-import os
 import pathlib
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-PEERS_PYTHON = ROOT / ".venv" / "peers" / "bin" / "python"
-REQUIREMENTS = ROOT / "requirements" / "peers.txt"
+import peers
+
 SCHEDULE_TOLERANCE = 2e-7
 OPTIMIZER_TOLERANCE = 5e-6
-
-
-def fail(message):
-    print(f"optax_crosscheck.py: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-def enter_peers():
-    if pathlib.Path(sys.prefix).resolve() == PEERS_PYTHON.parents[1].resolve():
-        return
-    if not PEERS_PYTHON.exists():
-        fail(f"the peers' environment {PEERS_PYTHON.parents[1]} does not exist; run scripts/setup")
-    os.execv(PEERS_PYTHON, [str(PEERS_PYTHON), *sys.argv])
 
 
 def main(argv):
     if len(argv) != 2:
         print(__doc__)
         return 2
-    enter_peers()
+    peers.enter("optax_crosscheck.py")
     try:
         import jax
         import jax.numpy as jnp
         import numpy as np
         import optax
     except ImportError as error:
-        fail(f"{error.name} is missing from {sys.prefix}; run scripts/setup")
-    pins = dict(line.split("==") for line in REQUIREMENTS.read_text().split() if "==" in line)
-    for package, found in (("optax", optax.__version__), ("jax", jax.__version__)):
-        if found != pins.get(package):
-            fail(f"{package} {found} found, but requirements/peers.txt pins {pins.get(package)}; "
-                 "run scripts/setup")
-
+        peers.fail("optax_crosscheck.py", f"{error.name} is missing from {sys.prefix}; run scripts/setup")
+    peers.require("optax_crosscheck.py", {"optax": optax.__version__, "jax": jax.__version__})
     def schedule_of(spec):
         kind = spec["kind"]
         if kind == "constant":

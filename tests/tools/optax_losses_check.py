@@ -12,45 +12,27 @@ log_softmax / log_sigmoid forms, and differ only in the order of a few roundings
 Any Python starts it: it runs itself again under .venv/peers (scripts/setup).
 """
 import json
-import os
 import pathlib
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-PEERS_PYTHON = ROOT / ".venv" / "peers" / "bin" / "python"
-REQUIREMENTS = ROOT / "requirements" / "peers.txt"
+import peers
+
 TOLERANCE = 1e-12
-
-
-def fail(message):
-    print(f"optax_losses_check.py: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-def enter_peers():
-    if pathlib.Path(sys.prefix).resolve() == PEERS_PYTHON.parents[1].resolve():
-        return
-    if not PEERS_PYTHON.exists():
-        fail(f"the peers' environment {PEERS_PYTHON.parents[1]} does not exist; run scripts/setup")
-    os.execv(PEERS_PYTHON, [str(PEERS_PYTHON), *sys.argv])
 
 
 def main(argv):
     if len(argv) != 2:
         print(__doc__)
         return 2
-    enter_peers()
+    peers.enter("optax_losses_check.py")
     try:
         import jax
         import jax.numpy as jnp
         import numpy as np
         import optax
     except ImportError as error:
-        fail(f"{error.name} is missing from {sys.prefix}; run scripts/setup")
-    pins = dict(line.split("==") for line in REQUIREMENTS.read_text().split() if "==" in line)
-    if optax.__version__ != pins.get("optax"):
-        fail(f"optax {optax.__version__} found, but requirements/peers.txt pins "
-             f"{pins.get('optax')}; run scripts/setup")
+        peers.fail("optax_losses_check.py", f"{error.name} is missing from {sys.prefix}; run scripts/setup")
+    peers.require("optax_losses_check.py", {"optax": optax.__version__})
     jax.config.update("jax_enable_x64", True)
 
     def loss_of(case):

@@ -13,30 +13,14 @@ Any Python starts it: it runs itself again under the peers' Python (.venv/peers,
 by scripts/setup). A missing environment or another version than the pin exits 2 naming
 scripts/setup.
 """
-import os
 import pathlib
 import sys
 
-ROOT = pathlib.Path(__file__).resolve().parents[2]
-PEERS_PYTHON = ROOT / ".venv" / "peers" / "bin" / "python"
-REQUIREMENTS = ROOT / "requirements" / "peers.txt"
-
-
-def fail(message):
-    print(f"safetensors_peer.py: {message}", file=sys.stderr)
-    sys.exit(2)
-
-
-def enter_peers():
-    if pathlib.Path(sys.prefix).resolve() == PEERS_PYTHON.parents[1].resolve():
-        return
-    if not PEERS_PYTHON.exists():
-        fail(f"the peers' environment {PEERS_PYTHON.parents[1]} does not exist; run scripts/setup")
-    os.execv(PEERS_PYTHON, [str(PEERS_PYTHON), *sys.argv])
+import peers
 
 
 def main(argv):
-    enter_peers()
+    peers.enter("safetensors_peer.py")
     try:
         import ml_dtypes
         import numpy as np
@@ -44,11 +28,8 @@ def main(argv):
         from safetensors import safe_open
         from safetensors.numpy import save_file
     except ImportError as error:
-        fail(f"{error.name} is missing from {sys.prefix}; run scripts/setup")
-    pins = dict(line.split("==") for line in REQUIREMENTS.read_text().split() if "==" in line)
-    if safetensors.__version__ != pins.get("safetensors"):
-        fail(f"safetensors {safetensors.__version__} found, but requirements/peers.txt pins "
-             f"{pins.get('safetensors')}; run scripts/setup")
+        peers.fail("safetensors_peer.py", f"{error.name} is missing from {sys.prefix}; run scripts/setup")
+    peers.require("safetensors_peer.py", {"safetensors": safetensors.__version__})
     sys.path.insert(0, str(pathlib.Path(__file__).parent))
     import safetensors_check
 
