@@ -21,7 +21,7 @@
 #include "kiln/random.h"
 #include "kiln/transforms.h"
 #include "support/arrays.h"
-#include "support/scratch_dir.h"
+#include "support/peer_check.h"
 
 namespace kiln::nn {
 namespace {
@@ -120,15 +120,10 @@ TEST(FlaxLayers, OutputsAndGradientsMatchFlax) {
     cases.push_back(case_of({{"kind", "batch_norm"}, {"epsilon", 1e-5}, {"momentum", 0.9}},
                             BatchNorm(0.9), images, train));
   }
-  kiln::testing::ScratchDir dir;
-  std::ofstream(dir / "kiln.json") << json{{"cases", cases}}.dump();
-  std::string command =
-      fmt::format("/usr/bin/python3 {}/tests/tools/flax_layers_check.py {} > {} 2>&1",
-                  KILN_SOURCE_DIR, (dir / "kiln.json").string(), (dir / "out").string());
-  int status = std::system(command.c_str());
-  std::ifstream out(dir / "out");
-  std::string report((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(status, 0) << report;
+  kiln::testing::PeerReport peer =
+      kiln::testing::run_peer_check("flax_layers_check.py", json{{"cases", cases}});
+  const std::string& report = peer.text;
+  EXPECT_EQ(peer.status, 0) << report;
   EXPECT_THAT(report, ::testing::HasSubstr(fmt::format("{} passed, 0 failed", cases.size())))
       << report;
   std::cout << report;

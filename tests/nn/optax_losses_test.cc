@@ -20,7 +20,7 @@
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
 #include "support/arrays.h"
-#include "support/scratch_dir.h"
+#include "support/peer_check.h"
 
 namespace kiln::nn {
 namespace {
@@ -82,15 +82,10 @@ TEST(OptaxLosses, LossesAndTheirGradientsMatchOptax) {
     cases.push_back(case_of("huber", {{"delta", delta}}, predictions, logits_shape, wanted,
                             [&](const Array& x) { return huber(x, wanted_array, delta); }));
   }
-  kiln::testing::ScratchDir dir;
-  std::ofstream(dir / "kiln.json") << json{{"cases", cases}}.dump();
-  std::string command =
-      fmt::format("/usr/bin/python3 {}/tests/tools/optax_losses_check.py {} > {} 2>&1",
-                  KILN_SOURCE_DIR, (dir / "kiln.json").string(), (dir / "out").string());
-  int status = std::system(command.c_str());
-  std::ifstream out(dir / "out");
-  std::string report((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(status, 0) << report;
+  kiln::testing::PeerReport peer =
+      kiln::testing::run_peer_check("optax_losses_check.py", json{{"cases", cases}});
+  const std::string& report = peer.text;
+  EXPECT_EQ(peer.status, 0) << report;
   EXPECT_THAT(report, ::testing::HasSubstr(fmt::format("{} passed, 0 failed", cases.size())))
       << report;
   std::cout << report;

@@ -17,7 +17,7 @@
 
 #include "kiln/optim.h"
 #include "optim/optim_fixture.h"
-#include "support/scratch_dir.h"
+#include "support/peer_check.h"
 
 namespace kiln::testing {
 namespace {
@@ -139,15 +139,9 @@ TEST(OptaxCrosscheck, OptimizersAndSchedulesMatchOptax) {
     }
     record["schedules"].push_back({{"spec", spec}, {"values", values}});
   }
-  ScratchDir dir;
-  std::ofstream(dir / "kiln.json") << record.dump();
-  std::string command =
-      fmt::format("/usr/bin/python3 {}/tests/tools/optax_crosscheck.py {} > {} 2>&1",
-                  KILN_SOURCE_DIR, (dir / "kiln.json").string(), (dir / "out").string());
-  int status = std::system(command.c_str());
-  std::ifstream out(dir / "out");
-  std::string report((std::istreambuf_iterator<char>(out)), std::istreambuf_iterator<char>());
-  EXPECT_EQ(status, 0) << report;
+  PeerReport peer = run_peer_check("optax_crosscheck.py", record);
+  const std::string& report = peer.text;
+  EXPECT_EQ(peer.status, 0) << report;
   EXPECT_THAT(report, ::testing::HasSubstr("0 failed")) << report;
   std::cout << report;
 }
