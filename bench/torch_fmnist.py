@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 """The PyTorch side of kiln's training benchmarks: the same recipe as
 examples/fashion_mnist_{mlp,cnn}.toml, in the way a PyTorch user would write it.
 
@@ -10,13 +9,18 @@ examples/fashion_mnist_{mlp,cnn}.toml, in the way a PyTorch user would write it.
 Data: the IDX .gz files of Debian's dataset-fashion-mnist, decoded with numpy.
 A step = gather the batch, zero_grad, forward, loss, backward, optimizer step.
 
-  /usr/bin/python3 bench/torch_fmnist.py --model mlp --steps 60 --json    # step timing
-  /usr/bin/python3 bench/torch_fmnist.py --model mlp --epochs 3           # test accuracy
-  /usr/bin/python3 bench/torch_fmnist.py --model mlp --steps 1 --t0 $(date +%s.%N)
+  .venv/bench/bin/python bench/torch_fmnist.py --model mlp --steps 60 --json    # step timing
+  .venv/bench/bin/python bench/torch_fmnist.py --model mlp --compile --json      # torch.compile
+  .venv/bench/bin/python bench/torch_fmnist.py --model mlp --epochs 3           # test accuracy
+  .venv/bench/bin/python bench/torch_fmnist.py --model mlp --steps 1 --t0 $(date +%s.%N)
+
+--compile wraps the model in torch.compile and compiles the optimizer step too (PyTorch's
+"compiled optimizer" recipe); the first steps, which compile, are in the warm-up.
 
 --threads 0 (the default) leaves torch and its BLAS at their own settings, which is the
 fastest on this machine for the MLP (docs/performance.md); --threads N sets them to N.
-Run with Debian's /usr/bin/python3 (python3-torch, installed by scripts/setup --bench).
+Run with .venv/bench/bin/python: PyTorch 2 from PyPI, pinned in requirements/bench.txt and
+installed by scripts/setup --bench.
 """
 import argparse
 import gzip
@@ -37,6 +41,7 @@ def parse_args():
     parser.add_argument("--warmup", type=int, default=10, help="untimed steps first")
     parser.add_argument("--epochs", type=int, default=0, help="train full epochs, then evaluate")
     parser.add_argument("--threads", type=int, default=0, help="0: torch's own default")
+    parser.add_argument("--compile", action="store_true", help="torch.compile model and optimizer step")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--t0", type=float, help="launch time ($(date +%%s.%%N)) for time to first step")
@@ -79,17 +84,20 @@ def main():
     model = build_model(torch, args.model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
     loss_fn = torch.nn.CrossEntropyLoss()
+    forward = torch.compile(model) if args.compile else model
+    optimizer_step = torch.compile(optimizer.step) if args.compile else optimizer.step
 
     def step(indices):
         x = x_all.index_select(0, indices)
         y = labels.index_select(0, indices)
         optimizer.zero_grad()
-        loss = loss_fn(model(x), y)
+        loss = loss_fn(forward(x), y)
         loss.backward()
-        optimizer.step()
+        optimizer_step()
         return loss
 
-    result = {"model": args.model, "threads": torch.get_num_threads()}
+    result = {"model": args.model, "threads": torch.get_num_threads(), "compile": args.compile,
+              "torch": torch.__version__}
     n = x_all.shape[0]
     if args.epochs > 0:
         for _ in range(args.epochs):

@@ -7,7 +7,7 @@
 //   build/release/bench/train_step_bench --config examples/fashion_mnist_mlp.toml --roofline
 //   build/release/bench/train_step_bench --config examples/fashion_mnist_cnn.toml --json
 //
-// bench/train_vs_torch.py runs this against the PyTorch script of the same recipe.
+// bench/vs_peers.py runs this against the JAX and PyTorch scripts of the same recipe.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

@@ -53,6 +53,10 @@ class DropoutImpl final : public detail::ModuleImpl {
     Array zero = kiln::detail::weak_scalar_like(0, true, x, site);
     if (rate_ >= 1) return ApplyResult{mul(x, zero, site), variables.state};
     Array keep = random::bernoulli(options.key, 1 - rate_, x.shape(), site);
+    // Times the reciprocal, not divided by 1 - rate: the two differ in the last bit for
+    // some x, and this is what Flax's `inputs / keep_prob` computes under XLA, which turns
+    // a division by a scalar into a multiplication (checked bit for bit in
+    // FlaxLayers.DropoutAndEmbeddingMatchFlax).
     Array y = where(keep, Operand(x, site) * (1 / (1 - rate_)), zero, site);
     return ApplyResult{y, variables.state};
   }

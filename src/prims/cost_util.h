@@ -8,6 +8,7 @@
 
 #include "kiln/cost_types.h"
 #include "kiln/shape.h"
+#include "prims/params.h"
 
 namespace kiln::cost {
 

@@ -24,6 +24,10 @@ struct Field {
   std::string_view name;
   Value Struct::*member;
 };
+// Spelled out for compilers without deduction for aggregates (clang before 17, which the
+// fuzz preset uses).
+template <typename Struct, typename Value>
+Field(std::string_view, Value Struct::*) -> Field<Struct, Value>;
 
 struct NoParams {
   static constexpr auto fields() { return std::tuple{}; }

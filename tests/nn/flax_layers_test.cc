@@ -129,5 +129,57 @@ TEST(FlaxLayers, OutputsAndGradientsMatchFlax) {
   std::cout << report;
 }
 
+// Dropout given the same key, in f32 (JAX's default width, where Flax's keep probability is
+// an f32 as kiln's is): the outputs and the gradient must be equal bit for bit. Embedding:
+// the lookup and the gradient of the table, with repeated indices, in f64.
+TEST(FlaxLayers, DropoutAndEmbeddingMatchFlax) {
+  json dropout = json::array();
+  for (double rate : {0.1, 0.5, 0.9}) {
+    for (uint32_t seed : {0u, 42u}) {
+      Array x = wave({3, 5, 7}, 2.0, rate).astype(DType::f32);
+      Array key = random::key(seed);
+      Module layer = Dropout(rate);
+      Variables none = layer.init(key, x.aval());
+      auto apply = [&](const Array& input) {
+        return layer.apply(none, input, {.train = true, .key = key}).y;
+      };
+      Array y = apply(x);
+      Array c = wave(x.shape(), 1.0, 0.3).astype(DType::f32);
+      Array d_x = grad([&](const Array& input) { return sum(apply(input) * c); })(x);
+      dropout.push_back({{"rate", rate},
+                         {"seed", seed},
+                         {"x", {{"shape", dims_of(x)}, {"values", values(x)}}},
+                         {"c", values(c)},
+                         {"y", values(y)},
+                         {"d_x", values(d_x)}});
+    }
+  }
+  std::vector<int32_t> indices = {3, 0, 3, 5, 1, 3, 0, 4};  // repeats: the gradient adds
+  Module embed = Embedding(6, 4);
+  Array ids = from_host<int32_t>(indices, {2, 4});
+  Variables v = embed.init(random::key(3), ids.aval());
+  Tree params =
+      Tree::dict({{"embedding", v.params.leaves_with_paths()[0].second.astype(DType::f64)}});
+  Array y = embed.apply({params, v.state}, ids).y;
+  Array c = wave(y.shape(), 1.0, 0.7);
+  Tree d_params = grad([&](const Tree& p) {
+    return sum(embed.apply({p, v.state}, ids).y * c);
+  })(params);
+  json embedding = {{"indices", indices},
+                    {"indices_shape", {2, 4}},
+                    {"params", tree_json(params)},
+                    {"c", values(c)},
+                    {"y", {{"shape", dims_of(y)}, {"values", values(y)}}},
+                    {"d_params", tree_json(d_params)}};
+  kiln::testing::PeerReport peer = kiln::testing::run_peer_check(
+      "flax_layers_check.py",
+      json{{"cases", json::array()}, {"dropout", dropout}, {"embedding", embedding}});
+  EXPECT_EQ(peer.status, 0) << peer.text;
+  EXPECT_THAT(peer.text,
+              ::testing::HasSubstr(fmt::format("{} passed, 0 failed", dropout.size() + 1)))
+      << peer.text;
+  std::cout << peer.text;
+}
+
 }  // namespace
 }  // namespace kiln::nn

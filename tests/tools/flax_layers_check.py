@@ -5,6 +5,11 @@ kiln's output, new state and gradients of sum(y * c) with respect to the input a
 parameters. This script builds the same layer with Flax, applies it to the same variables
 in f64 (jax_enable_x64) and compares within 1e-12 relative to max(1, |value|).
 
+FILE may also hold "dropout" cases (Dropout in f32 with a key: the output and the gradient
+must equal Flax's nn.Dropout(rate)(x, deterministic=False, rng=key) bit for bit; JAX's
+default 32-bit mode, where Flax's keep probability is an f32 as kiln's is) and an
+"embedding" case (nn.Embed: the lookup and the table's gradient with repeated indices).
+
 Where the definitions differ, the check follows kiln's documented choice and says so:
   - BatchNorm's running variance: kiln moves it toward the unbiased batch variance (as
     PyTorch), Flax toward the biased one; the new running mean and the output are compared,
@@ -123,6 +128,43 @@ def main(argv):
         print(f"{name}: " + ", ".join(f"{k} {v:.3g}" for k, v in errors.items()))
         if worst > TOLERANCE:
             failures.append(f"{name}: largest relative difference {worst:.3g} > {TOLERANCE}")
+        else:
+            passed += 1
+    for case in record.get("dropout", []):
+        name = f"dropout rate {case['rate']} seed {case['seed']}"
+        with jax.enable_x64(False):
+            x = jnp.asarray(case["x"]["values"], jnp.float32).reshape(case["x"]["shape"])
+            c = jnp.asarray(case["c"], jnp.float32).reshape(x.shape)
+            key = jax.random.PRNGKey(case["seed"])
+            layer = nn.Dropout(case["rate"], deterministic=False)
+            apply = lambda inputs: layer.apply({}, inputs, rng=key)
+            y = np.asarray(apply(x)).ravel()
+            d_x = np.asarray(jax.grad(lambda inputs: jnp.sum(apply(inputs) * c))(x)).ravel()
+        mismatched = {k: int(np.sum(np.asarray(case[k], np.float32) != v))
+                      for k, v in (("y", y), ("d_x", d_x))}
+        kept = int(np.sum(y != 0))
+        print(f"{name}: {kept}/{y.size} kept; elements differing: y {mismatched['y']}, "
+              f"d_x {mismatched['d_x']}")
+        if any(mismatched.values()):
+            failures.append(f"{name}: not bit-identical to Flax ({mismatched})")
+        else:
+            passed += 1
+    if "embedding" in record:
+        case = record["embedding"]
+        ids = jnp.asarray(case["indices"], jnp.int32).reshape(case["indices_shape"])
+        params = tree(case["params"])
+        table = params["embedding"]
+        layer = nn.Embed(table.shape[0], table.shape[1], param_dtype=jnp.float64)
+        c = jnp.asarray(case["c"], jnp.float64).reshape(case["y"]["shape"])
+        forward = lambda p: layer.apply({"params": p}, ids)
+        d_params = jax.grad(lambda p: jnp.sum(forward(p) * c))(params)
+        errors = {"y": relative_error(case["y"]["values"], forward(params)),
+                  "d_embedding": relative_error(case["d_params"]["embedding"]["values"],
+                                                d_params["embedding"])}
+        print("embedding: " + ", ".join(f"{k} {v:.3g}" for k, v in errors.items()))
+        worst = max(errors.values())
+        if worst > TOLERANCE:
+            failures.append(f"embedding: largest relative difference {worst:.3g} > {TOLERANCE}")
         else:
             passed += 1
     for failure in failures:

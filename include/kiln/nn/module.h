@@ -127,7 +127,9 @@ Module LayerNorm(NormOptions options = {}, CallSite site = {});  // over the las
 Module RMSNorm(NormOptions options = {}, CallSite site = {});    // the last axis, scale only
 
 // Zeroes each element with probability `rate` in training and scales the rest by
-// 1 / (1 - rate); the identity in evaluation.
+// 1 / (1 - rate); the identity in evaluation. The mask is random::bernoulli(key, 1 - rate,
+// x.shape()), so with the same key the output is Flax's nn.Dropout(rate)(x, rng=key) bit
+// for bit (with JAX's default 32-bit floats, where 1 - rate is an f32 as here).
 Module Dropout(double rate, CallSite site = {});
 // Integer indices [...] -> [..., features]; table [num_embeddings, features] ~ N(0, 1).
 Module Embedding(int64_t num_embeddings, int64_t features,
