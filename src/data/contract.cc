@@ -90,11 +90,17 @@ std::string ValidationReport::to_text() const {
   return text;
 }
 
-Validator::Validator(std::string split, int64_t records) : by_rule_(kNumRules) {
+Validator::Validator(std::string split, int64_t records, std::vector<int64_t> source_records)
+    : by_rule_(kNumRules), source_records_(std::move(source_records)) {
   report_.split = std::move(split);
   report_.records_read = records;
   report_.bad_records.assign(static_cast<size_t>(records), 0);
   for (int i = 0; i < kNumRules; ++i) by_rule_[static_cast<size_t>(i)].rule = static_cast<Rule>(i);
+}
+
+int64_t Validator::source(int64_t record) const {
+  bool mapped = record >= 0 && static_cast<size_t>(record) < source_records_.size();
+  return mapped ? source_records_[static_cast<size_t>(record)] : record;
 }
 
 void Validator::flag(Rule rule, int64_t record, const std::string& detail) {
@@ -102,7 +108,7 @@ void Validator::flag(Rule rule, int64_t record, const std::string& detail) {
   if (entry.count == 0) entry.detail = detail;
   ++entry.count;
   if (record >= 0 && entry.first_records.size() < kFirstRecords) {
-    entry.first_records.push_back(record);
+    entry.first_records.push_back(source(record));
   }
   if (!is_record_rule(rule) || record < 0) {
     report_.split_level_violation = true;
@@ -127,7 +133,9 @@ void Validator::check_features(const RawArray& features, const FeatureContract& 
     return;
   }
   bool check_range = contract.min > -INFINITY || contract.max < INFINITY;
-  if (!contract.finite && !check_range) return;
+  // Integers are always finite: without a range there is nothing to check per element.
+  bool check_finite = contract.finite && is_floating(features.dtype);
+  if (!check_finite && !check_range) return;
   int64_t size = features.record_size();
   auto known = static_cast<int64_t>(report_.bad_records.size());
   for (int64_t record = 0; record < std::min(features.records(), known); ++record) {
@@ -139,7 +147,7 @@ void Validator::check_features(const RawArray& features, const FeatureContract& 
     double first_value = 0;
     for (int64_t i = 0; i < size; ++i) {
       double value = features.element(record * size + i);
-      bool bad_finite = contract.finite && !std::isfinite(value);
+      bool bad_finite = check_finite && !std::isfinite(value);
       bool bad_min = value < contract.min;
       bool bad_max = value > contract.max;
       if ((bad_finite || bad_min || bad_max) && first_bad < 0) {
@@ -151,8 +159,8 @@ void Validator::check_features(const RawArray& features, const FeatureContract& 
       above |= bad_max;
     }
     if (first_bad < 0) continue;
-    std::string where = fmt::format("'{}' record {} element {} is {}", features.file, record,
-                                    first_bad, first_value);
+    std::string where = fmt::format("'{}' record {} element {} is {}", features.file,
+                                    source(record), first_bad, first_value);
     if (nonfinite) flag(Rule::kNonFinite, record, where + "; the contract says finite");
     if (below) flag(Rule::kBelowMin, record, fmt::format("{}; min is {}", where, contract.min));
     if (above) flag(Rule::kAboveMax, record, fmt::format("{}; max is {}", where, contract.max));

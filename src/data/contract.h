@@ -52,7 +52,7 @@ bool is_record_rule(Rule rule);
 struct RuleViolations {
   Rule rule = Rule::kNonFinite;
   int64_t count = 0;                   // records (or classes) violating it
-  std::vector<int64_t> first_records;  // the first few record indices, ascending
+  std::vector<int64_t> first_records;  // the first few records (the source's indices)
   std::string detail;                  // the first violation in words, with its file
 };
 
@@ -74,7 +74,8 @@ struct ValidationReport {
 class Validator {
  public:
   static constexpr size_t kFirstRecords = 10;
-  Validator(std::string split, int64_t records);
+  // `source_records`: the source's index of each record, for the report (empty: the same).
+  Validator(std::string split, int64_t records, std::vector<int64_t> source_records = {});
   // Records `rule` for `record` (-1: the whole split); `detail` is kept for the first one.
   void flag(Rule rule, int64_t record, const std::string& detail);
   // Checks the features against the contract, record by record.
@@ -86,8 +87,10 @@ class Validator {
   ValidationReport finish();
 
  private:
+  int64_t source(int64_t record) const;
   ValidationReport report_;
   std::vector<RuleViolations> by_rule_;
+  std::vector<int64_t> source_records_;
 };
 
 }  // namespace kiln::data

@@ -35,12 +35,13 @@ struct RawRow {
   int64_t line = 0;
 };
 
-std::vector<RawRow> split_rows(const std::string& text, char delimiter, const std::string& file) {
+std::vector<RawRow> split_rows(std::string_view text, char delimiter, const std::string& file,
+                               int64_t first_line) {
   std::vector<RawRow> rows;
   RawRow row;
   std::string field;
-  int64_t line = 1;
-  row.line = 1;
+  int64_t line = first_line;
+  row.line = first_line;
   bool in_quotes = false;
   bool field_was_quoted = false;
   bool row_has_content = false;
@@ -139,11 +140,25 @@ CsvTable read_csv(const fs::path& path, const CsvOptions& options) {
   if (!in) fail_file(file, "cannot be opened");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   if (in.bad()) fail_file(file, "read failed");
-  std::vector<RawRow> rows = split_rows(text, options.delimiter, file);
-  if (rows.empty()) fail_file(file, "is empty; expected a header row and records");
+  std::string_view body = text;
+  for (int64_t skipped = 0; skipped < options.skip_lines; ++skipped) {
+    size_t end = body.find('\n');
+    body = end == std::string_view::npos ? std::string_view() : body.substr(end + 1);
+  }
+  std::vector<RawRow> rows = split_rows(body, options.delimiter, file, options.skip_lines + 1);
+  if (rows.empty()) {
+    fail_file(file, options.header ? "is empty; expected a header row and records"
+                                   : "is empty; expected records");
+  }
   CsvTable table;
   table.file = file;
-  for (std::string& name : rows[0].fields) table.columns.emplace_back(trim(name));
+  if (options.header) {
+    for (std::string& name : rows[0].fields) table.columns.emplace_back(trim(name));
+  } else {
+    // No header: the first record fixes the number of columns, and stays a record.
+    for (size_t i = 0; i < rows[0].fields.size(); ++i) table.columns.push_back(std::to_string(i));
+    rows.insert(rows.begin(), RawRow{});
+  }
   for (size_t i = 0; i < table.columns.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       if (table.columns[i] == table.columns[j]) {

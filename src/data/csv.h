@@ -14,6 +14,12 @@ namespace kiln::data {
 
 struct CsvOptions {
   char delimiter = ',';
+  // Whether the first row (after skip_lines) names the columns; without a header they are
+  // named by position: "0", "1", ...
+  bool header = true;
+  // Lines skipped before the header or the first record (scikit-learn's bundled CSVs open
+  // with a line of counts).
+  int64_t skip_lines = 0;
   // Cells that mean "no value" (compared after trimming spaces).
   std::vector<std::string> missing = {"", "NA", "N/A", "nan", "NaN", "null"};
 };
@@ -44,8 +50,8 @@ struct CsvCellProblem {
   std::string text;
 };
 
-// Reads `path`. A missing file, an empty file (no header), an unterminated quote or a
-// quote inside an unquoted field is a kiln::Error naming the file and line; rows with the
+// Reads `path`. A missing file, an empty file (no header or no first record), an unterminated quote
+// or a quote inside an unquoted field is a kiln::Error naming the file and line; rows with the
 // wrong number of fields are collected in `malformed`.
 CsvTable read_csv(const std::filesystem::path& path, const CsvOptions& options = {});
 

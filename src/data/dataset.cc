@@ -15,6 +15,7 @@
 #include "data/csv.h"
 #include "data/idx.h"
 #include "data/npy.h"
+#include "data/sampler.h"
 #include "io/sha256.h"
 #include "kiln/error.h"
 #include "kiln/shape.h"
@@ -36,6 +37,8 @@ struct RawSplit {
   int64_t label_rows_in_file = 0;
   // Problems found while reading (CSV cells and rows), flagged before the contracts.
   std::vector<std::tuple<Rule, int64_t, std::string>> read_problems;
+  // The file's record index of each of the split's records (empty: the same).
+  std::vector<int64_t> source_records;
 };
 
 void keep_first(RawArray& array, int64_t limit) {
@@ -87,9 +90,9 @@ RawArray f64_array(const std::vector<double>& values, std::vector<int64_t> shape
   return array;
 }
 
-// The CSV records [begin, end) of `table` (record indices of the file) as a split.
-RawSplit csv_split(const CsvTable& table, int64_t begin, int64_t end, const DatasetSpec& spec,
-                   const CsvOptions& options) {
+// The CSV records `members` of `table` (record indices of the file, ascending) as a split.
+RawSplit csv_split(const CsvTable& table, const std::vector<int64_t>& members,
+                   const DatasetSpec& spec, const CsvOptions& options) {
   size_t label = table.column(spec.label_column);
   std::vector<size_t> columns;
   if (spec.feature_columns.empty()) {
@@ -100,21 +103,30 @@ RawSplit csv_split(const CsvTable& table, int64_t begin, int64_t end, const Data
     for (const std::string& name : spec.feature_columns) columns.push_back(table.column(name));
   }
   RawSplit split;
-  int64_t count = end - begin;
+  auto count = static_cast<int64_t>(members.size());
+  // Position of each file record in the split (-1: not in it).
+  int64_t total = static_cast<int64_t>(table.rows.size() + table.malformed.size());
+  std::vector<int64_t> slot(static_cast<size_t>(total), -1);
+  for (size_t i = 0; i < members.size(); ++i)
+    slot[static_cast<size_t>(members[i])] = static_cast<int64_t>(i);
+  split.source_records = members;
   auto nan = std::numeric_limits<double>::quiet_NaN();
   std::vector<double> features(static_cast<size_t>(count) * columns.size(), nan);
   std::vector<double> labels(static_cast<size_t>(count), nan);
   for (const CsvMalformedRow& row : table.malformed) {
-    if (row.record < begin || row.record >= end) continue;
+    if (slot[static_cast<size_t>(row.record)] < 0) continue;
     split.read_problems.emplace_back(
-        Rule::kMalformedRow, row.record - begin,
+        Rule::kMalformedRow, slot[static_cast<size_t>(row.record)],
         fmt::format("'{}' line {} (record {}): {}", table.file, row.line, row.record, row.problem));
   }
-  // Rows of the table inside [begin, end).
+  // Rows of the table in the split, and their positions there.
   std::vector<size_t> rows;
   for (size_t row = 0; row < table.rows.size(); ++row) {
-    if (table.records[row] >= begin && table.records[row] < end) rows.push_back(row);
+    if (slot[static_cast<size_t>(table.records[row])] >= 0) rows.push_back(row);
   }
+  auto position = [&](size_t part_row) {
+    return slot[static_cast<size_t>(table.records[rows[part_row]])];
+  };
   CsvTable part;
   part.file = table.file;
   part.columns = table.columns;
@@ -128,13 +140,12 @@ RawSplit csv_split(const CsvTable& table, int64_t begin, int64_t end, const Data
     std::vector<CsvCellProblem> problems;
     std::vector<double> values = numeric_column(part, columns[c], options, problems);
     for (size_t row = 0; row < rows.size(); ++row) {
-      size_t record = static_cast<size_t>(table.records[rows[row]] - begin);
+      auto record = static_cast<size_t>(position(row));
       features[record * columns.size() + c] = values[row];
     }
     for (const CsvCellProblem& problem : problems) {
       split.read_problems.emplace_back(
-          problem.missing ? Rule::kMissingValue : Rule::kNotANumber,
-          table.records[rows[problem.row]] - begin,
+          problem.missing ? Rule::kMissingValue : Rule::kNotANumber, position(problem.row),
           fmt::format("{}: {:?} is {}", where(problem.row, columns[c]), problem.text,
                       problem.missing ? "a missing value" : "not a number"));
     }
@@ -143,12 +154,11 @@ RawSplit csv_split(const CsvTable& table, int64_t begin, int64_t end, const Data
     std::vector<CsvCellProblem> problems;
     std::vector<double> values = numeric_column(part, label, options, problems);
     for (size_t row = 0; row < rows.size(); ++row) {
-      labels[static_cast<size_t>(table.records[rows[row]] - begin)] = values[row];
+      labels[static_cast<size_t>(position(row))] = values[row];
     }
     for (const CsvCellProblem& problem : problems) {
       split.read_problems.emplace_back(
-          problem.missing ? Rule::kMissingValue : Rule::kNotANumber,
-          table.records[rows[problem.row]] - begin,
+          problem.missing ? Rule::kMissingValue : Rule::kNotANumber, position(problem.row),
           fmt::format("{}: label {:?} is {}", where(problem.row, label), problem.text,
                       problem.missing ? "missing" : "not a number"));
     }
@@ -156,7 +166,7 @@ RawSplit csv_split(const CsvTable& table, int64_t begin, int64_t end, const Data
     for (size_t row = 0; row < rows.size(); ++row) {
       std::string_view text = part.rows[row][label];
       auto found = std::find(spec.label_names.begin(), spec.label_names.end(), text);
-      auto record = table.records[rows[row]] - begin;
+      int64_t record = position(row);
       if (found == spec.label_names.end()) {
         split.read_problems.emplace_back(
             Rule::kUnknownLabel, record,
@@ -173,15 +183,22 @@ RawSplit csv_split(const CsvTable& table, int64_t begin, int64_t end, const Data
   return split;
 }
 
+std::vector<int64_t> all_records(const CsvTable& table) {
+  std::vector<int64_t> records(table.rows.size() + table.malformed.size());
+  for (size_t i = 0; i < records.size(); ++i) records[i] = static_cast<int64_t>(i);
+  return records;
+}
+
 std::pair<RawSplit, RawSplit> read_csv_splits(const DatasetSpec& spec) {
   CsvOptions options;
+  options.header = spec.header;
+  options.skip_lines = spec.skip_lines;
   CsvTable train = read_csv(spec.train_file, options);
   auto total = static_cast<int64_t>(train.rows.size() + train.malformed.size());
   if (!spec.test_file.empty()) {
     CsvTable test = read_csv(spec.test_file, options);
-    auto test_total = static_cast<int64_t>(test.rows.size() + test.malformed.size());
-    return {csv_split(train, 0, total, spec, options),
-            csv_split(test, 0, test_total, spec, options)};
+    return {csv_split(train, all_records(train), spec, options),
+            csv_split(test, all_records(test), spec, options)};
   }
   auto test_count =
       static_cast<int64_t>(std::llround(spec.test_fraction * static_cast<double>(total)));
@@ -192,8 +209,17 @@ std::pair<RawSplit, RawSplit> read_csv_splits(const DatasetSpec& spec) {
                      spec.test_fraction, total, spec.train_file, test_count, total - test_count),
          "set data.test_file, or a test_fraction that leaves both splits non-empty");
   }
-  return {csv_split(train, 0, total - test_count, spec, options),
-          csv_split(train, total - test_count, total, spec, options)};
+  // "last": the file's last records; "shuffled": those a permutation keyed by split_seed
+  // puts first (so a file sorted by class still gives a test split of every class).
+  std::vector<int64_t> train_records, test_records;
+  EpochPermutation order(total, spec.split_seed, 0);
+  for (int64_t record = 0; record < total; ++record) {
+    bool test =
+        spec.test_split == "shuffled" ? order(record) < test_count : record >= total - test_count;
+    (test ? test_records : train_records).push_back(record);
+  }
+  return {csv_split(train, train_records, spec, options),
+          csv_split(train, test_records, spec, options)};
 }
 
 RawSplit read_pair(const fs::path& features, const fs::path& labels, int64_t limit, bool npy) {
@@ -232,7 +258,7 @@ ValidationReport validate_split(const std::string& name, const RawSplit& raw,
                                 const DatasetSpec& spec, bool class_counts,
                                 std::vector<int32_t>& classes) {
   int64_t records = std::min(raw.features.records(), raw.labels.records());
-  Validator validator(name, records);
+  Validator validator(name, records, raw.source_records);
   for (const auto& [rule, record, detail] : raw.read_problems) {
     validator.flag(rule, record, detail);
   }
@@ -334,6 +360,10 @@ std::string identity_of(const DatasetSpec& spec, const Dataset& dataset) {
                                   {"normalize", dataset.normalize}};
   if (spec.kind == "csv") {
     preprocessing["test_fraction"] = spec.test_file.empty() ? spec.test_fraction : 0.0;
+    preprocessing["test_split"] = spec.test_split;
+    preprocessing["split_seed"] = spec.split_seed;
+    preprocessing["header"] = spec.header;
+    preprocessing["skip_lines"] = spec.skip_lines;
     preprocessing["feature_columns"] = spec.feature_columns;
     preprocessing["label_column"] = spec.label_column;
     preprocessing["label_names"] = spec.label_names;
@@ -345,6 +375,13 @@ std::string identity_of(const DatasetSpec& spec, const Dataset& dataset) {
 
 DatasetSpec resolve(const DatasetSpec& given) {
   DatasetSpec spec = given;
+  for (auto [name, limit] :
+       {std::pair{"train_limit", spec.train_limit}, std::pair{"test_limit", spec.test_limit}}) {
+    if (limit < 0) {
+      fail(kUnknownSite,
+           fmt::format("data.{} must be >= 0 (0 keeps every example), got {}", name, limit));
+    }
+  }
   if (spec.kind == "fashion_mnist") {
     fs::path dir = spec.dir;
     spec.train_features = fashion_file(dir, "train-images-idx3-ubyte").string();
@@ -373,6 +410,10 @@ DatasetSpec resolve(const DatasetSpec& given) {
                      spec.kind),
          spec.kind == "csv" ? "set data.label.num_classes, or data.label_names for text labels"
                             : "set data.label.num_classes");
+  }
+  if (spec.test_split != "last" && spec.test_split != "shuffled") {
+    fail(kUnknownSite,
+         fmt::format("data.test_split = \"{}\" is not one of last, shuffled", spec.test_split));
   }
   if (spec.on_violation != "error" && spec.on_violation != "drop") {
     fail(kUnknownSite,

@@ -21,9 +21,14 @@ struct DatasetSpec {
   // idx, npy: features and labels of each split.
   std::string train_features, train_labels, test_features, test_labels;
   // csv: the file(s), the columns, and how the test split is formed when there is no
-  // test file (the last test_fraction of the records, in file order).
+  // test file: test_fraction of the records, the last ones in file order or a shuffled
+  // choice; each split keeps file order.
   std::string train_file, test_file;
   double test_fraction = 0.2;
+  std::string test_split = "last";  // last, shuffled (by split_seed)
+  uint64_t split_seed = 0;
+  bool header = true;  // false: columns are named "0", "1", ...
+  int64_t skip_lines = 0;
   std::vector<std::string> feature_columns;  // empty: every column but the label
   std::string label_column = "label";
   std::vector<std::string> label_names;  // CSV labels given as text: class i is names[i]

@@ -76,6 +76,26 @@ TEST(ReadCsv, CollectsRowsWithTheWrongNumberOfFields) {
   EXPECT_EQ(table.malformed[1].record, 2);
 }
 
+// scikit-learn's bundled files: a line of counts, then records without a header.
+TEST(ReadCsv, SkipsLinesAndNamesHeaderlessColumnsByPosition) {
+  ScratchDir dir;
+  auto path = write_text(dir, "s.csv", "3,2,a,b\n1.5,2,0\n3,4,1\n\"5\",6,1,9\n");
+  CsvOptions options;
+  options.skip_lines = 1;
+  options.header = false;
+  CsvTable table = read_csv(path, options);
+  EXPECT_THAT(table.columns, ElementsAre("0", "1", "2"));
+  ASSERT_EQ(table.rows.size(), 2u);
+  EXPECT_EQ(table.rows[0][0], "1.5");
+  EXPECT_THAT(table.lines, ElementsAre(2, 3));
+  ASSERT_EQ(table.malformed.size(), 1u);
+  EXPECT_EQ(table.malformed[0].line, 4);
+  EXPECT_EQ(table.malformed[0].record, 2);
+  options.skip_lines = 10;
+  EXPECT_TRUE(
+      fails_with([&] { read_csv(path, options); }, {"s.csv", "is empty; expected records"}));
+}
+
 TEST(ReadCsv, StopsAtFilesItCannotRead) {
   ScratchDir dir;
   EXPECT_TRUE(fails_with([&] { read_csv(dir / "none.csv"); }, {"none.csv", "does not exist"}));

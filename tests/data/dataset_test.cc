@@ -5,6 +5,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -282,6 +283,57 @@ TEST(LoadDataset, MalformedCsvRowsAndCellsNameRecordAndLine) {
   EXPECT_EQ(reported.train.size(), 6);
   EXPECT_EQ(reported.train_report.bad_record_count(), 4);
   EXPECT_EQ(reported.train_report.violations.size(), 4u);
+}
+
+// A file sorted by class: the last fifth would hold one class only; a shuffled split takes
+// a fifth of every part of the file, keeps file order in each split, and depends only on
+// split_seed.
+TEST(LoadDataset, ShuffledCsvSplitOfAHeaderlessFile) {
+  ScratchDir dir;
+  std::string text = "40,1,x,y\n";
+  for (int i = 0; i < 40; ++i) text += fmt::format("{},{}\n", i, i < 20 ? 0 : 1);
+  auto file = write_text(dir, "sorted.csv", text);
+  DatasetSpec spec;
+  spec.kind = "csv";
+  spec.train_file = file.string();
+  spec.skip_lines = 1;
+  spec.header = false;
+  spec.label_column = "1";
+  spec.labels.num_classes = 2;
+  spec.test_fraction = 0.25;
+  Dataset last = load_dataset(spec);
+  EXPECT_THAT(last.test_report.class_histogram, ElementsAre(0, 10));
+  spec.test_split = "shuffled";
+  Dataset shuffled = load_dataset(spec);
+  EXPECT_EQ(shuffled.test.size(), 10);
+  EXPECT_GT(shuffled.test_report.class_histogram[0], 0);
+  EXPECT_GT(shuffled.test_report.class_histogram[1], 0);
+  // Every record in exactly one split, each split in file order.
+  std::vector<double> values;
+  for (const Split* split : {&shuffled.train, &shuffled.test}) {
+    std::vector<double> part;
+    for (int64_t r = 0; r < split->size(); ++r) part.push_back(split->features.element(r));
+    EXPECT_TRUE(std::is_sorted(part.begin(), part.end()));
+    values.insert(values.end(), part.begin(), part.end());
+  }
+  std::sort(values.begin(), values.end());
+  for (int i = 0; i < 40; ++i) EXPECT_EQ(values[static_cast<size_t>(i)], i);
+  EXPECT_NE(shuffled.identity, last.identity);
+  spec.split_seed = 1;
+  Dataset other = load_dataset(spec);
+  EXPECT_NE(other.test.features.bytes, shuffled.test.features.bytes);
+  EXPECT_NE(other.identity, shuffled.identity);
+}
+
+// Violations in a split that is not the file's start name the file's record and line.
+TEST(LoadDataset, TestSplitViolationsNameTheFilesRecord) {
+  ScratchDir dir;
+  auto file = write_text(dir, "tail.csv", "a,b,kind\n1,1,cat\n2,2,dog\n3,3,cat\n4,nan,dog\n");
+  DatasetSpec spec = csv_spec(file);
+  std::string message = error_of([&] { load_dataset(spec); });
+  EXPECT_THAT(message, HasSubstr("test split violates its contract"));
+  EXPECT_THAT(message, HasSubstr("line 5 (record 3), column 'b'"));
+  EXPECT_THAT(message, HasSubstr("first records [3]"));
 }
 
 TEST(LoadDataset, IdentityFollowsContentsContractAndPreprocessing) {
