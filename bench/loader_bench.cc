@@ -6,6 +6,7 @@
 //
 //   build/release/bench/loader_bench --config examples/fashion_mnist_mlp.toml
 //   build/release/bench/loader_bench --config examples/fashion_mnist_cnn.toml --json
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <string>
@@ -111,6 +112,9 @@ int main(int argc, char** argv) {
       {"step_examples_per_s", step_rate},
       {"loader_over_step", loader_rate / step_rate},
       {"median_wait_ms", 1e3 * profile::median(wait_s)},
+      {"max_wait_ms", 1e3 * *std::max_element(wait_s.begin(), wait_s.end())},
+      {"starved_steps", loader.starved_calls()},
+      {"steps", warmup + steps},
       {"wait_fraction", total_wait / total_step}};
   if (json) {
     fmt::print("{}\n", out.dump());
@@ -121,9 +125,11 @@ int main(int argc, char** argv) {
       "  loader alone      {:>10.0f} examples/s\n"
       "  train step        {:>10.0f} examples/s (median {:.2f} ms)\n"
       "  loader / step     {:>10.1f}x\n"
-      "  data wait         {:>10.3f} ms median, {:.2f}% of step time\n",
+      "  data wait         {:>10.3f} ms median, {:.2f} ms max, {:.2f}% of step time\n"
+      "  starved steps     {:>10} of {} (the batch was not ready when asked for)\n",
       config_path, batch, data.loader_options.workers, data.loader_options.prefetch,
       out["augment"].get<bool>() ? "on" : "off", loader_rate, step_rate, 1e3 * median_step,
-      loader_rate / step_rate, 1e3 * profile::median(wait_s), 100 * total_wait / total_step);
+      loader_rate / step_rate, 1e3 * profile::median(wait_s), out["max_wait_ms"].get<double>(),
+      100 * total_wait / total_step, loader.starved_calls(), warmup + steps);
   return 0;
 }

@@ -1,6 +1,7 @@
 // The loader's ring (loader.h). Batch t lives in slot t % prefetch; a worker takes the
-// next ticket only when its slot is free, so the ring bounds the memory, and next() frees
-// the slot of the batch it handed out before.
+// next ticket only when its slot is free (ticket t - prefetch handed back), so the ring
+// bounds the memory; next() hands back the batch it returned before, and takes a ready
+// batch without locking.
 #include "data/loader.h"
 
 #include <chrono>
@@ -45,6 +46,7 @@ void Loader::start(const IteratorState& state) {
   start_index_ = state.position / size;
   slots_ = std::vector<Slot>(static_cast<size_t>(options_.prefetch));
   next_ticket_ = consumer_ticket_ = 0;
+  released_.store(0);
   held_ticket_ = -1;
   stopping_ = false;
   for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { work(); });
@@ -68,52 +70,69 @@ std::pair<int64_t, int64_t> Loader::batch_of(int64_t ticket) const {
 void Loader::work() {
   std::unique_lock lock(mutex_);
   while (true) {
-    changed_.wait(lock, [&] {
-      return stopping_ || slots_[static_cast<size_t>(next_ticket_ % options_.prefetch)].phase ==
-                              Slot::Phase::kFree;
-    });
+    // Ticket t may fill slot t % prefetch once ticket t - prefetch was handed back.
+    auto can_take = [&] {
+      return stopping_ || next_ticket_ < released_.load() + options_.prefetch;
+    };
+    if (!can_take()) {
+      // Announced before the predicate is checked again under the lock, so that next(),
+      // which hands a batch back and then reads this count, cannot miss a sleeping worker.
+      waiting_workers_.fetch_add(1);
+      changed_.wait(lock, can_take);
+      waiting_workers_.fetch_sub(1);
+    }
     if (stopping_) return;
     int64_t ticket = next_ticket_++;
-    Slot& slot = slots_[static_cast<size_t>(ticket % options_.prefetch)];
-    slot.phase = Slot::Phase::kFilling;
-    slot.ticket = ticket;
-    slot.error = nullptr;
     lock.unlock();
+    Slot& slot = slots_[static_cast<size_t>(ticket % options_.prefetch)];
     auto [epoch, index] = batch_of(ticket);
-    std::exception_ptr error;
+    slot.error = nullptr;
     try {
       assembler_.assemble(epoch, index, slot.batch);
     } catch (...) {
-      error = std::current_exception();
+      slot.error = std::current_exception();
     }
     lock.lock();
-    slot.error = error;
-    slot.phase = Slot::Phase::kReady;
+    slot.ready_ticket.store(ticket, std::memory_order_release);
+    changed_.notify_all();
+  }
+}
+
+void Loader::hand_back() {
+  if (held_ticket_ < 0) return;
+  released_.store(held_ticket_ + 1);
+  held_ticket_ = -1;
+  if (waiting_workers_.load() > 0) {
+    { std::lock_guard lock(mutex_); }
     changed_.notify_all();
   }
 }
 
 const HostBatch& Loader::next() {
   auto begin = std::chrono::steady_clock::now();
-  std::unique_lock lock(mutex_);
-  if (held_ticket_ >= 0) {
-    slots_[static_cast<size_t>(held_ticket_ % options_.prefetch)].phase = Slot::Phase::kFree;
-    held_ticket_ = -1;
-    changed_.notify_all();
-  }
   Slot& slot = slots_[static_cast<size_t>(consumer_ticket_ % options_.prefetch)];
-  changed_.wait(
-      lock, [&] { return slot.phase == Slot::Phase::kReady && slot.ticket == consumer_ticket_; });
+  auto ready = [&] {
+    return slot.ready_ticket.load(std::memory_order_acquire) == consumer_ticket_;
+  };
+  if (!ready()) {
+    ++starved_calls_;
+    // With prefetch 1 the batch needs the held one's slot: hand it back first.
+    hand_back();
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, ready);
+  }
   last_wait_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
   total_wait_seconds_ += last_wait_seconds_;
+  // Only now, after the wait is measured: waking the workers may deschedule this thread,
+  // which is the step's time, not the data's.
+  hand_back();
   held_ticket_ = consumer_ticket_++;
   if (slot.error) std::rethrow_exception(slot.error);
   return slot.batch;
 }
 
 IteratorState Loader::state() const {
-  std::lock_guard lock(mutex_);
   auto [epoch, index] = batch_of(consumer_ticket_);
   return IteratorState{epoch, index * assembler_.batch_size()};
 }

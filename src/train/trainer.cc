@@ -317,6 +317,7 @@ void Run::train_epochs() {
       {"total_seconds", loader.total_wait_seconds()},
       {"fraction_of_training", loop_seconds > 0 ? loader.total_wait_seconds() / loop_seconds : 0},
       {"median_ms", 1e3 * profile::summarize(0, data_wait_seconds_).median_s},
+      {"starved_steps", loader.starved_calls()},
       {"workers", data_->loader_options.workers},
       {"prefetch", data_->loader_options.prefetch}};
   JitStats stats = step.stats();
