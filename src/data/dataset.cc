@@ -260,7 +260,8 @@ ValidationReport validate_split(const std::string& name, const RawSplit& raw,
   int64_t records = std::min(raw.features.records(), raw.labels.records());
   Validator validator(name, records, raw.source_records);
   for (const auto& [rule, record, detail] : raw.read_problems) {
-    validator.flag(rule, record, detail);
+    // Records past a limit are not used: their problems are not the run's.
+    if (record < records) validator.flag(rule, record, detail);
   }
   if (raw.feature_rows_in_file != raw.label_rows_in_file) {
     validator.flag(Rule::kCountMismatch, -1,

@@ -279,6 +279,12 @@ TEST(LoadDataset, MalformedCsvRowsAndCellsNameRecordAndLine) {
   Dataset dataset = load_dataset(spec);
   EXPECT_EQ(dataset.dropped_train, 4);
   EXPECT_EQ(dataset.train.size(), 2);
+  // A limit that stops before the first bad record leaves nothing to report.
+  spec.on_violation = "error";
+  spec.train_limit = 1;
+  EXPECT_EQ(load_dataset(spec).train.size(), 1);
+  spec.train_limit = 0;
+  spec.on_violation = "drop";
   Dataset reported = load_dataset(spec, ViolationPolicy::kReport);
   EXPECT_EQ(reported.train.size(), 6);
   EXPECT_EQ(reported.train_report.bad_record_count(), 4);
