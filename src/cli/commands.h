@@ -12,5 +12,6 @@ using Runner = std::function<int()>;
 Runner add_devices_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
 Runner add_train_command(CLI::App& app);
+Runner add_data_command(CLI::App& app);
 
 }  // namespace kiln::cli

@@ -1,6 +1,7 @@
 // The `kiln` command: parses the command line and runs one subcommand. Exit status (also
 // in docs/training.md): 0 success; 1 an error (a usage error, or a kiln::Error: config,
-// data, model, file system); 2 a run stopped by a non-finite loss or gradient; 130 / 143 a
+// data, model, file system); 2 a run stopped by a non-finite loss or gradient; 3 `kiln data
+// validate` found contract violations; 130 / 143 a
 // run interrupted by SIGINT / SIGTERM (128 + the signal, as shells report it).
 #include <cstdio>
 #include <iostream>
@@ -57,11 +58,13 @@ int main(int argc, char** argv) {
       "  KILN_ALLOCATOR_CACHE_MB=M  freed memory each device keeps for reuse (default 2048)\n"
       "  KILN_LOG_RECOMPILES=1   print every jit compilation and why\n"
       "Exit status: 0 success, 1 an error (usage, config, data, model, files), 2 a run stopped\n"
-      "by a non-finite loss or gradient, 130 / 143 a run interrupted by SIGINT / SIGTERM.\n"
+      "by a non-finite loss or gradient, 3 `kiln data validate` found contract violations,\n"
+      "130 / 143 a run interrupted by SIGINT / SIGTERM.\n"
       "Run `kiln <command> --help` for a command's options.");
   kiln::cli::Runner devices = kiln::cli::add_devices_command(app);
   kiln::cli::Runner bench = kiln::cli::add_bench_command(app);
   kiln::cli::Runner train = kiln::cli::add_train_command(app);
+  kiln::cli::Runner data = kiln::cli::add_data_command(app);
   if (unknown_command(app, argc, argv)) return 1;
   try {
     app.parse(argc, argv);
@@ -72,6 +75,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("devices")) return devices();
     if (app.got_subcommand("bench")) return bench();
     if (app.got_subcommand("train")) return train();
+    if (app.got_subcommand("data")) return data();
   } catch (const kiln::Error& error) {
     std::fprintf(stderr, "error: %s\n", error.what());
     return 1;

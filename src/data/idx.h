@@ -1,6 +1,5 @@
-// Reader for IDX files (the MNIST / Fashion-MNIST format), plain or gzip-compressed, and
-// the Fashion-MNIST dataset built from them. The full data pipeline (contracts, sampler
-// with saved position, prefetching) comes later; this is the plain reader it will wrap.
+// Reader for IDX files (the MNIST / Fashion-MNIST format), plain or gzip-compressed. The
+// dataset (dataset.h) reads Fashion-MNIST and other IDX pairs through it.
 #pragma once
 
 #include <cstdint>
@@ -26,23 +25,5 @@ struct IdxArray {
 // the first axis (dims[0] becomes at most max_rows): the rest of the file is neither
 // decompressed nor checked, so a truncation or trailing bytes beyond them go unnoticed.
 IdxArray read_idx(const std::filesystem::path& path, int64_t max_rows = 0);
-
-struct ImageSplit {
-  IdxArray images;  // [n, 28, 28]
-  IdxArray labels;  // [n], values < num_classes
-};
-
-struct FashionMnist {
-  ImageSplit train;
-  ImageSplit test;
-  int64_t num_classes = 10;
-};
-
-// Reads {train,t10k}-{images-idx3,labels-idx1}-ubyte.gz from `dir` and checks that images
-// and labels agree in count and that labels are < 10. A missing file is an error with the
-// install hint (Debian package dataset-fashion-mnist). `train_limit`/`test_limit` > 0 keep
-// only the first N examples.
-FashionMnist load_fashion_mnist(const std::filesystem::path& dir, int64_t train_limit = 0,
-                                int64_t test_limit = 0);
 
 }  // namespace kiln::data

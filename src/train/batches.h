@@ -1,41 +1,31 @@
-// Shuffled mini-batches of an image-classification split held on the host as u8 pixels.
-// Each epoch's order is a permutation drawn from the run's seed and the epoch number, so
-// a run's data order is a function of its config alone (and JAX-compatible:
-// jax.random.permutation on the same key gives the same order). Pixels become f32 in
-// [0, 1] (x / 255) as a batch is cut, so the f32 copy of the whole dataset never exists.
+// Host batches (data::HostBatch, assembled by the data layer's loader) as device arrays for
+// the train and eval steps, and the data pipeline's pieces for a run's splits.
 #pragma once
 
-#include <cstdint>
-#include <vector>
+#include <memory>
 
-#include "data/idx.h"
+#include "data/batch.h"
+#include "data/loader.h"
 #include "kiln/array.h"
+#include "train/config.h"
 
 namespace kiln::train {
 
 struct Batch {
-  Array images;  // f32[n, height, width, 1]
+  Array images;  // f32[n, ...example input shape], e.g. [n, 28, 28, 1]
   Array labels;  // i32[n]
 };
 
-class ImageBatches {
- public:
-  ImageBatches(const data::ImageSplit& split, int64_t batch_size);
-  int64_t num_examples() const { return num_examples_; }
-  // Batches per epoch; the last one may be smaller (kept, as PyTorch's DataLoader does).
-  int64_t batches_per_epoch() const;
-  // Draws epoch `epoch`'s order from `key` (for training), or keeps the file order.
-  void shuffle(const Array& key, int64_t epoch);
-  void keep_file_order();
-  // Batch `index` of the current order.
-  Batch batch(int64_t index) const;
+Batch to_arrays(const data::HostBatch& batch);
 
- private:
-  const data::ImageSplit& split_;
-  int64_t batch_size_;
-  int64_t num_examples_;
-  int64_t pixels_;  // per image
-  std::vector<int32_t> order_;
+// A run's data: the dataset, the training batches (shuffled by the seed, augmented when
+// the config says so) behind a prefetching loader, and the test batches in file order.
+struct RunData {
+  RunData(const TrainConfig& config, const Array& augment_key);
+  data::Dataset dataset;
+  std::unique_ptr<data::BatchAssembler> train;
+  std::unique_ptr<data::BatchAssembler> test;
+  data::LoaderOptions loader_options;
 };
 
 }  // namespace kiln::train

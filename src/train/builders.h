@@ -1,16 +1,19 @@
-// From a validated config to the objects a run trains: the model (an nn::Module) and the
-// optimizer (an optim::GradientTransformation). The config has already checked names and
+// From a validated config to the objects a run trains: the dataset's spec (for
+// data::load_dataset), the model (an nn::Module) and the optimizer (an
+// optim::GradientTransformation). The config has already checked names and
 // ranges; these only translate.
 #pragma once
 
 #include <cstdint>
 
+#include "data/dataset.h"
 #include "kiln/nn/module.h"
 #include "kiln/optim.h"
 #include "train/config.h"
 
 namespace kiln::train {
 
+data::DatasetSpec build_dataset_spec(const DataConfig& config);
 nn::Module build_model(const ModelConfig& config);
 // One layer of it (build_model makes an nn::Sequential of these).
 nn::Module build_layer(const LayerConfig& layer);

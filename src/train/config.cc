@@ -101,6 +101,17 @@ std::optional<Value> convert(const toml::node& node, Type type) {
         return values;
       }
       break;
+    case Type::kStringArray:
+      if (const auto* array = node.as_array()) {
+        std::vector<std::string> values;
+        for (const toml::node& element : *array) {
+          const auto* text = element.as_string();
+          if (!text) return std::nullopt;
+          values.push_back(text->get());
+        }
+        return values;
+      }
+      break;
     case Type::kLayers:
       break;
   }
@@ -295,6 +306,12 @@ void read_section(const Section& section, const toml::key& name, const toml::nod
   }
   for (const auto& [key, value] : in_file_order(*table)) {
     const Key* spec = schema::find_key(section, key->str());
+    // A table inside the section that is a section of its own: [data.features].
+    std::string nested_name = fmt::format("{}.{}", section.name, key->str());
+    if (const Section* nested = schema::find_section(nested_name); !spec && nested) {
+      read_section(*nested, *key, *value, source, config);
+      continue;
+    }
     if (!spec) unknown_key(position(source, key->source()), section.name, key->str());
     if (spec->type == Type::kLayers) {
       read_layers(*value, source, config);
@@ -330,10 +347,11 @@ void apply_override(const std::string& text, TrainConfig& config) {
   }
   std::string_view path = trim(std::string_view(text).substr(0, equals));
   std::string_view value = trim(std::string_view(text).substr(equals + 1));
-  size_t dot = path.find('.');
+  // The last dot: data.features.min is key min of section data.features.
+  size_t dot = path.rfind('.');
   std::string_view section_name = dot == std::string_view::npos ? "" : path.substr(0, dot);
   std::string_view key_name = dot == std::string_view::npos ? path : path.substr(dot + 1);
-  if (section_name == "model" && key_name.starts_with("layers")) {
+  if (path.starts_with("model.layers")) {
     error(where, "overriding model.layers is not supported",
           "edit the [[model.layers]] tables in the config file");
   }

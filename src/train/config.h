@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,11 +37,52 @@ struct ExperimentConfig {
   friend bool operator==(const ExperimentConfig&, const ExperimentConfig&) = default;
 };
 
+// [data.features]: the contract every training and test record's features must meet.
+struct FeaturesConfig {
+  std::string dtype = "any";   // the dtype the source holds, or any
+  std::vector<int64_t> shape;  // per record; empty: any (fashion_mnist: [28, 28])
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  bool finite = true;
+  friend bool operator==(const FeaturesConfig&, const FeaturesConfig&) = default;
+};
+
+// [data.label]: the allowed label set and the class balance.
+struct LabelConfig {
+  int64_t num_classes = 0;  // 0: fashion_mnist's 10, or the number of label_names
+  int64_t min_per_class = 0;
+  friend bool operator==(const LabelConfig&, const LabelConfig&) = default;
+};
+
+// [data.augment]: per-example augmentation of training images.
+struct AugmentConfig {
+  int64_t crop_padding = 0;  // > 0: random crop of the image padded by this many pixels
+  bool horizontal_flip = false;
+  friend bool operator==(const AugmentConfig&, const AugmentConfig&) = default;
+};
+
 struct DataConfig {
-  std::string dataset = "fashion_mnist";
+  std::string dataset = "fashion_mnist";  // fashion_mnist, idx, npy, csv
   std::string dir = "/usr/share/datasets/fashion-mnist";
+  std::string train_features, train_labels, test_features, test_labels;  // idx, npy
+  std::string train_file, test_file;                                     // csv
+  double test_fraction = 0.2;
+  std::string test_split = "last";  // last, shuffled
+  uint64_t split_seed = 0;
+  bool header = true;
+  int64_t skip_lines = 0;
+  std::vector<std::string> feature_columns;
+  std::string label_column = "label";
+  std::vector<std::string> label_names;
+  std::string on_violation = "error";
+  std::string normalize = "auto";
   int64_t train_limit = 0;  // use only the first N training examples (0: all)
   int64_t test_limit = 0;   // use only the first N test examples (0: all)
+  int64_t workers = 2;      // loader threads (any number gives the same batches)
+  int64_t prefetch = 4;     // batches assembled ahead of the step
+  FeaturesConfig features;
+  LabelConfig label;
+  AugmentConfig augment;
   friend bool operator==(const DataConfig&, const DataConfig&) = default;
 };
 
@@ -79,6 +121,7 @@ struct TrainLoopConfig {
   int64_t max_skipped_steps = 10;     // skip: fail once more steps than this were skipped
   int64_t max_steps = 0;              // stop after N steps in total (0: run all epochs)
   bool flush_denormals = true;        // subnormal floats as zero in the jitted steps
+  bool drop_remainder = false;        // leave out each epoch's last, smaller batch
   friend bool operator==(const TrainLoopConfig&, const TrainLoopConfig&) = default;
 };
 

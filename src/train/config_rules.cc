@@ -45,6 +45,8 @@ std::string_view type_phrase(Type type) {
       return "a boolean";
     case Type::kIntegerArray:
       return "an array of integers";
+    case Type::kStringArray:
+      return "an array of strings";
     case Type::kLayers:
       return "an array of tables ([[model.layers]])";
   }
@@ -77,6 +79,8 @@ std::string rule_text(Type type, const Constraint& constraint, bool article) {
   }
   if (constraint.min_nonzero)
     text += fmt::format(", 0 or at least {}", bound(*constraint.min_nonzero));
+  if (constraint.may_be_empty) text += " (or empty)";
+  if (constraint.allow_infinite) text += " (or -inf, inf)";
   if (!article) text = text.substr(text.find(' ') + 1);
   return text;
 }
@@ -93,6 +97,7 @@ bool satisfies(const Value& value, const Constraint& constraint) {
     return true;
   };
   if (const auto* text = std::get_if<std::string>(&value)) {
+    if (constraint.may_be_empty && text->empty()) return true;
     if (!constraint.choices.empty()) {
       return std::find(constraint.choices.begin(), constraint.choices.end(), *text) !=
              constraint.choices.end();
@@ -109,6 +114,7 @@ bool satisfies(const Value& value, const Constraint& constraint) {
     if (constraint.min_nonzero && *real != 0 && std::abs(*real) < *constraint.min_nonzero) {
       return false;
     }
+    if (constraint.allow_infinite && std::isinf(*real)) return true;
     return std::isfinite(*real) && in_range(*real);
   }
   if (const auto* array = std::get_if<std::vector<int64_t>>(&value)) {
@@ -116,10 +122,20 @@ bool satisfies(const Value& value, const Constraint& constraint) {
     return std::all_of(array->begin(), array->end(),
                        [&](int64_t x) { return in_range(static_cast<double>(x)); });
   }
+  if (const auto* strings = std::get_if<std::vector<std::string>>(&value)) {
+    return std::none_of(strings->begin(), strings->end(), [&](const std::string& text) {
+      return constraint.non_empty && text.empty();
+    });
+  }
   return true;
 }
 
 std::string format_value(const Value& value) {
+  if (const auto* strings = std::get_if<std::vector<std::string>>(&value)) {
+    std::vector<std::string> quoted;
+    for (const std::string& text : *strings) quoted.push_back(format_value(text));
+    return fmt::format("[{}]", fmt::join(quoted, ", "));
+  }
   if (const auto* text = std::get_if<std::string>(&value)) {
     std::string quoted = "\"";
     for (char c : *text) {

@@ -15,6 +15,7 @@ constexpr Type type_of() {
   if constexpr (std::is_same_v<T, double>) return Type::kFloat;
   if constexpr (std::is_same_v<T, bool>) return Type::kBool;
   if constexpr (std::is_same_v<T, std::vector<int64_t>>) return Type::kIntegerArray;
+  if constexpr (std::is_same_v<T, std::vector<std::string>>) return Type::kStringArray;
 }
 
 // TOML integers are signed 64-bit; the seed is unsigned but kept to that range.
@@ -49,6 +50,22 @@ Key key(S TrainConfig::*section, T S::*member, std::string_view name, std::strin
   key.get = [=](const TrainConfig& config) { return to_value(config.*section.*member); };
   key.set = [=](TrainConfig& config, const Value& value) {
     config.*section.*member = from_value<T>(value);
+  };
+  return key;
+}
+
+// A key of a table inside a section: `config.*section.*table.*member` ([data.features]).
+template <class S, class N, class T>
+Key nested_key(S TrainConfig::*section, N S::*table, T N::*member, std::string_view name,
+               std::string_view help, Constraint constraint = {}) {
+  Key key;
+  key.name = name;
+  key.type = type_of<T>();
+  key.help = help;
+  key.constraint = std::move(constraint);
+  key.get = [=](const TrainConfig& config) { return to_value(config.*section.*table.*member); };
+  key.set = [=](TrainConfig& config, const Value& value) {
+    config.*section.*table.*member = from_value<T>(value);
   };
   return key;
 }
@@ -129,6 +146,19 @@ Constraint text(bool dir_name = false) {
   return constraint;
 }
 
+// An optional path: empty, or a path.
+Constraint optional_path() {
+  Constraint constraint = text();
+  constraint.may_be_empty = true;
+  return constraint;
+}
+
+Constraint any_bound() {
+  Constraint constraint;
+  constraint.allow_infinite = true;
+  return constraint;
+}
+
 Constraint pair_of_positive() {
   Constraint constraint = at_most(at_least(1), kMaxWindow);
   constraint.length = 2;
@@ -154,17 +184,113 @@ std::vector<Section> make_sections() {
             "where run directories are created (relative to the working directory)", text(),
             {"output_dir", "log_dir", "out_dir"})}},
       {"data",
-       "The dataset, read from IDX files.",
-       {key(&C::data, &DataConfig::dataset, "dataset", "which dataset", one_of({"fashion_mnist"})),
+       "The dataset: where it is read from, the contracts it must meet (`[data.features]`, "
+       "`[data.label]`), what happens to records that violate them, and the preprocessing. "
+       "See docs/data.md.",
+       {key(&C::data, &DataConfig::dataset, "dataset",
+            "the source: `fashion_mnist` (its four IDX files in `dir`), `idx` or `npy` (a features "
+            "and a labels file per split), `csv` (columns of one or two files)",
+            one_of({"fashion_mnist", "idx", "npy", "csv"}), {"source", "format"}),
         key(&C::data, &DataConfig::dir, "dir",
-            "the directory holding the four IDX files (Debian package `dataset-fashion-mnist`)",
+            "fashion_mnist: the directory holding the four IDX files (Debian package "
+            "`dataset-fashion-mnist`)",
             text(), {"path", "data_dir", "root"}),
+        key(&C::data, &DataConfig::train_features, "train_features",
+            "idx, npy: the training features (first axis: records)", optional_path()),
+        key(&C::data, &DataConfig::train_labels, "train_labels",
+            "idx, npy: the training labels, one integer per record", optional_path()),
+        key(&C::data, &DataConfig::test_features, "test_features", "idx, npy: the test features",
+            optional_path()),
+        key(&C::data, &DataConfig::test_labels, "test_labels", "idx, npy: the test labels",
+            optional_path()),
+        key(&C::data, &DataConfig::train_file, "train_file",
+            "csv: the file with a header row (the training records, and the test records unless "
+            "test_file is set)",
+            optional_path(), {"csv", "file"}),
+        key(&C::data, &DataConfig::test_file, "test_file",
+            "csv: a file of test records (empty: the last test_fraction of train_file)",
+            optional_path()),
+        key(&C::data, &DataConfig::test_fraction, "test_fraction",
+            "csv without test_file: the fraction of train_file's records, from its end, that "
+            "form the test split",
+            [] {
+              Constraint constraint = fraction();
+              constraint.min_exclusive = true;
+              return constraint;
+            }(),
+            {"test_size", "validation_split"}),
+        key(&C::data, &DataConfig::test_split, "test_split",
+            "csv without test_file: the test records are the `last` ones of the file, or a "
+            "`shuffled` choice keyed by split_seed (for files sorted by class)",
+            one_of({"last", "shuffled"})),
+        key(&C::data, &DataConfig::split_seed, "split_seed",
+            "csv with test_split = `shuffled`: which records form the test split", at_least(0)),
+        key(&C::data, &DataConfig::header, "header",
+            "csv: the first row names the columns (false: columns are named `0`, `1`, ...)"),
+        key(&C::data, &DataConfig::skip_lines, "skip_lines",
+            "csv: lines skipped before the header or the first record", at_most(at_least(0), 1e6),
+            {"skiprows", "skip_rows"}),
+        key(&C::data, &DataConfig::feature_columns, "feature_columns",
+            "csv: the columns read as features, in this order (empty: every column but the "
+            "label)",
+            {}, {"columns", "inputs"}),
+        key(&C::data, &DataConfig::label_column, "label_column", "csv: the column of the labels",
+            text(), {"target", "label_col"}),
+        key(&C::data, &DataConfig::label_names, "label_names",
+            "csv: labels written as text; class i is the i-th name (empty: labels are integers)",
+            {}, {"classes", "class_names"}),
+        key(&C::data, &DataConfig::on_violation, "on_violation",
+            "a record that violates a contract: `error` stops before training, `drop` leaves it "
+            "out (counted in run.json)",
+            one_of({"error", "drop"})),
+        key(&C::data, &DataConfig::normalize, "normalize",
+            "features to f32: `divide_255`, `standardize` (per element, the training split's "
+            "mean and deviation), `none`, or `auto` (divide_255 for u8, standardize for csv, "
+            "else none)",
+            one_of({"auto", "none", "divide_255", "standardize"}), {"normalise", "preprocess"}),
         key(&C::data, &DataConfig::train_limit, "train_limit",
             "use only the first N training examples (0: all); the rest of the file is not read",
             at_least(0)),
         key(&C::data, &DataConfig::test_limit, "test_limit",
             "use only the first N test examples (0: all); the rest of the file is not read",
-            at_least(0))}},
+            at_least(0)),
+        key(&C::data, &DataConfig::workers, "workers",
+            "loader threads assembling training batches (any number gives the same batches)",
+            at_most(at_least(1), 64), {"num_workers"}),
+        key(&C::data, &DataConfig::prefetch, "prefetch",
+            "training batches assembled ahead of the step (bounds the loader's memory)",
+            at_most(at_least(1), 1024), {"prefetch_factor"})}},
+      {"data.features",
+       "The contract of every record's features.",
+       {nested_key(&C::data, &DataConfig::features, &FeaturesConfig::dtype, "dtype",
+                   "the dtype the source holds (csv: f64), or `any`",
+                   one_of({"any", "bool", "u8", "i32", "i64", "u32", "f16", "bf16", "f32", "f64"})),
+        nested_key(&C::data, &DataConfig::features, &FeaturesConfig::shape, "shape",
+                   "each record's shape (empty: any; fashion_mnist: [28, 28])",
+                   at_most(at_least(1), 1 << 20)),
+        nested_key(&C::data, &DataConfig::features, &FeaturesConfig::min, "min",
+                   "every element is >= min (before normalization)", any_bound()),
+        nested_key(&C::data, &DataConfig::features, &FeaturesConfig::max, "max",
+                   "every element is <= max (before normalization)", any_bound()),
+        nested_key(&C::data, &DataConfig::features, &FeaturesConfig::finite, "finite",
+                   "every element is finite (no NaN, no infinity)")}},
+      {"data.label",
+       "The contract of the labels.",
+       {nested_key(&C::data, &DataConfig::label, &LabelConfig::num_classes, "num_classes",
+                   "labels are integers in [0, num_classes) (0: fashion_mnist's 10, or the number "
+                   "of label_names)",
+                   at_most(at_least(0), 1 << 20)),
+        nested_key(&C::data, &DataConfig::label, &LabelConfig::min_per_class, "min_per_class",
+                   "each class has at least this many valid training examples", at_least(0))}},
+      {"data.augment",
+       "Per-example augmentation of training images, drawn from the seed and the example's "
+       "global index (not from the worker, the batch size or the resume point).",
+       {nested_key(&C::data, &DataConfig::augment, &AugmentConfig::crop_padding, "crop_padding",
+                   "pad each image by this many zero pixels and crop it back at a random "
+                   "offset (0: off)",
+                   at_most(at_least(0), 64)),
+        nested_key(&C::data, &DataConfig::augment, &AugmentConfig::horizontal_flip,
+                   "horizontal_flip", "mirror each image left-right with probability 1/2")}},
       {"model", "The network: a stack of layers applied in order.", {layers}},
       {"optim",
        "The optimizer and its learning-rate schedule.",
@@ -237,7 +363,11 @@ std::vector<Section> make_sections() {
         key(&C::train, &TrainLoopConfig::flush_denormals, "flush_denormals",
             "run the train and eval steps with subnormal floats flushed to zero (faster where "
             "gradients or optimizer moments underflow; false: IEEE gradual underflow)",
-            {}, {"ftz", "denormals_are_zero"})}},
+            {}, {"ftz", "denormals_are_zero"}),
+        key(&C::train, &TrainLoopConfig::drop_remainder, "drop_remainder",
+            "leave out each epoch's last, smaller batch (every step has the same shape: one "
+            "compilation)",
+            {}, {"drop_last"})}},
   };
 }
 

@@ -16,10 +16,11 @@
 
 namespace kiln::train::schema {
 
-enum class Type { kString, kInteger, kFloat, kBool, kIntegerArray, kLayers };
+enum class Type { kString, kInteger, kFloat, kBool, kIntegerArray, kStringArray, kLayers };
 
 // A key's value once read (integers where a float is expected are already converted).
-using Value = std::variant<std::string, int64_t, double, bool, std::vector<int64_t>>;
+using Value = std::variant<std::string, int64_t, double, bool, std::vector<int64_t>,
+                           std::vector<std::string>>;
 
 // What a value must satisfy beyond its type. Numeric bounds apply to every entry of an
 // integer array.
@@ -40,6 +41,10 @@ struct Constraint {
   // Floats: a value other than 0 must be at least this (learning rates and the like are
   // computed in f32, where anything much smaller is 0 or a subnormal).
   std::optional<double> min_nonzero;
+  // Strings: "" is allowed too (an optional path or name).
+  bool may_be_empty = false;
+  // Floats: -inf and inf are allowed (a bound that is not set).
+  bool allow_infinite = false;
 };
 
 inline constexpr size_t kMaxNameLength = 100;
@@ -62,6 +67,8 @@ struct Field {
 using Key = Field<TrainConfig>;
 using LayerField = Field<LayerConfig>;
 
+// A section's name may hold a dot: [data.features] is a table inside [data], read and
+// written as its own section.
 struct Section {
   std::string_view name;
   std::string_view help;

@@ -27,9 +27,9 @@ Progress::Progress(Mode mode, int64_t log_every)
     : mode_(mode), log_every_(log_every > 0 ? log_every : 1) {}
 
 void Progress::update(const StepProgress& p) {
-  std::string figures =
-      fmt::format("loss {:.4f}  acc {:5.1f}%  {:.0f} samples/s  ETA {}", p.loss, 100 * p.accuracy,
-                  p.samples_per_second, format_duration(p.eta_seconds));
+  std::string figures = fmt::format(
+      "loss {:.4f}  acc {:5.1f}%  {:.0f} samples/s  data wait {:.2f} ms  ETA {}", p.loss,
+      100 * p.accuracy, p.samples_per_second, p.data_wait_ms, format_duration(p.eta_seconds));
   if (mode_ == Mode::kSilent) return;
   if (mode_ == Mode::kLines) {
     if (p.step % log_every_ == 0 || p.step == p.total_steps) {

@@ -1,5 +1,5 @@
 // Progress of a training run on stderr: on a terminal, one line redrawn in place (a bar
-// with step, loss, accuracy, samples/s and ETA), at most ten times a second; otherwise
+// with step, loss, accuracy, samples/s, data wait and ETA), at most ten times a second; otherwise
 // (a log file, CI) a plain line every `log_every` steps. Messages (evaluations, warnings)
 // print on their own lines without breaking the bar. Silent prints nothing (tests, --quiet).
 // Printing is best effort: a full or closed stderr loses the progress, never the run.
@@ -22,6 +22,7 @@ struct StepProgress {
   double accuracy = 0;  // over the epoch so far, in [0, 1]
   double samples_per_second = 0;
   double eta_seconds = 0;
+  double data_wait_ms = 0;  // how long the step waited for its batch
 };
 
 class Progress {

@@ -16,7 +16,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/idx.h"
 #include "io/sha256.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
@@ -60,6 +59,7 @@ struct PendingStep {
   int64_t epoch;  // 1-based
   int64_t batch_size;
   StepMetrics metrics;
+  double data_wait_seconds = 0;  // how long the loader kept the step waiting for its batch
 };
 
 // Running totals of one epoch's training metrics.
@@ -79,17 +79,20 @@ struct EvalResult {
   double accuracy = 0;
 };
 
-EvalResult evaluate(const EvalStep& eval, const TrainState& state, ImageBatches& batches) {
+EvalResult evaluate(const EvalStep& eval, const TrainState& state,
+                    const data::BatchAssembler& batches) {
   double loss_sum = 0;
   int64_t correct = 0;
+  data::HostBatch host;
   for (int64_t index = 0; index < batches.batches_per_epoch(); ++index) {
-    Batch batch = batches.batch(index);
+    batches.assemble(0, index, host);
+    Batch batch = to_arrays(host);
     EvalSums sums = eval.run(state, batch.images, batch.labels);
     loss_sum += sums.loss_sum.item<double>();
     correct += sums.correct.item<int64_t>();
   }
-  // load_fashion_mnist refuses an empty split, so count > 0.
-  auto count = static_cast<double>(batches.num_examples());
+  // load_dataset refuses an empty split, so count > 0.
+  auto count = static_cast<double>(batches.sampler().num_records());
   return EvalResult{loss_sum / count, static_cast<double>(correct) / count};
 }
 
@@ -162,9 +165,7 @@ class Run {
   const TrainConfig& config_;
   const TrainOptions& options_;
   Clock::time_point start_;
-  std::optional<data::FashionMnist> dataset_;
-  std::optional<ImageBatches> train_batches_;
-  std::optional<ImageBatches> test_batches_;
+  std::optional<RunData> data_;
   std::optional<nn::Module> model_;
   std::optional<optim::GradientTransformation> optimizer_;
   AbstractValue input_;
@@ -179,29 +180,28 @@ class Run {
   int64_t total_steps_ = 0;
   std::optional<Clock::time_point> last_completion_;
   std::vector<double> step_seconds_;
-  std::deque<double> recent_rates_;  // samples/s of the latest steps
+  std::vector<double> data_wait_seconds_;  // per step, from the second on
+  std::deque<double> recent_rates_;        // samples/s of the latest steps
 };
 
 // Everything before the run directory: the data, the model and its checks, the schedule,
 // the initial state. An error here leaves nothing on disk.
 void Run::prepare() {
   const TrainConfig& c = config_;
-  dataset_.emplace(data::load_fashion_mnist(c.data.dir, c.data.train_limit, c.data.test_limit));
-  train_batches_.emplace(dataset_->train, c.train.batch_size);
-  test_batches_.emplace(dataset_->test, c.train.eval_batch_size);
-  total_steps_ =
-      planned_steps(c.train, train_batches_->num_examples(), train_batches_->batches_per_epoch());
+  Array root = random::key(c.experiment.seed);
+  data_.emplace(c, random::fold_in(root, 3));
+  const data::Dataset& dataset = data_->dataset;
+  total_steps_ = planned_steps(c.train, dataset.train.size(), data_->train->batches_per_epoch());
 
   model_.emplace(build_model(c.model));
-  input_ = AbstractValue(
-      Shape{1, dataset_->train.images.dims.at(1), dataset_->train.images.dims.at(2), 1},
-      DType::f32);
-  check_model_output(*model_, input_, dataset_->num_classes);
-  check_layers(c, input_, train_batches_->num_examples(), total_steps_);
+  std::vector<int64_t> input_shape = {1};
+  for (int64_t dim : data::example_input_shape(dataset.record_shape)) input_shape.push_back(dim);
+  input_ = AbstractValue(Shape{std::span<const int64_t>(input_shape)}, DType::f32);
+  check_model_output(*model_, input_, dataset.num_classes);
+  check_layers(c, input_, dataset.train.size(), total_steps_);
   check_schedule_range(c.optim, total_steps_);
   optimizer_.emplace(build_optimizer(c.optim, total_steps_));
 
-  Array root = random::key(c.experiment.seed);
   nn::Variables variables = model_->init(random::fold_in(root, 0), input_);
   state_ = TrainState{variables.params, variables.state, optimizer_->init(variables.params)};
   for (const auto& [path, leaf] : state_.params.leaves_with_paths()) param_paths_.push_back(path);
@@ -213,13 +213,11 @@ void Run::start_run_directory() {
   std::string resolved = to_toml(c);
   print(
       fmt::format("# resolved config ({})\n{}\n{}\n", c.source, resolved, model_->summary(input_)));
+  nlohmann::json dataset = data_->dataset.to_json();
+  dataset["name"] = c.data.dataset;
   nlohmann::json info = {{"seed", c.experiment.seed},
                          {"config_file", c.source},
-                         {"dataset",
-                          {{"name", c.data.dataset},
-                           {"dir", c.data.dir},
-                           {"train_examples", train_batches_->num_examples()},
-                           {"test_examples", test_batches_->num_examples()}}},
+                         {"dataset", dataset},
                          {"parameters", nn::parameter_count(state_.params)},
                          {"total_steps", total_steps_},
                          {"compute_threads", default_device().compute_threads()},
@@ -273,7 +271,6 @@ TrainSummary Run::execute() {
 void Run::train_epochs() {
   const TrainConfig& c = config_;
   Array root = random::key(c.experiment.seed);
-  Array data_key = random::fold_in(root, 1);
   Array dropout_key = random::fold_in(root, 2);
   StepOptions step_options;
   step_options.skip_nonfinite = c.train.on_nonfinite == "skip";
@@ -282,16 +279,21 @@ void Run::train_epochs() {
   EvalStep eval(*model_, c.train.flush_denormals);
   std::deque<PendingStep> pending;
   int64_t step_number = 0;
+  // Workers assemble the next batches while the device runs the step.
+  data::Loader loader(*data_->train, data_->loader_options);
+  Clock::time_point loop_start = Clock::now();
   for (int64_t epoch = 1; epoch <= c.train.epochs && step_number < total_steps_; ++epoch) {
     epoch_totals_ = EpochTotals{};
-    train_batches_->shuffle(data_key, epoch - 1);
-    for (int64_t index = 0;
-         index < train_batches_->batches_per_epoch() && step_number < total_steps_; ++index) {
-      Batch batch = train_batches_->batch(index);
+    for (int64_t index = 0; index < data_->train->batches_per_epoch() && step_number < total_steps_;
+         ++index) {
+      const data::HostBatch& host = loader.next();
+      KILN_CHECK(host.epoch == epoch - 1 && host.index == index);
+      Batch batch = to_arrays(host);
       ++step_number;
       Array key = random::fold_in(dropout_key, static_cast<uint32_t>(step_number));
       StepMetrics metrics = step.run(state_, batch.images, batch.labels, key);
-      pending.push_back(PendingStep{step_number, epoch, batch.labels.dim(0), metrics});
+      pending.push_back(PendingStep{step_number, epoch, batch.labels.dim(0), metrics,
+                                    loader.last_wait_seconds()});
       // Read the previous step's metrics only now: the step just queued keeps the
       // device busy while the host waits.
       if (pending.size() > 1) {
@@ -310,6 +312,14 @@ void Run::train_epochs() {
   summary_.steps = step_number;
   summary_.seconds = seconds_since(start_);
   summary_.median_step_ms = 1e3 * profile::summarize(0, step_seconds_).median_s;
+  double loop_seconds = seconds_since(loop_start);
+  run_->info()["data_wait"] = {
+      {"total_seconds", loader.total_wait_seconds()},
+      {"fraction_of_training", loop_seconds > 0 ? loader.total_wait_seconds() / loop_seconds : 0},
+      {"median_ms", 1e3 * profile::summarize(0, data_wait_seconds_).median_s},
+      {"starved_steps", loader.starved_calls()},
+      {"workers", data_->loader_options.workers},
+      {"prefetch", data_->loader_options.prefetch}};
   JitStats stats = step.stats();
   run_->info()["jit"] = {{"compiles", stats.compiles},
                          {"compile_seconds", stats.compile_seconds},
@@ -333,7 +343,7 @@ void Run::stop_if_asked(int64_t step_number, std::deque<PendingStep>& pending) {
 
 void Run::end_epoch(int64_t epoch, int64_t step_number, const EvalStep& eval) {
   const TrainConfig& c = config_;
-  EvalResult test = evaluate(eval, state_, *test_batches_);
+  EvalResult test = evaluate(eval, state_, *data_->test);
   summary_.test_accuracy = test.accuracy;
   summary_.test_loss = test.loss;
   summary_.train_loss = epoch_totals_.mean_loss();
@@ -374,6 +384,7 @@ void Run::process(const PendingStep& pending) {
   } else if (last_completion_) {
     double seconds = std::chrono::duration<double>(now - *last_completion_).count();
     step_seconds_.push_back(seconds);
+    data_wait_seconds_.push_back(pending.data_wait_seconds);
     recent_rates_.push_back(static_cast<double>(pending.batch_size) / seconds);
     if (recent_rates_.size() > 20) recent_rates_.pop_front();
   }
@@ -399,7 +410,8 @@ void Run::process(const PendingStep& pending) {
        {"loss", loss},
        {"accuracy", static_cast<double>(correct) / static_cast<double>(pending.batch_size)},
        {"lr", lr},
-       {"step_ms", 1e3 * step_seconds}});
+       {"step_ms", 1e3 * step_seconds},
+       {"data_wait_ms", 1e3 * pending.data_wait_seconds}});
   StepProgress p;
   p.step = pending.step;
   p.total_steps = total_steps_;
@@ -408,6 +420,7 @@ void Run::process(const PendingStep& pending) {
   p.loss = epoch_totals_.mean_loss();
   p.accuracy = epoch_totals_.accuracy();
   p.samples_per_second = rate;
+  p.data_wait_ms = 1e3 * pending.data_wait_seconds;
   double batch = static_cast<double>(config_.train.batch_size);
   p.eta_seconds = rate > 0 ? static_cast<double>(total_steps_ - pending.step) * batch / rate : -1;
   progress_->update(p);

@@ -95,6 +95,55 @@ SMALL = ["--set", "data.train_limit=1024", "--set", "data.test_limit=500", "--se
          "train.epochs=1"]
 
 
+WINE = os.path.join(ROOT, "examples", "wine_mlp.toml")
+
+
+class DataCli(unittest.TestCase):
+    """`kiln data validate`: the report, its JSON form and the exit status."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="kiln-cli-data-")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_valid_data_reports_histograms_and_identity_and_exits_0(self):
+        out = run("data", "validate", MLP).stdout
+        self.assertIn("train: 60000 records read, no violations", out)
+        self.assertIn("classes: [6000, 6000, 6000, 6000, 6000, 6000, 6000, 6000, 6000, 6000]", out)
+        self.assertRegex(out, r"dataset identity: [0-9a-f]{64}")
+        report = json.loads(run("data", "validate", WINE, "--json").stdout)
+        self.assertTrue(report["valid"])
+        self.assertEqual(report["train_report"]["records_read"] + report["test_report"]["records_read"], 178)
+        self.assertEqual(len(report["identity"]), 64)
+
+    def test_violations_are_grouped_by_rule_and_exit_3(self):
+        path = os.path.join(self.dir, "bad.csv")
+        with open(path, "w") as f:
+            f.write("a,b,label\n1,2,0\n3,,1\n5,6,7\n7,8\n9,10,1\n")
+        config = os.path.join(self.dir, "bad.toml")
+        with open(config, "w") as f:
+            f.write(f'[data]\ndataset = "csv"\ntrain_file = "{path}"\ntest_fraction = 0.2\n'
+                    '[data.label]\nnum_classes = 2\n[[model.layers]]\ntype = "dense"\nfeatures = 2\n')
+        result = run("data", "validate", config, check=False)
+        self.assertEqual(result.returncode, 3, result.stderr)
+        self.assertIn("missing_value", result.stdout)
+        self.assertIn("label_set", result.stdout)
+        self.assertIn("malformed_row", result.stdout)
+        self.assertIn("record 2 has label 7", result.stdout)
+        self.assertIn("INVALID", result.stdout)
+        # kiln train refuses the same data before creating a run.
+        train = run("train", config, "--set", f"experiment.runs_dir={self.dir}/runs", check=False)
+        self.assertEqual(train.returncode, 1)
+        self.assertIn("violates its contract", train.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "runs")))
+
+    def test_unreadable_data_exits_1(self):
+        result = run("data", "validate", MLP, "--set", "data.dir=/nonexistent", check=False)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("dataset-fashion-mnist", result.stderr)
+
+
 class TrainCli(unittest.TestCase):
     """`kiln train` as a user runs it: on a small subset, so each run takes seconds."""
 

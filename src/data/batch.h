@@ -1,0 +1,88 @@
+// Cutting batches: batch `index` of epoch `epoch` is the records the sampler puts at
+// positions [index * batch_size, ...) of that epoch, converted to f32 with the dataset's
+// preprocessing and, for training, augmented per example. A batch is a pure function of
+// (dataset, sampler, options, epoch, index), so any thread may assemble any batch.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/sampler.h"
+
+namespace kiln::data {
+
+// Per-example augmentation of 2-D (image) records, drawn from
+// threefry(key, (global_index >> 32, global_index & 0xffffffff)) — jax.random.fold_in(key,
+// global_index) for indices below 2^32 — so it depends on neither the worker, the batch size
+// nor where a run resumed.
+struct AugmentOptions {
+  int64_t crop_padding = 0;      // > 0: pad by this many zero pixels, crop back at random
+  bool horizontal_flip = false;  // mirror left-right with probability 1/2
+  uint32_t key[2] = {0, 0};
+  bool enabled() const { return crop_padding > 0 || horizontal_flip; }
+};
+
+// Host memory aligned to 64 bytes (a cache line, and any SIMD load) for a batch's features.
+class AlignedFloats {
+ public:
+  void resize(size_t count);
+  float* data() { return data_.get(); }
+  const float* data() const { return data_.get(); }
+  size_t size() const { return size_; }
+
+ private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float[], Free> data_;
+  size_t size_ = 0;
+  size_t capacity_ = 0;
+};
+
+struct HostBatch {
+  int64_t epoch = 0;
+  int64_t index = 0;
+  std::vector<int64_t> shape;  // [examples, ...model input per example]
+  AlignedFloats features;
+  std::vector<int32_t> labels;
+  std::vector<int64_t> records;  // which records, in order (for tests and debugging)
+  int64_t examples() const { return static_cast<int64_t>(labels.size()); }
+};
+
+struct BatchOptions {
+  int64_t batch_size = 1;
+  // Leave out the last, smaller batch of an epoch (every step then has one shape).
+  bool drop_remainder = false;
+  AugmentOptions augment;
+};
+
+// The model's input shape per example: the record shape, with a channel axis of 1 added to
+// 2-D records (grey images become NHWC).
+std::vector<int64_t> example_input_shape(const std::vector<int64_t>& record_shape);
+
+class BatchAssembler {
+ public:
+  // Keeps references to `dataset` and `split`: they must outlive the assembler.
+  BatchAssembler(const Dataset& dataset, const Split& split, const Sampler& sampler,
+                 const BatchOptions& options);
+  int64_t batches_per_epoch() const;
+  int64_t batch_size() const { return options_.batch_size; }
+  const Sampler& sampler() const { return sampler_; }
+  // Thread-safe: reads only shared immutable data and writes only `out`.
+  void assemble(int64_t epoch, int64_t index, HostBatch& out) const;
+
+ private:
+  void convert_record(int64_t record, int64_t global_index, float* out) const;
+
+  const Dataset& dataset_;
+  const Split& split_;
+  Sampler sampler_;
+  BatchOptions options_;
+  std::vector<int64_t> example_shape_;
+  int64_t record_size_ = 0;
+};
+
+}  // namespace kiln::data

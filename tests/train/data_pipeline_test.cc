@@ -1,0 +1,172 @@
+// The data pipeline inside a run: the tabular example trains on a real CSV file from a
+// Debian package, the worker count does not change the weights, violations stop a run
+// before anything is written or are dropped and counted in run.json, drop_remainder
+// leaves one compilation, and augmentation changes the training but not its determinism.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kiln/error.h"
+#include "train/config.h"
+#include "train/trainer.h"
+
+namespace kiln::train {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::HasSubstr;
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path dir =
+      fs::temp_directory_path() / fmt::format("kiln-data-pipeline-test-{}-{}", name, getpid());
+  fs::remove_all(dir);
+  return dir;
+}
+
+TrainOptions quiet() {
+  TrainOptions options;
+  options.quiet = true;
+  return options;
+}
+
+nlohmann::json run_info(const fs::path& run_dir) {
+  std::ifstream in(run_dir / "run.json");
+  return nlohmann::json::parse(in);
+}
+
+TrainConfig example(const std::string& name, const fs::path& runs,
+                    std::vector<std::string> overrides) {
+  overrides.push_back(fmt::format("experiment.runs_dir=\"{}\"", runs.string()));
+  return load_config(fs::path(KILN_SOURCE_DIR) / "examples" / name, overrides);
+}
+
+TEST(DataPipeline, WineExampleLearnsFromTheDebianCsv) {
+  fs::path runs = fresh_dir("wine");
+  TrainSummary summary = train(example("wine_mlp.toml", runs, {}), quiet());
+  // Three cultivars, 36 test wines: a linear model already separates them well.
+  EXPECT_GT(summary.test_accuracy, 0.9);
+  nlohmann::json info = run_info(summary.run_dir);
+  const nlohmann::json& dataset = info["dataset"];
+  EXPECT_EQ(dataset["train_examples"], 142);
+  EXPECT_EQ(dataset["test_examples"], 36);
+  EXPECT_EQ(dataset["normalize"], "standardize");
+  EXPECT_EQ(dataset["identity"].get<std::string>().size(), 64u);
+  EXPECT_EQ(dataset["files"][0]["role"], "train_file");
+  EXPECT_EQ(dataset["train_report"]["class_histogram"].size(), 3u);
+  EXPECT_TRUE(info["data_wait"].contains("median_ms"));
+  fs::remove_all(runs);
+}
+
+// Any number of loader threads assembles the same batches: the same weights.
+TEST(DataPipeline, WorkerCountDoesNotChangeTheWeights) {
+  fs::path runs = fresh_dir("workers");
+  std::vector<std::string> small = {"data.train_limit=1024", "data.test_limit=500",
+                                    "train.epochs=1"};
+  auto with = [&](const std::string& setting) {
+    std::vector<std::string> overrides = small;
+    overrides.push_back(setting);
+    return train(example("fashion_mnist_cnn.toml", runs, overrides), quiet()).params_sha256;
+  };
+  std::string one = with("data.workers=1");
+  EXPECT_EQ(with("data.workers=3"), one);
+  EXPECT_EQ(with("data.prefetch=1"), one);
+  // Augmentation is part of the training: switching it off changes the weights.
+  EXPECT_NE(with("data.augment.horizontal_flip=false"), one);
+  fs::remove_all(runs);
+}
+
+// A 6-record NPY training set whose record 4 holds a NaN.
+TrainConfig nan_config(const fs::path& dir, const std::string& policy) {
+  fs::create_directories(dir);
+  auto write_npy = [](const fs::path& path, const std::string& descr, const std::string& shape,
+                      const void* data, size_t bytes) {
+    std::string header =
+        fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", descr, shape);
+    header += std::string(63 - (10 + header.size()) % 64, ' ') + "\n";
+    std::ofstream out(path, std::ios::binary);
+    out.write("\x93NUMPY\x01\x00", 8);
+    char length[2] = {static_cast<char>(header.size() & 0xff),
+                      static_cast<char>(header.size() >> 8)};
+    out.write(length, 2);
+    out << header;
+    out.write(static_cast<const char*>(data), static_cast<std::streamsize>(bytes));
+  };
+  std::vector<float> features = {0, 1, 1, 0, 0, 0, 1, 1, NAN, 0, 0.5f, 0.5f};
+  std::vector<int64_t> labels = {0, 1, 0, 1, 0, 1};
+  write_npy(dir / "x.npy", "<f4", "(6, 2)", features.data(), features.size() * 4);
+  write_npy(dir / "y.npy", "<i8", "(6,)", labels.data(), labels.size() * 8);
+  std::string text = fmt::format(R"(
+[experiment]
+name = "nan"
+runs_dir = "{0}/runs"
+[data]
+dataset = "npy"
+train_features = "{0}/x.npy"
+train_labels = "{0}/y.npy"
+test_features = "{0}/x.npy"
+test_labels = "{0}/y.npy"
+on_violation = "{1}"
+[data.label]
+num_classes = 2
+[[model.layers]]
+type = "dense"
+features = 2
+[train]
+epochs = 1
+batch_size = 2
+)",
+                                 dir.string(), policy);
+  return parse_config(text, "nan.toml");
+}
+
+TEST(DataPipeline, ViolationsStopTheRunBeforeAnythingIsWritten) {
+  fs::path dir = fresh_dir("nan-error");
+  TrainConfig config = nan_config(dir, "error");
+  try {
+    train(config, quiet());
+    FAIL() << "no error";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.message(), HasSubstr("x.npy' record 4 element 0 is nan"));
+    EXPECT_THAT(error.hint(), HasSubstr("on_violation = \"drop\""));
+  }
+  EXPECT_FALSE(fs::exists(dir / "runs"));
+  fs::remove_all(dir);
+}
+
+TEST(DataPipeline, DroppedRecordsAreCountedInRunJson) {
+  fs::path dir = fresh_dir("nan-drop");
+  TrainSummary summary = train(nan_config(dir, "drop"), quiet());
+  nlohmann::json dataset = run_info(summary.run_dir)["dataset"];
+  EXPECT_EQ(dataset["dropped_train"], 1);
+  EXPECT_EQ(dataset["dropped_test"], 1);
+  EXPECT_EQ(dataset["train_examples"], 5);
+  EXPECT_EQ(dataset["train_report"]["violations"]["finite"]["first_records"],
+            nlohmann::json::array({4}));
+  fs::remove_all(dir);
+}
+
+// 1000 examples in batches of 128: a last batch of 104 is a second shape, unless dropped.
+TEST(DataPipeline, DropRemainderKeepsOneCompilation) {
+  fs::path runs = fresh_dir("remainder");
+  std::vector<std::string> small = {"data.train_limit=1000", "data.test_limit=500",
+                                    "train.epochs=1"};
+  auto compiles = [&](bool drop) {
+    std::vector<std::string> overrides = small;
+    overrides.push_back(fmt::format("train.drop_remainder={}", drop));
+    TrainSummary summary = train(example("fashion_mnist_mlp.toml", runs, overrides), quiet());
+    return std::pair{run_info(summary.run_dir)["jit"]["compiles"].get<int64_t>(), summary.steps};
+  };
+  EXPECT_EQ(compiles(false), (std::pair<int64_t, int64_t>{2, 8}));
+  EXPECT_EQ(compiles(true), (std::pair<int64_t, int64_t>{1, 7}));
+  fs::remove_all(runs);
+}
+
+}  // namespace
+}  // namespace kiln::train
