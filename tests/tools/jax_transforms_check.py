@@ -10,7 +10,8 @@ same transforms with JAX 0.10.2 on the same inputs (x64 enabled; f32 programs st
 compares.
 
 The error of an array is max |kiln - jax| / max |jax| over the array (normwise relative;
-absolute when JAX's array is all zeros); integer and bool arrays must be equal. Tolerances,
+absolute when JAX's array is all zeros); NaNs and infinities must be where JAX has them,
+and integer and bool arrays must be equal. Tolerances,
 and why they are not zero (measured worst errors in docs/peers.md):
   - f64: 1e-13 for values and first derivatives, 2e-13 for the Hessian-vector product
     (measured at most 7.5e-15 and 3.4e-15). Both sides evaluate the same formulas in f64;
@@ -206,7 +207,9 @@ def main(argv):
         return [read(env, atom) for atom in program.outputs]
 
     def array(entry):
-        return np.asarray(entry["values"], DTYPES[entry["dtype"]]).reshape(entry["shape"])
+        # kiln writes non-finite values as the strings "nan", "inf" and "-inf" (JSON has none).
+        values = [float(v) if isinstance(v, str) else v for v in entry["values"]]
+        return np.asarray(values, DTYPES[entry["dtype"]]).reshape(entry["shape"])
 
     def error_of(kiln, want):
         kiln = np.asarray(kiln)
@@ -216,10 +219,16 @@ def main(argv):
         if not np.issubdtype(want.dtype, np.floating):
             return (0.0 if np.array_equal(kiln, want) else float("inf")), "integers"
         kiln, want = kiln.astype(np.float64), want.astype(np.float64)
-        if want.size == 0:
+        # NaNs and infinities must be where JAX has them; the rest is compared by size.
+        if not np.array_equal(np.isnan(kiln), np.isnan(want)):
+            return float("inf"), "NaN where JAX has a number, or a number where JAX has NaN"
+        finite = np.isfinite(want)
+        if not np.array_equal(kiln[~finite], want[~finite], equal_nan=True):
+            return float("inf"), "an infinity where JAX has another value"
+        if not finite.any():
             return 0.0, ""
-        scale = np.max(np.abs(want))
-        difference = np.max(np.abs(kiln - want))
+        scale = np.max(np.abs(want[finite]))
+        difference = np.max(np.abs(kiln[finite] - want[finite]))
         return float(difference / scale if scale > 0 else difference), ""
 
     record = json.loads(pathlib.Path(argv[1]).read_text())

@@ -65,9 +65,20 @@ Array integers(const AbstractValue& type, int64_t bound, int64_t salt) {
   return astype(from_host<int64_t>(values, type.shape), type.dtype);
 }
 
+// Non-finite values are written as "nan", "inf" and "-inf" (JSON has no such numbers).
 json to_json(const Array& array) {
-  json values = is_floating(array.dtype()) ? json(astype(array, DType::f64).to_vector<double>())
-                                           : json(astype(array, DType::i64).to_vector<int64_t>());
+  json values = json::array();
+  if (is_floating(array.dtype())) {
+    for (double value : astype(array, DType::f64).to_vector<double>()) {
+      if (std::isfinite(value)) {
+        values.push_back(value);
+      } else {
+        values.push_back(std::isnan(value) ? "nan" : value > 0 ? "inf" : "-inf");
+      }
+    }
+  } else {
+    values = astype(array, DType::i64).to_vector<int64_t>();
+  }
   return {{"dtype", dtype_name(array.dtype())},
           {"shape", std::vector<int64_t>(array.shape().dims().begin(), array.shape().dims().end())},
           {"values", std::move(values)}};
