@@ -112,9 +112,11 @@ Array sigmoid(const Array& x, CallSite site) {
 
 Array softplus(const Array& x, CallSite site) {
   check_float("softplus", x, site);
-  // log(1 + e^x) = max(x, 0) + log1p(e^-|x|): the exponent is never positive.
-  return add(maximum(x, zeros_like(x, site), site), log1p(exp(neg(abs(x, site), site), site), site),
-             site);
+  // log(1 + e^x) = max(x, 0) + log1p(e^-|x|): the exponent is never positive. -|x| is
+  // written min(x, -x) so that the slope at 0 is sigmoid(0) = 1/2: max's tie gives 1/2 and
+  // min's tie a slope of 0 there, where abs's slope at 0 (1, as in JAX) would give 0.
+  return add(maximum(x, zeros_like(x, site), site),
+             log1p(exp(minimum(x, neg(x, site), site), site), site), site);
 }
 
 Array softmax(const Array& x, int64_t axis, CallSite site) {

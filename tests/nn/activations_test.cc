@@ -147,8 +147,15 @@ TEST(Activations, StableAtLargeMagnitudes) {
     for (auto [x, value, slope] : rows) limits.push_back({name, fn, x, value, slope});
   };
   const double big = 1e30;
+  // At 0 the slope is sigmoid(0) = 1/2 (the kinks of the stable form's max and min cancel).
   add("softplus", [](const Array& x) { return softplus(x); },
-      {{1e4, 1e4, 1}, {-1e4, 0, 0}, {88, 88, 1}, {100, 100, 1}, {big, big, 1}, {-big, 0, 0}});
+      {{1e4, 1e4, 1},
+       {-1e4, 0, 0},
+       {88, 88, 1},
+       {100, 100, 1},
+       {big, big, 1},
+       {-big, 0, 0},
+       {0, std::log(2.0), 0.5}});
   add("sigmoid", [](const Array& x) { return sigmoid(x); },
       {{1e4, 1, 0}, {-1e4, 0, 0}, {100, 1, 0}, {-100, 0, 0}, {big, 1, 0}, {-big, 0, 0}});
   add("gelu", [](const Array& x) { return gelu(x); },

@@ -4,6 +4,8 @@
 // against finite differences on many shapes.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
 #include "prims/bind.h"
@@ -24,6 +26,15 @@ Array i32(std::vector<int32_t> values, Shape shape) {
 // respect to the op's input is the op's VJP applied to `weights`.
 Array weighted(const Array& y, const Array& weights) {
   return sum(y * weights);
+}
+
+// JAX's convention (found by the cross-check against JAX, docs/peers.md): abs has slope 1
+// at 0 and -0, and -1 at NaN; kiln's rule used to be sign(x), which gave 0 at zero.
+TEST(AbsVjp, IsOneAtZeroAsInJax) {
+  auto f = [](const Array& x) { return weighted(abs(x), f64({1, 2, 3, 4, 5}, {5})); };
+  double nan = std::numeric_limits<double>::quiet_NaN();
+  EXPECT_EQ(grad(f)(f64({-2, -0.0, 0, 3, nan}, {5})).to_vector<double>(),
+            (Values{-1, 2, 3, 4, -5}));
 }
 
 TEST(ReduceMaxVjp, TiesShareTheCotangentEqually) {

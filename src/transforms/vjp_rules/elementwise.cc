@@ -34,7 +34,9 @@ std::vector<Array> zero_rule(const VjpArgs& args) {
   }
 
 KILN_UNARY_VJP(neg_vjp, neg(g, site))
-KILN_UNARY_VJP(abs_vjp, mul(g, sign(x, site), site))
+// As JAX: the slope is +1 at x >= 0 (so at 0 and -0 too), -1 elsewhere (NaN included), not
+// sign(x), which would make the gradient of abs at 0 zero.
+KILN_UNARY_VJP(abs_vjp, where(greater_equal(x, zeros_like(x, site), site), g, neg(g, site), site))
 KILN_UNARY_VJP(exp_vjp, mul(g, y, site))
 KILN_UNARY_VJP(expm1_vjp, mul(g, add(y, detail::weak_scalar_like(1, true, y, site), site), site))
 KILN_UNARY_VJP(log_vjp, div(g, x, site))
