@@ -17,14 +17,13 @@ step, and wait for the loss (block_until_ready), which is what a kiln step's tim
 --threads 1 runs XLA on one thread (XLA_FLAGS); 0, the default, leaves XLA's own choice. Run by bench/vs_peers.py.
 """
 import argparse
-import gzip
 import json
 import os
 import statistics
 import sys
 import time
 
-DATA_DIR = "/usr/share/datasets/fashion-mnist"
+from fmnist_idx import DATA_DIR, read_idx
 
 
 def parse_args():
@@ -42,13 +41,6 @@ def parse_args():
     return parser.parse_args()
 
 
-def read_idx(path):
-    import numpy as np
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    ndims = raw[3]
-    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndims)]
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndims).reshape(dims)
 
 
 def build_model(nn, name):

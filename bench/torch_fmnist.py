@@ -23,14 +23,13 @@ Run with .venv/bench/bin/python: PyTorch 2 from PyPI, pinned in requirements/ben
 installed by scripts/setup --bench.
 """
 import argparse
-import gzip
 import json
 import os
 import statistics
 import sys
 import time
 
-DATA_DIR = "/usr/share/datasets/fashion-mnist"
+from fmnist_idx import DATA_DIR, read_idx
 
 
 def parse_args():
@@ -49,13 +48,6 @@ def parse_args():
     return parser.parse_args()
 
 
-def read_idx(path):
-    import numpy as np
-    with gzip.open(path, "rb") as f:
-        raw = f.read()
-    ndims = raw[3]
-    dims = [int.from_bytes(raw[4 + 4 * i:8 + 4 * i], "big") for i in range(ndims)]
-    return np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndims).reshape(dims)
 
 
 def build_model(torch, name):
