@@ -13,5 +13,6 @@ Runner add_devices_command(CLI::App& app);
 Runner add_bench_command(CLI::App& app);
 Runner add_train_command(CLI::App& app);
 Runner add_data_command(CLI::App& app);
+Runner add_resume_command(CLI::App& app);
 
 }  // namespace kiln::cli

@@ -65,6 +65,7 @@ int main(int argc, char** argv) {
   kiln::cli::Runner bench = kiln::cli::add_bench_command(app);
   kiln::cli::Runner train = kiln::cli::add_train_command(app);
   kiln::cli::Runner data = kiln::cli::add_data_command(app);
+  kiln::cli::Runner resume = kiln::cli::add_resume_command(app);
   if (unknown_command(app, argc, argv)) return 1;
   try {
     app.parse(argc, argv);
@@ -76,6 +77,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("bench")) return bench();
     if (app.got_subcommand("train")) return train();
     if (app.got_subcommand("data")) return data();
+    if (app.got_subcommand("resume")) return resume();
   } catch (const kiln::Error& error) {
     std::fprintf(stderr, "error: %s\n", error.what());
     return 1;

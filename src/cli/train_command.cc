@@ -1,4 +1,6 @@
-// `kiln train CONFIG`: one training run from a TOML config (see docs/training.md).
+// `kiln train CONFIG`: one training run from a TOML config (see docs/training.md), and
+// `kiln resume RUN_DIR`: the same run continued from its latest savepoint
+// (docs/savepoints.md). Both stop gracefully on SIGINT/SIGTERM with a savepoint.
 #include <signal.h>
 #include <unistd.h>
 
@@ -6,6 +8,7 @@
 
 #include <ctime>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -22,8 +25,9 @@ namespace kiln::cli {
 namespace {
 
 struct TrainCommandOptions {
-  std::string config;
+  std::string config;  // train: the TOML file; resume: the run directory
   std::vector<std::string> overrides;
+  bool allow_changed = false;  // resume
   bool no_progress = false;
   bool quiet = false;
   bool print_config = false;
@@ -87,9 +91,44 @@ void print_summary(const train::TrainSummary& summary) {
       summary.median_step_ms, summary.first_step_seconds);
   text += fmt::format("params: {} (sha256 {})\n", (summary.run_dir / "params.safetensors").string(),
                       summary.params_sha256);
+  if (!summary.last_savepoint.empty()) {
+    text += fmt::format("savepoint: {}\n", summary.last_savepoint.string());
+  }
   text += fmt::format("{}\n", summary.run_dir.string());
   // The run is recorded; a full or closed stdout must not turn it into a failure.
   train::print_best_effort(stdout, text);
+}
+
+train::TrainOptions train_options(const TrainCommandOptions& options, double started_age) {
+  train::TrainOptions train_options;
+  train_options.interactive = !options.no_progress && isatty(STDERR_FILENO) != 0;
+  train_options.quiet = options.quiet;
+  train_options.process_start_age_seconds = started_age;
+  train_options.stop_signal = &stop_signal;
+  return train_options;
+}
+
+// Runs `body` (train or resume) and maps how it ended to the documented exit status.
+int run_and_report(const std::function<train::TrainSummary()>& body) {
+  try {
+    train::TrainSummary summary = body();
+    if (summary.already_completed) {
+      train::print_best_effort(
+          stdout, fmt::format("nothing to do: {} completed ({} steps; params sha256 {})\n",
+                              summary.run_dir.string(), summary.steps, summary.params_sha256));
+      return 0;
+    }
+    print_summary(summary);
+    return 0;
+  } catch (const train::NonFiniteError& error) {
+    train::print_best_effort(stderr, fmt::format("error: {}\n", error.what()));
+    return 2;
+  } catch (const train::InterruptedError& interrupted) {
+    std::string text = fmt::format("interrupted: {}\n", interrupted.what());
+    if (!interrupted.run_dir().empty()) text += interrupted.run_dir().string() + "\n";
+    train::print_best_effort(stderr, text);
+    return 128 + interrupted.signal();  // as a shell reports a process killed by it
+  }
 }
 
 int run_train(const TrainCommandOptions& options) {
@@ -101,23 +140,18 @@ int run_train(const TrainCommandOptions& options) {
     fmt::print("{}", train::to_toml(config));
     return 0;
   }
-  train::TrainOptions train_options;
-  train_options.interactive = !options.no_progress && isatty(STDERR_FILENO) != 0;
-  train_options.quiet = options.quiet;
-  train_options.process_start_age_seconds = started_age;
-  train_options.stop_signal = &stop_signal;
-  try {
-    print_summary(train::train(config, train_options));
-    return 0;
-  } catch (const train::NonFiniteError& error) {
-    train::print_best_effort(stderr, fmt::format("error: {}\n", error.what()));
-    return 2;
-  } catch (const train::InterruptedError& interrupted) {
-    std::string text = fmt::format("interrupted: {}\n", interrupted.what());
-    if (!interrupted.run_dir().empty()) text += interrupted.run_dir().string() + "\n";
-    train::print_best_effort(stderr, text);
-    return 128 + interrupted.signal();  // as a shell reports a process killed by it
-  }
+  train::TrainOptions run_options = train_options(options, started_age);
+  return run_and_report([&] { return train::train(config, run_options); });
+}
+
+int run_resume(const TrainCommandOptions& options) {
+  double started_age = process_age_seconds();
+  handle_stop_signals();
+  train::ResumeOptions resume;
+  resume.overrides = options.overrides;
+  resume.allow_changed = options.allow_changed;
+  train::TrainOptions run_options = train_options(options, started_age);
+  return run_and_report([&] { return train::resume(options.config, resume, run_options); });
 }
 
 }  // namespace
@@ -144,8 +178,35 @@ Runner add_train_command(CLI::App& app) {
       "Exit status: 0 when the run completed; 1 on an error (usage, config, data, model, "
       "files); 2 when a non-finite loss, gradient or evaluation, or too many skipped steps, "
       "stopped the run; 130 / 143 when SIGINT / SIGTERM interrupted it (run.json says "
-      "interrupted). See docs/training.md.");
+      "interrupted; a savepoint of the state after the last step is written and the message "
+      "says how to resume). See docs/training.md.");
   return [options] { return run_train(*options); };
+}
+
+Runner add_resume_command(CLI::App& app) {
+  auto* command = app.add_subcommand(
+      "resume",
+      "Continue a run from its latest savepoint, in its run directory, as if it had never "
+      "stopped (bit for bit); a completed run is left alone");
+  auto options = std::make_shared<TrainCommandOptions>();
+  command->add_option("run_dir", options->config, "The run directory (runs/<experiment>/<run-id>)")
+      ->required();
+  command
+      ->add_option("--set", options->overrides,
+                   "Override one key of the run's config.toml (changes the run identity: needs "
+                   "--allow-changed)")
+      ->type_name("SECTION.KEY=VALUE");
+  command->add_flag("--allow-changed", options->allow_changed,
+                    "Continue even though the config, data, kiln version or kernels differ from "
+                    "the savepoint's (each difference is printed and recorded in run.json)");
+  command->add_flag("--no-progress", options->no_progress,
+                    "Plain progress lines even on a terminal (every train.log_every steps)");
+  command->add_flag("--quiet", options->quiet, "Print only the final summary");
+  command->footer(
+      "Exit status as for `kiln train`: 0 when the run completed (or had already), 1 on an "
+      "error (a changed run identity, a run still running, no run directory), 2 non-finite, "
+      "130 / 143 interrupted again. See docs/savepoints.md.");
+  return [options] { return run_resume(*options); };
 }
 
 }  // namespace kiln::cli

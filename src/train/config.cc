@@ -213,10 +213,28 @@ std::string keys_of(const Section& section) {
   return fmt::format("[{}] takes: {}", section.name, schema::join(names));
 }
 
+// "checkpoint_every" and the like, as other trainers name their train-state saves: in kiln
+// a checkpoint is rematerialisation (kiln::checkpoint), so say what these are called here.
+[[noreturn]] void checkpoint_key(std::string_view where, std::string_view full,
+                                 std::string_view key_name) {
+  std::string renamed = std::string(key_name);
+  renamed.replace(0, std::string_view("checkpoint").size(), "savepoint");
+  const Section* train = schema::find_section("train");
+  std::string right = train && schema::find_key(*train, renamed)
+                          ? fmt::format("train.{}", renamed)
+                          : std::string("train.savepoint_every");
+  error(where,
+        fmt::format("unknown key '{}': train-state saves are called savepoints in kiln (a "
+                    "checkpoint is rematerialisation, kiln::checkpoint); use '{}'",
+                    full, right),
+        "see docs/savepoints.md");
+}
+
 [[noreturn]] void unknown_key(std::string_view where, std::string_view section_name,
                               std::string_view key_name) {
   std::string full =
       section_name.empty() ? std::string(key_name) : fmt::format("{}.{}", section_name, key_name);
+  if (key_name.starts_with("checkpoint")) checkpoint_key(where, full, key_name);
   std::string guess = suggest_key(section_name, key_name);
   const Section* section = schema::find_section(section_name);
   error(where,

@@ -122,6 +122,14 @@ struct TrainLoopConfig {
   int64_t max_steps = 0;              // stop after N steps in total (0: run all epochs)
   bool flush_denormals = true;        // subnormal floats as zero in the jitted steps
   bool drop_remainder = false;        // leave out each epoch's last, smaller batch
+  // Savepoints (docs/savepoints.md): every N steps and/or every S seconds (0: not for that
+  // reason), always at the end and on SIGINT/SIGTERM.
+  int64_t savepoint_every = 500;
+  double savepoint_every_seconds = 0;
+  int64_t savepoint_keep_last = 3;          // keep the newest K
+  int64_t savepoint_keep_every = 0;         // and those whose step is a multiple of M (0: none)
+  bool savepoint_async = true;              // write on a background thread
+  std::string on_savepoint_error = "stop";  // stop or continue
   friend bool operator==(const TrainLoopConfig&, const TrainLoopConfig&) = default;
 };
 

@@ -367,7 +367,29 @@ std::vector<Section> make_sections() {
         key(&C::train, &TrainLoopConfig::drop_remainder, "drop_remainder",
             "leave out each epoch's last, smaller batch (every step has the same shape: one "
             "compilation)",
-            {}, {"drop_last"})}},
+            {}, {"drop_last"}),
+        key(&C::train, &TrainLoopConfig::savepoint_every, "savepoint_every",
+            "write a savepoint (the whole train state, for `kiln resume`) every N steps (0: "
+            "not by steps); one is always written at the end and on SIGINT/SIGTERM",
+            at_most(at_least(0), kMaxSteps), {"save_every", "save_steps"}),
+        key(&C::train, &TrainLoopConfig::savepoint_every_seconds, "savepoint_every_seconds",
+            "also write a savepoint once this many seconds passed since the last (0: not by "
+            "time)",
+            at_most(at_least(0), kMaxF32), {"save_every_seconds"}),
+        key(&C::train, &TrainLoopConfig::savepoint_keep_last, "savepoint_keep_last",
+            "keep the newest N savepoints", at_most(at_least(1), kMaxSteps),
+            {"keep_last", "save_total_limit", "max_to_keep"}),
+        key(&C::train, &TrainLoopConfig::savepoint_keep_every, "savepoint_keep_every",
+            "also keep every savepoint whose step is a multiple of N (0: none)",
+            at_most(at_least(0), kMaxSteps), {"keep_every"}),
+        key(&C::train, &TrainLoopConfig::savepoint_async, "savepoint_async",
+            "write savepoints on a background thread while training goes on (false: the step "
+            "waits for the write)",
+            {}, {"async_save"}),
+        key(&C::train, &TrainLoopConfig::on_savepoint_error, "on_savepoint_error",
+            "a savepoint that cannot be written (full disk): `stop` the run, or `continue` "
+            "without it (earlier savepoints are kept either way)",
+            one_of({"stop", "continue"}))}},
   };
 }
 

@@ -165,6 +165,47 @@ RunDirectory RunDirectory::create(const fs::path& runs_dir, const std::string& e
   return run;
 }
 
+bool run_may_be_running(const nlohmann::json& info) {
+  return info.is_object() && info.value("status", std::string()) == "running" &&
+         !owner_is_gone(info, host_name());
+}
+
+RunDirectory RunDirectory::reopen(const fs::path& path, nlohmann::json run_info,
+                                  int64_t metrics_lines) {
+  fs::path metrics_path = path / "metrics.jsonl";
+  std::string kept;
+  int64_t lines = 0;
+  {
+    std::ifstream in(metrics_path);
+    for (std::string line; lines < metrics_lines && std::getline(in, line); ++lines) {
+      kept += line + "\n";
+    }
+  }
+  if (lines < metrics_lines) {
+    fail(kUnknownSite, fmt::format("cannot resume: {} has {} lines, the savepoint recorded {} "
+                                   "(was it edited or truncated?)",
+                                   metrics_path.string(), lines, metrics_lines));
+  }
+  write_text(metrics_path, kept);
+  run_info["status"] = "running";
+  run_info["pid"] = static_cast<int64_t>(::getpid());
+  run_info["host"] = host_name();
+  run_info["pid_start_ticks"] = process_start_ticks(::getpid());
+  for (const char* stale : {"error", "signal", "finished_at", "crash_detected_at"}) {
+    run_info.erase(stale);
+  }
+  std::string run_id = run_info.value("run_id", path.filename().string());
+  RunDirectory run(path, run_id, std::move(run_info));
+  run.write_info();
+  run.metrics_ = std::fopen(metrics_path.c_str(), "a");
+  if (run.metrics_ == nullptr) {
+    fail(kUnknownSite,
+         fmt::format("cannot open {}: {}", metrics_path.string(), std::strerror(errno)));
+  }
+  run.metrics_lines_ = lines;
+  return run;
+}
+
 RunDirectory::RunDirectory(fs::path path, std::string run_id, nlohmann::json info)
     : path_(std::move(path)), run_id_(std::move(run_id)), info_(std::move(info)) {}
 
@@ -182,6 +223,7 @@ RunDirectory::RunDirectory(RunDirectory&& other) noexcept
       run_id_(std::move(other.run_id_)),
       info_(std::move(other.info_)),
       metrics_(other.metrics_),
+      metrics_lines_(other.metrics_lines_),
       crashed_runs_(std::move(other.crashed_runs_)) {
   other.metrics_ = nullptr;
 }
@@ -205,6 +247,7 @@ void RunDirectory::append_metrics(const nlohmann::json& record) {
          fmt::format("cannot write {}: {}", metrics_path.string(), std::strerror(error)),
          error == ENOSPC ? "free space on that file system" : "");
   }
+  ++metrics_lines_;
 }
 
 void RunDirectory::write_info() {

@@ -25,6 +25,11 @@ class RunDirectory {
   // removed; a later failure is recorded in it as "failed".
   static RunDirectory create(const std::filesystem::path& runs_dir, const std::string& experiment,
                              const std::string& resolved_config, nlohmann::json run_info);
+  // Continues an existing run (kiln resume): keeps the first `metrics_lines` lines of
+  // metrics.jsonl (what was recorded up to the savepoint resumed from; the rest is redone),
+  // sets run.json's status back to "running" under this process, and appends from there.
+  static RunDirectory reopen(const std::filesystem::path& path, nlohmann::json run_info,
+                             int64_t metrics_lines);
   RunDirectory(RunDirectory&&) noexcept;
   RunDirectory& operator=(RunDirectory&&) = delete;
   ~RunDirectory();
@@ -38,6 +43,8 @@ class RunDirectory {
   // Appends one line to metrics.jsonl (flushed, so that a crash keeps what was written).
   // A failed write is an error naming metrics.jsonl and the reason.
   void append_metrics(const nlohmann::json& record);
+  // Lines in metrics.jsonl so far.
+  int64_t metrics_lines() const { return metrics_lines_; }
   // Rewrites run.json with the current info (atomically; in place if that fails).
   void write_info();
   // Sets status "completed" and writes run.json.
@@ -56,6 +63,7 @@ class RunDirectory {
   std::string run_id_;
   nlohmann::json info_;
   std::FILE* metrics_ = nullptr;
+  int64_t metrics_lines_ = 0;
   std::vector<std::filesystem::path> crashed_runs_;
 };
 
@@ -64,6 +72,10 @@ class RunDirectory {
 // "crashed", and returns their directories. Runs of other hosts are left alone: from here
 // they cannot be told apart from live ones.
 std::vector<std::filesystem::path> mark_crashed_runs(const std::filesystem::path& experiment_dir);
+
+// Whether run.json `info` says "running" for a process that may still be running it: one
+// of this host that is still there, or one of another host (which cannot be judged).
+bool run_may_be_running(const nlohmann::json& info);
 
 // The current UTC time as ISO 8601 ("2026-11-30T22:54:17Z").
 std::string utc_timestamp();

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <fstream>
 #include <numeric>
 #include <optional>
 #include <vector>
@@ -16,6 +17,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/atomic_file.h"
+#include "io/savepoint.h"
+#include "io/savepoint_writer.h"
 #include "io/sha256.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
@@ -29,6 +33,8 @@
 #include "train/progress.h"
 #include "train/run_checks.h"
 #include "train/run_directory.h"
+#include "train/run_identity.h"
+#include "train/train_savepoint.h"
 #include "train/train_step.h"
 
 namespace kiln::train {
@@ -141,21 +147,39 @@ struct GoodState {
   int64_t step = 0;
 };
 
+// What resume() found before the run starts again.
+struct ResumePlan {
+  std::filesystem::path run_dir;
+  nlohmann::json info;  // run.json
+  const ResumeOptions* options = nullptr;
+};
+
 class Run {
  public:
-  Run(const TrainConfig& config, const TrainOptions& options)
-      : config_(config), options_(options), start_(Clock::now()) {}
+  Run(const TrainConfig& config, const TrainOptions& options, const ResumePlan* resume = nullptr)
+      : config_(config), options_(options), resume_(resume), start_(Clock::now()) {}
 
   TrainSummary execute();
 
  private:
   void prepare();
   void start_run_directory();
+  void reopen_run_directory();
+  void start_savepoints();
+  bool savepoint_due(int64_t step_number) const;
+  // Writes a savepoint of the state after `step_number` (the steps queued are recorded
+  // first); `wait` writes it before returning, else in the background when configured.
+  void save_savepoint(int64_t step_number, DataPosition data, std::deque<PendingStep>& pending,
+                      bool wait);
+  // Reports the background saves that finished: a failure stops the run or is recorded,
+  // as train.on_savepoint_error says.
+  void check_savepoints();
+  void savepoint_failed(int64_t step, const std::string& error);
   void train_epochs();
   void process(const PendingStep& pending);
   void report_nonfinite(const PendingStep& pending, double loss, const std::vector<bool>& flags);
   void end_epoch(int64_t epoch, int64_t step_number, const EvalStep& eval);
-  void stop_if_asked(int64_t step_number, std::deque<PendingStep>& pending);
+  void stop_if_asked(int64_t step_number, DataPosition next, std::deque<PendingStep>& pending);
   void save_final();
   void keep_last_good_state();
   void print(std::string_view text) const {
@@ -164,6 +188,7 @@ class Run {
 
   const TrainConfig& config_;
   const TrainOptions& options_;
+  const ResumePlan* resume_;
   Clock::time_point start_;
   std::optional<RunData> data_;
   std::optional<nn::Module> model_;
@@ -182,14 +207,28 @@ class Run {
   std::vector<double> step_seconds_;
   std::vector<double> data_wait_seconds_;  // per step, from the second on
   std::deque<double> recent_rates_;        // samples/s of the latest steps
+  // Savepoints.
+  nlohmann::json identity_;
+  RunKeys keys_;
+  int64_t start_step_ = 0;
+  DataPosition start_position_;  // where the first epoch of this process starts
+  SavedCounters resumed_counters_;
+  std::optional<savepoint::AsyncWriter> writer_;
+  Clock::time_point last_savepoint_at_;
+  nlohmann::json savepoint_errors_ = nlohmann::json::array();
 };
+
+fs::path savepoints_dir(const fs::path& run_dir) {
+  return run_dir / "savepoints";
+}
 
 // Everything before the run directory: the data, the model and its checks, the schedule,
 // the initial state. An error here leaves nothing on disk.
 void Run::prepare() {
   const TrainConfig& c = config_;
   Array root = random::key(c.experiment.seed);
-  data_.emplace(c, random::fold_in(root, 3));
+  Array augment_key = random::fold_in(root, 3);
+  data_.emplace(c, augment_key);
   const data::Dataset& dataset = data_->dataset;
   total_steps_ = planned_steps(c.train, dataset.train.size(), data_->train->batches_per_epoch());
 
@@ -204,6 +243,10 @@ void Run::prepare() {
 
   nn::Variables variables = model_->init(random::fold_in(root, 0), input_);
   state_ = TrainState{variables.params, variables.state, optimizer_->init(variables.params)};
+  // The order of the batches follows from the config's seed (the sampler); the data key
+  // recorded is the one the augmentation draws from.
+  keys_ = RunKeys{augment_key, random::fold_in(root, 2)};
+  identity_ = run_identity(to_toml(c), dataset.identity, configured_kernels());
   for (const auto& [path, leaf] : state_.params.leaves_with_paths()) param_paths_.push_back(path);
   backward_order_ = backward_order(param_paths_);
 }
@@ -223,7 +266,12 @@ void Run::start_run_directory() {
                          {"compute_threads", default_device().compute_threads()},
                          // Settings outside the config that change the weights' bits.
                          {"kernels", configured_kernels()},
-                         {"kiln_version", "0.1.0"}};
+                         {"kiln_version", kKilnVersion},
+                         {"identity",
+                          {{"config_sha256", identity_["config_sha256"]},
+                           {"data_sha256", identity_["data_sha256"]},
+                           {"kiln_version", kKilnVersion},
+                           {"kernels", identity_["kernels"]}}}};
   run_.emplace(RunDirectory::create(c.experiment.runs_dir, c.experiment.name, resolved, info));
   summary_.run_dir = run_->path();
   summary_.crashed_runs = run_->crashed_runs();
@@ -243,7 +291,12 @@ TrainSummary Run::execute() {
                                        "written",
                                        signal_name(signal)));
   }
-  start_run_directory();
+  if (resume_) {
+    reopen_run_directory();
+  } else {
+    start_run_directory();
+  }
+  start_savepoints();
   Progress::Mode mode = options_.quiet         ? Progress::Mode::kSilent
                         : options_.interactive ? Progress::Mode::kBar
                                                : Progress::Mode::kLines;
@@ -252,6 +305,7 @@ TrainSummary Run::execute() {
     train_epochs();
     save_final();
   } catch (const InterruptedError& interrupted) {
+    if (writer_) writer_->wait();
     progress_->finish();
     keep_last_good_state();
     std::string problem =
@@ -259,6 +313,7 @@ TrainSummary Run::execute() {
     if (!problem.empty()) progress_->message("warning: run.json not updated: " + problem);
     throw;
   } catch (const std::exception& error) {
+    if (writer_) writer_->wait();  // a save in flight finishes: it is good
     progress_->finish();
     keep_last_good_state();
     std::string problem = run_->finish_failed(error.what());
@@ -270,22 +325,39 @@ TrainSummary Run::execute() {
 
 void Run::train_epochs() {
   const TrainConfig& c = config_;
-  Array root = random::key(c.experiment.seed);
-  Array dropout_key = random::fold_in(root, 2);
+  Array dropout_key = keys_.dropout;
   StepOptions step_options;
   step_options.skip_nonfinite = c.train.on_nonfinite == "skip";
   step_options.flush_denormals = c.train.flush_denormals;
   TrainStep step(*model_, *optimizer_, step_options);
   EvalStep eval(*model_, c.train.flush_denormals);
   std::deque<PendingStep> pending;
-  int64_t step_number = 0;
-  // Workers assemble the next batches while the device runs the step.
-  data::Loader loader(*data_->train, data_->loader_options);
+  int64_t step_number = start_step_;
+  int64_t first_epoch = start_position_.epoch + 1;
+  int64_t batches_per_epoch = data_->train->batches_per_epoch();
+  // Workers assemble the next batches while the device runs the step. The savepoint counts
+  // batches, the loader examples; a finished epoch continues with the next one.
+  data::IteratorState loader_start{start_position_.epoch,
+                                   start_position_.position * c.train.batch_size};
+  if (start_position_.position >= batches_per_epoch) loader_start = {start_position_.epoch + 1, 0};
+  data::Loader loader(*data_->train, data_->loader_options, loader_start);
   Clock::time_point loop_start = Clock::now();
-  for (int64_t epoch = 1; epoch <= c.train.epochs && step_number < total_steps_; ++epoch) {
+  // A run resumed mid-epoch enters that epoch even when all steps are done: its evaluation
+  // is still due.
+  int64_t epochs_done = start_position_.epoch;
+  for (int64_t epoch = first_epoch;
+       epoch <= c.train.epochs &&
+       (step_number < total_steps_ || (epoch == first_epoch && start_position_.position > 0));
+       ++epoch) {
+    bool resumed_epoch = epoch == first_epoch && start_step_ > 0;
     epoch_totals_ = EpochTotals{};
-    for (int64_t index = 0; index < data_->train->batches_per_epoch() && step_number < total_steps_;
-         ++index) {
+    if (resumed_epoch) {
+      const SavedCounters& r = resumed_counters_;
+      epoch_totals_ =
+          EpochTotals{r.epoch_loss_sum, r.epoch_batches, r.epoch_correct, r.epoch_examples};
+    }
+    for (int64_t index = epoch == first_epoch ? start_position_.position : 0;
+         index < batches_per_epoch && step_number < total_steps_; ++index) {
       const data::HostBatch& host = loader.next();
       KILN_CHECK(host.epoch == epoch - 1 && host.index == index);
       Batch batch = to_arrays(host);
@@ -300,15 +372,21 @@ void Run::train_epochs() {
         process(pending.front());
         pending.pop_front();
       }
-      stop_if_asked(step_number, pending);
+      check_savepoints();
+      DataPosition next{epoch - 1, index + 1};
+      stop_if_asked(step_number, next, pending);
+      if (savepoint_due(step_number)) save_savepoint(step_number, next, pending, false);
     }
     while (!pending.empty()) {
       process(pending.front());
       pending.pop_front();
     }
     end_epoch(epoch, step_number, eval);
+    epochs_done = epoch;
   }
   progress_->finish();
+  // The final savepoint: a crash before run.json says completed resumes from here.
+  save_savepoint(step_number, {epochs_done, 0}, pending, true);
   summary_.steps = step_number;
   summary_.seconds = seconds_since(start_);
   summary_.median_step_ms = 1e3 * profile::summarize(0, step_seconds_).median_s;
@@ -326,19 +404,189 @@ void Run::train_epochs() {
                          {"compile_reasons", stats.compile_reasons}};
 }
 
-// Between steps: a stop request ends the run once the steps queued so far are recorded.
-void Run::stop_if_asked(int64_t step_number, std::deque<PendingStep>& pending) {
+// Between steps: a stop request ends the run once the steps queued so far are recorded
+// and a savepoint of the state after them is written.
+void Run::stop_if_asked(int64_t step_number, DataPosition next, std::deque<PendingStep>& pending) {
   if (!options_.stop_signal) return;
   int signal = options_.stop_signal->load();
   if (signal == 0) return;
+  std::string saved;
+  try {
+    save_savepoint(step_number, next, pending, true);
+    saved = fmt::format("savepoint {} written; continue with: kiln resume {}",
+                        summary_.last_savepoint.filename().string(), run_->path().string());
+  } catch (const std::exception& error) {
+    // The stop still happens; the earlier savepoints are intact.
+    saved = fmt::format(
+        "the savepoint of step {} could not be written ({}); kiln resume {} "
+        "continues from the previous one",
+        step_number, error.what(), run_->path().string());
+  }
+  throw InterruptedError(
+      signal, step_number, run_->path(),
+      fmt::format("interrupted by {} after step {} of {}; run.json says interrupted; {}",
+                  signal_name(signal), step_number, total_steps_, saved));
+}
+
+void Run::start_savepoints() {
+  const TrainLoopConfig& t = config_.train;
+  // This process owns the run now: what an earlier one left half-written goes.
+  savepoint::remove_uncommitted(savepoints_dir(run_->path()));
+  if (t.savepoint_async) {
+    writer_.emplace(savepoints_dir(run_->path()),
+                    savepoint::Retention{t.savepoint_keep_last, t.savepoint_keep_every});
+  }
+  last_savepoint_at_ = Clock::now();
+}
+
+bool Run::savepoint_due(int64_t step_number) const {
+  const TrainLoopConfig& t = config_.train;
+  if (step_number >= total_steps_) return false;  // the final savepoint follows
+  if (t.savepoint_every > 0 && step_number % t.savepoint_every == 0) return true;
+  return t.savepoint_every_seconds > 0 &&
+         seconds_since(last_savepoint_at_) >= t.savepoint_every_seconds;
+}
+
+void Run::save_savepoint(int64_t step_number, DataPosition data, std::deque<PendingStep>& pending,
+                         bool wait) {
   while (!pending.empty()) {
     process(pending.front());
     pending.pop_front();
   }
-  throw InterruptedError(
-      signal, step_number, run_->path(),
-      fmt::format("interrupted by {} after step {} of {}; run.json says interrupted",
-                  signal_name(signal), step_number, total_steps_));
+  // At most one save in flight, so at most one copy of the state on the host.
+  if (writer_) {
+    writer_->wait();
+    check_savepoints();
+  }
+  SavedCounters counters;
+  counters.step = step_number;
+  counters.data = data;
+  counters.batch_size = config_.train.batch_size;
+  counters.skipped_steps = summary_.skipped_steps;
+  counters.metrics_lines = run_->metrics_lines();
+  counters.epoch_loss_sum = epoch_totals_.loss_sum;
+  counters.epoch_batches = epoch_totals_.batches;
+  counters.epoch_correct = epoch_totals_.correct;
+  counters.epoch_examples = epoch_totals_.examples;
+  savepoint::Snapshot snapshot = take_snapshot(state_, keys_, counters, identity_);
+  last_savepoint_at_ = Clock::now();
+  fs::path dir = savepoints_dir(run_->path());
+  if (writer_ && !wait) {
+    writer_->start(std::move(snapshot));
+    return;
+  }
+  try {
+    summary_.last_savepoint = savepoint::write(dir, snapshot);
+    savepoint::apply_retention(dir, savepoint::Retention{config_.train.savepoint_keep_last,
+                                                         config_.train.savepoint_keep_every});
+  } catch (const std::exception& error) {
+    savepoint_failed(step_number, error.what());
+  }
+}
+
+void Run::check_savepoints() {
+  if (!writer_) return;
+  for (const savepoint::Outcome& outcome : writer_->take_outcomes()) {
+    if (outcome.error.empty()) {
+      summary_.last_savepoint = outcome.path;
+    } else {
+      savepoint_failed(outcome.step, outcome.error);
+    }
+  }
+}
+
+void Run::savepoint_failed(int64_t step, const std::string& error) {
+  std::string text = fmt::format("the savepoint of step {} could not be written: {}", step, error);
+  if (config_.train.on_savepoint_error == "stop") {
+    fail(kUnknownSite, text + "; the earlier savepoints are intact",
+         "free space or fix the file system, then kiln resume the run; or set "
+         "train.on_savepoint_error = \"continue\" to train on without it");
+  }
+  savepoint_errors_.push_back({{"step", step}, {"error", error}});
+  run_->info()["savepoint_errors"] = savepoint_errors_;
+  progress_->message("warning: " + text + "; training continues (train.on_savepoint_error)");
+}
+
+// resume(): the same run directory, its metrics cut back to the savepoint, the state, keys,
+// counters and data position restored.
+void Run::reopen_run_directory() {
+  fs::path dir = savepoints_dir(resume_->run_dir);
+  std::optional<savepoint::Loaded> loaded;
+  std::vector<std::string> skipped;
+  if (!savepoint::list_committed(dir).empty()) {
+    try {
+      loaded = savepoint::load_latest(dir, &skipped);
+    } catch (const Error&) {
+      // Every one damaged (listed in `skipped`): start again from the config.
+    }
+  }
+  for (const std::string& problem : skipped) {
+    summary_.notes.push_back(fmt::format("skipped damaged savepoint {}", problem));
+  }
+  nlohmann::json saved_identity =
+      loaded ? loaded->manifest["identity"] : resume_->info.value("identity", nlohmann::json());
+  std::vector<std::string> changes = identity_differences(saved_identity, identity_);
+  if (!loaded && !resume_->info.contains("identity")) changes.clear();  // older run.json
+  if (!changes.empty() && !resume_->options->allow_changed) {
+    std::string list;
+    for (const std::string& change : changes) list += "\n  " + change;
+    fail(kUnknownSite,
+         fmt::format("cannot resume {}: the run identity differs from its {} (saved -> now):{}",
+                     resume_->run_dir.string(),
+                     loaded ? fmt::format("savepoint {}", loaded->path.filename().string())
+                            : std::string("run.json"),
+                     list),
+         "resume with the same config, data and kiln, or pass --allow-changed to continue "
+         "anyway (recorded in run.json)");
+  }
+  int64_t metrics_lines = 0;
+  if (loaded) {
+    Restored restored = restore(*loaded, state_, keys_);
+    if (restored.counters.batch_size != config_.train.batch_size) {
+      fail(kUnknownSite, fmt::format("cannot resume from {}: it was saved with batch size {}, the "
+                                     "config says {}",
+                                     loaded->path.string(), restored.counters.batch_size,
+                                     config_.train.batch_size));
+    }
+    state_ = restored.state;
+    keys_ = restored.keys;
+    resumed_counters_ = restored.counters;
+    start_step_ = restored.counters.step;
+    start_position_ = restored.counters.data;
+    summary_.skipped_steps = restored.counters.skipped_steps;
+    metrics_lines = restored.counters.metrics_lines;
+    summary_.resumed_from_step = start_step_;
+    summary_.last_savepoint = loaded->path;
+  } else {
+    summary_.resumed_from_step = 0;
+    summary_.notes.push_back("no usable savepoint: starting again from step 0");
+  }
+  nlohmann::json info = resume_->info;
+  nlohmann::json record = {{"at", utc_timestamp()},
+                           {"from_step", summary_.resumed_from_step},
+                           {"previous_status", info.value("status", "")}};
+  if (!skipped.empty()) record["skipped_savepoints"] = skipped;
+  if (!changes.empty()) {
+    record["changed"] = changes;
+    summary_.notes.push_back(
+        fmt::format("continuing with {} change(s) to the run identity "
+                    "(--allow-changed)",
+                    changes.size()));
+  }
+  if (!info.contains("resumes") || !info["resumes"].is_array())
+    info["resumes"] = nlohmann::json::array();
+  info["resumes"].push_back(record);
+  info["config_sha256"] = identity_["config_sha256"];
+  info["identity"] = {{"config_sha256", identity_["config_sha256"]},
+                      {"data_sha256", identity_["data_sha256"]},
+                      {"kiln_version", kKilnVersion},
+                      {"kernels", identity_["kernels"]}};
+  run_.emplace(RunDirectory::reopen(resume_->run_dir, info, metrics_lines));
+  if (!changes.empty()) io::write_file_atomically(run_->path() / "config.toml", to_toml(config_));
+  summary_.run_dir = run_->path();
+  for (const std::string& note : summary_.notes) print(note + "\n");
+  print(fmt::format("resuming {} from step {} of {}\n", run_->path().string(),
+                    summary_.resumed_from_step, total_steps_));
 }
 
 void Run::end_epoch(int64_t epoch, int64_t step_number, const EvalStep& eval) {
@@ -498,6 +746,9 @@ void Run::save_final() {
   }
   info["steps"] = summary_.steps;
   info["skipped_steps"] = summary_.skipped_steps;
+  if (!summary_.last_savepoint.empty()) {
+    info["last_savepoint"] = fs::relative(summary_.last_savepoint, run_->path()).string();
+  }
   info["seconds"] = summary_.seconds;
   info["median_step_ms"] = summary_.median_step_ms;
   info["final"] = {{"test_accuracy", summary_.test_accuracy},
@@ -517,6 +768,48 @@ std::string signal_name(int signal) {
 
 TrainSummary train(const TrainConfig& config, const TrainOptions& options) {
   return Run(config, options).execute();
+}
+
+TrainSummary resume(const fs::path& run_dir, const ResumeOptions& resume,
+                    const TrainOptions& options) {
+  fs::path run_json = run_dir / "run.json";
+  nlohmann::json info;
+  try {
+    std::ifstream in(run_json);
+    if (!in) {
+      fail(kUnknownSite,
+           fmt::format("cannot resume '{}': it has no run.json (not a run "
+                       "directory?)",
+                       run_dir.string()),
+           "pass the directory `kiln train` printed last: runs/<experiment>/<run-id>");
+    }
+    info = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& error) {
+    fail(kUnknownSite, fmt::format("cannot resume '{}': run.json is not valid JSON: {}",
+                                   run_dir.string(), error.what()));
+  }
+  if (!info.is_object()) {
+    fail(kUnknownSite,
+         fmt::format("cannot resume '{}': run.json is not a JSON object", run_dir.string()));
+  }
+  std::string status = info.value("status", "");
+  if (status == "completed") {
+    TrainSummary summary;
+    summary.run_dir = run_dir;
+    summary.already_completed = true;
+    summary.steps = info.value("steps", int64_t{0});
+    summary.params_sha256 = info.value("params_sha256", "");
+    return summary;
+  }
+  if (run_may_be_running(info)) {
+    fail(kUnknownSite,
+         fmt::format("cannot resume '{}': run.json says it is running (pid {} on {})",
+                     run_dir.string(), info.value("pid", int64_t{0}), info.value("host", "?")),
+         "wait for that process, or stop it; a run of another host cannot be judged from here");
+  }
+  TrainConfig config = load_config(run_dir / "config.toml", resume.overrides);
+  ResumePlan plan{run_dir, info, &resume};
+  return Run(config, options, &plan).execute();
 }
 
 }  // namespace kiln::train

@@ -28,8 +28,21 @@ struct TrainOptions {
   const std::atomic<int>* stop_signal = nullptr;
 };
 
+// `kiln resume`: continue a run from its latest usable savepoint.
+struct ResumeOptions {
+  std::vector<std::string> overrides;  // --set on top of the run's config.toml
+  // Proceed when the run identity (config, data, kiln version, kernels) differs from the
+  // savepoint's; the differences are recorded in run.json.
+  bool allow_changed = false;
+};
+
 struct TrainSummary {
   std::filesystem::path run_dir;
+  // resume() of a run that had completed: nothing was done.
+  bool already_completed = false;
+  int64_t resumed_from_step = -1;  // -1: a fresh run
+  std::vector<std::string> notes;  // resume: damaged savepoints skipped, accepted changes
+  std::filesystem::path last_savepoint;
   int64_t steps = 0;
   int64_t skipped_steps = 0;
   double test_accuracy = 0;
@@ -74,5 +87,13 @@ class InterruptedError : public std::runtime_error {
 std::string signal_name(int signal);
 
 TrainSummary train(const TrainConfig& config, const TrainOptions& options = {});
+
+// Continues the run in `run_dir` (as `train` would have, bit for bit) from its newest
+// savepoint that loads, falling back past damaged ones (listed in the summary's notes), or
+// from the start when there is none. A completed run is left alone (already_completed).
+// Refuses, with a kiln::Error listing every difference, when the run identity changed,
+// unless resume.allow_changed; refuses a run whose process may still be running.
+TrainSummary resume(const std::filesystem::path& run_dir, const ResumeOptions& resume,
+                    const TrainOptions& options = {});
 
 }  // namespace kiln::train

@@ -91,6 +91,7 @@ class Cli(unittest.TestCase):
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MLP = os.path.join(ROOT, "examples", "fashion_mnist_mlp.toml")
+TOOLS = os.path.join(ROOT, "tests", "tools")
 SMALL = ["--set", "data.train_limit=1024", "--set", "data.test_limit=500", "--set",
          "train.epochs=1"]
 
@@ -270,6 +271,72 @@ class TrainCli(unittest.TestCase):
         self.assertIn(f"marked {killed} as crashed", result.stdout)
         self.assertEqual(self.info(killed)["status"], "crashed")
         self.assertEqual(self.info(result.stdout.strip().splitlines()[-1])["status"], "completed")
+
+    def test_kill_and_resume(self):
+        # The README's example: a run killed at once (SIGKILL) after some savepoints
+        # continues with `kiln resume` to the weights of a run never killed.
+        process = self.start("--set", "train.epochs=10", "--set", "train.savepoint_every=3")
+        (run_dir,) = self.run_dirs()
+        deadline = time.monotonic() + 120
+        while not glob.glob(os.path.join(run_dir, "savepoints", "step-*", "COMMITTED")):
+            self.assertLess(time.monotonic(), deadline, "no savepoint was committed")
+            time.sleep(0.02)
+        process.kill()
+        process.communicate(timeout=60)
+        result = run("resume", run_dir)
+        self.assertIn(f"resuming {run_dir} from step ", result.stdout)
+        self.assertEqual(self.info(run_dir)["status"], "completed")
+        straight = self.train("--set", "data.train_limit=1024", "--set", "data.test_limit=500",
+                              "--set", "train.epochs=10", "--set", "train.log_every=1",
+                              "--set", "train.savepoint_every=0")
+        other = straight.stdout.strip().splitlines()[-1]
+        self.assertEqual(self.info(run_dir)["params_sha256"], self.info(other)["params_sha256"])
+        again = run("resume", run_dir)
+        self.assertIn(f"nothing to do: {run_dir} completed", again.stdout)
+
+    def test_sigterm_saves_and_says_how_to_resume(self):
+        process = self.start()
+        process.send_signal(signal.SIGTERM)
+        out, err = process.communicate(timeout=240)
+        self.assertEqual(process.returncode, 143, err)
+        (run_dir,) = self.run_dirs()
+        self.assertIn(f"continue with: kiln resume {run_dir}", err)
+        steps = self.info(run_dir)["steps"]
+        self.assertTrue(os.path.exists(
+            os.path.join(run_dir, "savepoints", f"step-{steps:08d}", "COMMITTED")))
+        checked = subprocess.run([sys.executable, os.path.join(TOOLS, "savepoint_check.py"),
+                                  run_dir], capture_output=True, text=True)
+        self.assertEqual(checked.returncode, 0, checked.stdout + checked.stderr)
+        self.assertIn(f"step-{steps:08d}: ok", checked.stdout)
+
+    def test_resume_refuses_a_changed_config_naming_the_key(self):
+        process = self.start()
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=240)
+        (run_dir,) = self.run_dirs()
+        refused = run("resume", run_dir, "--set", "optim.lr=0.01", check=False)
+        self.assertEqual(refused.returncode, 1)
+        self.assertIn("config optim.lr: 0.001 -> 0.01", refused.stderr)
+        self.assertIn("--allow-changed", refused.stderr)
+        self.assertEqual(self.info(run_dir)["status"], "interrupted")
+
+    def test_checkpoint_every_is_refused_naming_savepoint_every(self):
+        result = self.train("--set", "train.checkpoint_every=100", check=False)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("train-state saves are called savepoints in kiln", result.stderr)
+        self.assertIn("use 'train.savepoint_every'", result.stderr)
+
+    def test_sigkill_at_random_moments_then_resume_is_bit_identical(self):
+        # Five trials of tests/tools/savepoint_kill.py (scripts/savepoint_kill_trials runs
+        # 50 and more): each run is killed at random moments, during saves too, and resumed.
+        sys.path.insert(0, TOOLS)
+        import savepoint_kill
+        expected, seconds = savepoint_kill.reference(KILN, self.runs)
+        kills = 0
+        for seed in range(1, 6):
+            k, _ = savepoint_kill.trial(KILN, self.runs, seed, expected, seconds)
+            kills += k
+        self.assertGreater(kills, 0, "no trial was killed: the delays are too long")
 
     def test_a_full_stderr_does_not_fail_the_run(self):
         with open("/dev/full", "w") as full:

@@ -1,0 +1,59 @@
+// The background savepoint writer: the trainer takes a Snapshot (host copies) at a step
+// boundary and hands it over; one thread writes it with the commit protocol and applies
+// the retention rule, while training goes on. At most one save is in flight: start()
+// waits for the previous one, so the host holds at most one extra copy of the state. A
+// save that fails is reported by the next take_outcomes() (the trainer asks each step),
+// and since a failed save only ever removes its own temporary, earlier savepoints stay.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <filesystem>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "io/savepoint.h"
+
+namespace kiln::savepoint {
+
+// How a finished save went.
+struct Outcome {
+  int64_t step = 0;
+  std::filesystem::path path;          // the committed savepoint (empty on error)
+  std::string error;                   // empty on success
+  std::vector<int64_t> removed_steps;  // by the retention rule
+  double seconds = 0;                  // writing, committing and pruning
+};
+
+class AsyncWriter {
+ public:
+  AsyncWriter(std::filesystem::path dir, Retention retention);
+  ~AsyncWriter();  // waits for the save in flight
+  AsyncWriter(const AsyncWriter&) = delete;
+  AsyncWriter& operator=(const AsyncWriter&) = delete;
+
+  // Waits for the save in flight (if any), then starts writing `snapshot`.
+  void start(Snapshot snapshot);
+  // Blocks until no save is in flight.
+  void wait();
+  bool busy() const;
+  // The outcomes of the saves finished since the last call, oldest first.
+  std::vector<Outcome> take_outcomes();
+
+ private:
+  void loop();
+  std::filesystem::path dir_;
+  Retention retention_;
+  mutable std::mutex mutex_;
+  std::condition_variable changed_;
+  std::optional<Snapshot> queued_;
+  bool writing_ = false;
+  bool stopping_ = false;
+  std::vector<Outcome> outcomes_;
+  std::thread thread_;  // last: starts once the members it uses exist
+};
+
+}  // namespace kiln::savepoint

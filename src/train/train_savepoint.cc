@@ -1,0 +1,93 @@
+// Snapshots of a run's state and their restoration (train_savepoint.h).
+#include "train/train_savepoint.h"
+
+#include <fmt/format.h>
+
+#include "kiln/error.h"
+
+namespace kiln::train {
+namespace {
+
+using nlohmann::json;
+
+json counters_json(const SavedCounters& c) {
+  return {{"step", c.step},
+          // The data pipeline's iterator state: {epoch, position}, position counted in
+          // batches of batch_size (example position * batch_size).
+          {"data",
+           {{"epoch", c.data.epoch},
+            {"position", c.data.position},
+            {"unit", "batch"},
+            {"batch_size", c.batch_size}}},
+          {"skipped_steps", c.skipped_steps},
+          {"metrics_lines", c.metrics_lines},
+          {"epoch_totals",
+           {{"loss_sum", c.epoch_loss_sum},
+            {"batches", c.epoch_batches},
+            {"correct", c.epoch_correct},
+            {"examples", c.epoch_examples}}},
+          // The loop has no loss scaling yet; the slot says so rather than leaving it out.
+          {"loss_scale", nullptr}};
+}
+
+int64_t integer_at(const savepoint::Loaded& loaded, const json& parent, const char* key,
+                   const char* where) {
+  if (!parent.is_object() || !parent.contains(key) || !parent[key].is_number_integer()) {
+    fail(kUnknownSite, fmt::format("savepoint '{}': manifest.json: state {}.{} must be an integer",
+                                   loaded.path.string(), where, key));
+  }
+  return parent[key].get<int64_t>();
+}
+
+}  // namespace
+
+savepoint::Snapshot take_snapshot(const TrainState& state, const RunKeys& keys,
+                                  const SavedCounters& counters, const json& identity) {
+  savepoint::Snapshot snapshot;
+  snapshot.step = counters.step;
+  Tree rng = Tree::dict({{"data", keys.data}, {"dropout", keys.dropout}});
+  snapshot.trees = {{"params", savepoint::to_host("params", state.params)},
+                    {"model_state", savepoint::to_host("model_state", state.model_state)},
+                    {"opt_state", savepoint::to_host("opt_state", state.opt_state)},
+                    {"rng", savepoint::to_host("rng", rng)}};
+  snapshot.state = counters_json(counters);
+  snapshot.identity = identity;
+  return snapshot;
+}
+
+Restored restore(const savepoint::Loaded& loaded, const TrainState& like,
+                 const RunKeys& keys_like) {
+  Restored restored;
+  restored.state.params = savepoint::restore_tree(loaded, "params", like.params);
+  restored.state.model_state = savepoint::restore_tree(loaded, "model_state", like.model_state);
+  restored.state.opt_state = savepoint::restore_tree(loaded, "opt_state", like.opt_state);
+  Tree rng = savepoint::restore_tree(
+      loaded, "rng", Tree::dict({{"data", keys_like.data}, {"dropout", keys_like.dropout}}));
+  restored.keys = RunKeys{rng["data"].leaf(), rng["dropout"].leaf()};
+  const json& state = loaded.manifest["state"];
+  SavedCounters& c = restored.counters;
+  c.step = integer_at(loaded, state, "step", "");
+  if (c.step != loaded.step) {
+    fail(kUnknownSite, fmt::format("savepoint '{}': manifest.json: state.step {} differs from "
+                                   "step {}",
+                                   loaded.path.string(), c.step, loaded.step));
+  }
+  c.data.epoch = integer_at(loaded, state["data"], "epoch", "data");
+  c.data.position = integer_at(loaded, state["data"], "position", "data");
+  c.batch_size = integer_at(loaded, state["data"], "batch_size", "data");
+  c.skipped_steps = integer_at(loaded, state, "skipped_steps", "");
+  c.metrics_lines = integer_at(loaded, state, "metrics_lines", "");
+  const json& totals = state.value("epoch_totals", json());
+  if (!totals.is_object() || !totals.value("loss_sum", json()).is_number()) {
+    fail(kUnknownSite, fmt::format("savepoint '{}': manifest.json: state.epoch_totals.loss_sum "
+                                   "must be a number",
+                                   loaded.path.string()));
+  }
+  c.epoch_loss_sum = totals["loss_sum"].get<double>();
+  c.epoch_batches = integer_at(loaded, totals, "batches", "epoch_totals");
+  c.epoch_correct = integer_at(loaded, totals, "correct", "epoch_totals");
+  c.epoch_examples = integer_at(loaded, totals, "examples", "epoch_totals");
+  return restored;
+}
+
+}  // namespace kiln::train

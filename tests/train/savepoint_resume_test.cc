@@ -1,0 +1,318 @@
+// Savepoints in the training run: a run resumed from a savepoint (mid-epoch, at an epoch's
+// end, after a graceful stop) ends with the same bits as one that never stopped, params
+// and optimizer state alike; damaged savepoints are skipped with a note; a changed run
+// identity is refused with every difference listed; a failed save stops or is recorded.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/atomic_file.h"
+#include "io/savepoint.h"
+#include "io/sha256.h"
+#include "kiln/error.h"
+#include "train/config.h"
+#include "train/trainer.h"
+
+namespace kiln::train {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::HasSubstr;
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path dir =
+      fs::temp_directory_path() / fmt::format("kiln-savepoint-test-{}-{}", name, getpid());
+  fs::remove_all(dir);
+  return dir;
+}
+
+// 1024 training images in batches of 128: 8 steps an epoch, 16 in all; a savepoint every
+// 2 steps, all kept.
+TrainConfig tiny_run(const fs::path& runs_dir, std::vector<std::string> extra = {}) {
+  std::vector<std::string> overrides = {
+      "data.train_limit=1024",
+      "data.test_limit=200",
+      "train.epochs=2",
+      "train.savepoint_every=2",
+      "train.savepoint_keep_last=100",
+      fmt::format("experiment.runs_dir=\"{}\"", runs_dir.string())};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  return load_config(fs::path(KILN_SOURCE_DIR) / "examples/fashion_mnist_mlp.toml", overrides);
+}
+
+TrainOptions quiet() {
+  TrainOptions options;
+  options.quiet = true;
+  return options;
+}
+
+nlohmann::json read_json(const fs::path& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// metrics.jsonl without the timings, which differ between any two runs.
+std::vector<nlohmann::json> metrics_without_timing(const fs::path& run_dir) {
+  std::vector<nlohmann::json> records;
+  std::ifstream in(run_dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    nlohmann::json record = nlohmann::json::parse(line);
+    record.erase("step_ms");
+    records.push_back(record);
+  }
+  return records;
+}
+
+std::string final_sha(const fs::path& run_dir, const std::string& file) {
+  nlohmann::json info = read_json(run_dir / "run.json");
+  return io::sha256_file(run_dir / info["last_savepoint"].get<std::string>() / file);
+}
+
+// A copy of `run_dir` as a run killed right after savepoint `step` would leave it: later
+// savepoints and the final weights never written, run.json still "running" for a process
+// that is gone.
+fs::path killed_copy(const fs::path& run_dir, const fs::path& where, int64_t step) {
+  fs::create_directories(where);
+  fs::path copy = where / run_dir.filename();
+  fs::copy(run_dir, copy, fs::copy_options::recursive);
+  for (const auto& entry : savepoint::list_committed(copy / "savepoints")) {
+    if (entry.step > step) fs::remove_all(entry.path);
+  }
+  fs::remove(copy / "params.safetensors");
+  nlohmann::json info = read_json(copy / "run.json");
+  info["status"] = "running";
+  info["pid"] = 999999999;  // no such process
+  io::write_file_atomically(copy / "run.json", info.dump(2));
+  return copy;
+}
+
+class Savepoints : public testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    runs_ = new fs::path(fresh_dir("straight"));
+    straight_ = new TrainSummary(train(tiny_run(*runs_), quiet()));
+    plain_ = new TrainSummary(train(tiny_run(*runs_, {"train.savepoint_every=0"}), quiet()));
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*runs_);
+    delete straight_;
+    delete plain_;
+    delete runs_;
+  }
+  static fs::path* runs_;
+  static TrainSummary* straight_;  // uninterrupted, a savepoint every 2 steps
+  static TrainSummary* plain_;     // uninterrupted, only the final savepoint
+};
+fs::path* Savepoints::runs_ = nullptr;
+TrainSummary* Savepoints::straight_ = nullptr;
+TrainSummary* Savepoints::plain_ = nullptr;
+
+TEST_F(Savepoints, SavingChangesNothingAndEverySavepointIsCommitted) {
+  EXPECT_EQ(straight_->steps, 16);
+  EXPECT_EQ(straight_->params_sha256, plain_->params_sha256);
+  std::vector<int64_t> steps;
+  for (const auto& entry : savepoint::list_committed(straight_->run_dir / "savepoints")) {
+    steps.push_back(entry.step);
+    EXPECT_NO_THROW(savepoint::load(entry.path));
+  }
+  EXPECT_THAT(steps, testing::ElementsAre(2, 4, 6, 8, 10, 12, 14, 16));
+  // The final savepoint holds the final weights: the same bytes as params.safetensors'
+  // tensors (the metadata differs), and the optimizer state of the plain run.
+  EXPECT_EQ(final_sha(straight_->run_dir, "opt_state.safetensors"),
+            final_sha(plain_->run_dir, "opt_state.safetensors"));
+  savepoint::Loaded last = savepoint::load(straight_->run_dir / "savepoints/step-00000016");
+  EXPECT_EQ(last.manifest["state"]["data"]["epoch"], 2);
+  EXPECT_EQ(last.manifest["state"]["data"]["position"], 0);
+  savepoint::Loaded mid = savepoint::load(straight_->run_dir / "savepoints/step-00000006");
+  EXPECT_EQ(mid.manifest["state"]["data"]["epoch"], 0);
+  EXPECT_EQ(mid.manifest["state"]["data"]["position"], 6);
+}
+
+TEST_F(Savepoints, ResumedRunsEndBitIdenticalMidEpochAndAtAnEpochsEnd) {
+  fs::path where = fresh_dir("resumed");
+  // Step 6: mid-epoch (6 of 8); step 8: the epoch's batches done, its evaluation not yet;
+  // step 12: mid-way through the second epoch.
+  for (int64_t step : {6, 8, 12}) {
+    SCOPED_TRACE(step);
+    fs::path copy = killed_copy(straight_->run_dir, where / std::to_string(step), step);
+    TrainSummary resumed = resume(copy, {}, quiet());
+    EXPECT_EQ(resumed.resumed_from_step, step);
+    EXPECT_EQ(resumed.steps, 16);
+    EXPECT_EQ(resumed.params_sha256, straight_->params_sha256);
+    EXPECT_EQ(final_sha(copy, "opt_state.safetensors"),
+              final_sha(straight_->run_dir, "opt_state.safetensors"));
+    EXPECT_EQ(final_sha(copy, "params.safetensors"),
+              final_sha(straight_->run_dir, "params.safetensors"));
+    EXPECT_EQ(resumed.test_accuracy, straight_->test_accuracy);
+    // The record of the run is the uninterrupted one's, line for line.
+    EXPECT_EQ(metrics_without_timing(copy), metrics_without_timing(straight_->run_dir));
+    nlohmann::json info = read_json(copy / "run.json");
+    EXPECT_EQ(info["status"], "completed");
+    ASSERT_EQ(info["resumes"].size(), 1u);
+    EXPECT_EQ(info["resumes"][0]["from_step"], step);
+  }
+  fs::remove_all(where);
+}
+
+TEST_F(Savepoints, AGracefulStopSavesAndTheResumedRunMatches) {
+  fs::path runs = fresh_dir("graceful");
+  std::atomic<int> stop{0};
+  TrainOptions options = quiet();
+  options.stop_signal = &stop;
+  // Stop once a few steps are recorded: wherever that lands, the result must match.
+  std::thread stopper([&] {
+    for (int i = 0; i < 6000 && stop.load() == 0; ++i) {
+      std::error_code missing;  // the run directory does not exist yet
+      for (auto dir = fs::recursive_directory_iterator(runs, missing);
+           !missing && dir != fs::recursive_directory_iterator(); dir.increment(missing)) {
+        if (dir->path().filename() != "metrics.jsonl") continue;
+        std::ifstream in(dir->path());
+        int lines = 0;
+        for (std::string line; std::getline(in, line);) ++lines;
+        if (lines >= 3) stop.store(SIGTERM);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  });
+  fs::path run_dir;
+  int64_t stopped_at = 0;
+  try {
+    train(tiny_run(runs, {"train.savepoint_every=0"}), options);
+    ADD_FAILURE() << "the run was not interrupted";
+  } catch (const InterruptedError& interrupted) {
+    run_dir = interrupted.run_dir();
+    stopped_at = interrupted.steps();
+    EXPECT_THAT(interrupted.what(), HasSubstr("written; continue with: kiln resume"));
+  }
+  stop.store(SIGTERM);
+  stopper.join();
+  ASSERT_FALSE(run_dir.empty());
+  EXPECT_EQ(read_json(run_dir / "run.json")["status"], "interrupted");
+  ASSERT_EQ(savepoint::list_committed(run_dir / "savepoints").back().step, stopped_at);
+  TrainSummary resumed = resume(run_dir, {}, quiet());
+  EXPECT_EQ(resumed.resumed_from_step, stopped_at);
+  EXPECT_EQ(resumed.params_sha256, straight_->params_sha256);
+  EXPECT_EQ(final_sha(run_dir, "opt_state.safetensors"),
+            final_sha(straight_->run_dir, "opt_state.safetensors"));
+  fs::remove_all(runs);
+}
+
+TEST_F(Savepoints, ResumingACompletedRunDoesNothing) {
+  std::string before = io::sha256_file(straight_->run_dir / "run.json");
+  TrainSummary again = resume(straight_->run_dir, {}, quiet());
+  EXPECT_TRUE(again.already_completed);
+  EXPECT_EQ(again.steps, 16);
+  EXPECT_EQ(again.params_sha256, straight_->params_sha256);
+  EXPECT_EQ(io::sha256_file(straight_->run_dir / "run.json"), before);
+}
+
+TEST_F(Savepoints, ADamagedLatestSavepointIsSkippedWithANote) {
+  fs::path where = fresh_dir("damaged");
+  fs::path copy = killed_copy(straight_->run_dir, where, 10);
+  fs::resize_file(copy / "savepoints/step-00000010/opt_state.safetensors", 100);
+  TrainSummary resumed = resume(copy, {}, quiet());
+  EXPECT_EQ(resumed.resumed_from_step, 8);
+  ASSERT_FALSE(resumed.notes.empty());
+  EXPECT_THAT(resumed.notes[0], HasSubstr("skipped damaged savepoint step-00000010"));
+  EXPECT_THAT(resumed.notes[0], HasSubstr("opt_state.safetensors has 100 bytes"));
+  EXPECT_EQ(resumed.params_sha256, straight_->params_sha256);
+  EXPECT_THAT(
+      read_json(copy / "run.json")["resumes"][0]["skipped_savepoints"][0].get<std::string>(),
+      HasSubstr("step-00000010"));
+  fs::remove_all(where);
+}
+
+TEST_F(Savepoints, AChangedIdentityIsRefusedListingEachDifferenceUnlessAllowed) {
+  fs::path where = fresh_dir("changed");
+  fs::path copy = killed_copy(straight_->run_dir, where, 6);
+  ResumeOptions changed;
+  changed.overrides = {"optim.lr=0.002", "train.log_every=7"};
+  try {
+    resume(copy, changed, quiet());
+    ADD_FAILURE() << "expected a refusal";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("the run identity differs from its savepoint "
+                                        "step-00000006 (saved -> now)"));
+    EXPECT_THAT(error.what(), HasSubstr("config optim.lr: 0.001 -> 0.002"));
+    EXPECT_THAT(error.what(), HasSubstr("config train.log_every: 100 -> 7"));
+    EXPECT_THAT(error.what(), HasSubstr("--allow-changed"));
+  }
+  EXPECT_EQ(read_json(copy / "run.json")["status"], "running") << "a refusal changes nothing";
+  changed.allow_changed = true;
+  TrainSummary resumed = resume(copy, changed, quiet());
+  EXPECT_EQ(resumed.steps, 16);
+  EXPECT_NE(resumed.params_sha256, straight_->params_sha256) << "the learning rate changed";
+  nlohmann::json info = read_json(copy / "run.json");
+  EXPECT_EQ(info["resumes"][0]["changed"].size(), 2u);
+  EXPECT_EQ(load_config(copy / "config.toml").optim.lr, 0.002);
+  fs::remove_all(where);
+}
+
+TEST_F(Savepoints, AFailedSaveStopsTheRunOrIsRecordedAsConfigured) {
+  fs::path runs = fresh_dir("faults");
+  // The optimizer state of step 6's savepoint cannot be written (the disk is full).
+  auto full_at_step_6 = [](const fs::path& destination) {
+    bool in_step_6 = destination.parent_path().filename().string().starts_with(".step-00000006");
+    return in_step_6 && destination.filename() == "opt_state.safetensors" ? ENOSPC : 0;
+  };
+  io::set_write_fault_for_testing(full_at_step_6);
+  try {
+    train(tiny_run(runs), quiet());
+    ADD_FAILURE() << "expected the run to stop";
+  } catch (const Error& error) {
+    EXPECT_THAT(error.what(), HasSubstr("the savepoint of step 6 could not be written"));
+    EXPECT_THAT(error.what(), HasSubstr("opt_state.safetensors"));
+    EXPECT_THAT(error.what(), HasSubstr("the earlier savepoints are intact"));
+  }
+  io::set_write_fault_for_testing({});
+  fs::path failed = (*fs::directory_iterator(runs / "fashion_mnist_mlp")).path();
+  EXPECT_EQ(read_json(failed / "run.json")["status"], "failed");
+  std::vector<int64_t> steps;
+  for (const auto& entry : savepoint::list_committed(failed / "savepoints")) {
+    steps.push_back(entry.step);
+    EXPECT_NO_THROW(savepoint::load(entry.path));
+  }
+  EXPECT_THAT(steps, testing::ElementsAre(2, 4));
+  // The failed run resumes from its last good savepoint to the same end.
+  EXPECT_EQ(resume(failed, {}, quiet()).params_sha256, straight_->params_sha256);
+  fs::remove_all(runs);
+
+  io::set_write_fault_for_testing(full_at_step_6);
+  TrainSummary continued = train(tiny_run(runs, {"train.on_savepoint_error=continue"}), quiet());
+  io::set_write_fault_for_testing({});
+  EXPECT_EQ(continued.params_sha256, straight_->params_sha256);
+  nlohmann::json info = read_json(continued.run_dir / "run.json");
+  EXPECT_EQ(info["status"], "completed");
+  ASSERT_EQ(info["savepoint_errors"].size(), 1u);
+  EXPECT_EQ(info["savepoint_errors"][0]["step"], 6);
+  fs::remove_all(runs);
+}
+
+TEST(SavepointConfig, CheckpointEveryIsAnErrorNamingTheSavepointKey) {
+  for (const char* key : {"checkpoint_every", "checkpoint_every_seconds"}) {
+    SCOPED_TRACE(key);
+    try {
+      load_config(fs::path(KILN_SOURCE_DIR) / "examples/fashion_mnist_mlp.toml",
+                  {fmt::format("train.{}=100", key)});
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& error) {
+      EXPECT_THAT(error.what(), HasSubstr("train-state saves are called savepoints in kiln"));
+      EXPECT_THAT(error.what(), HasSubstr(fmt::format("use 'train.savepoint_every{}'",
+                                                      std::string(key).substr(16))));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace kiln::train
