@@ -165,6 +165,28 @@ RunDirectory RunDirectory::create(const fs::path& runs_dir, const std::string& e
   return run;
 }
 
+nlohmann::json read_run_json(const fs::path& run_dir) {
+  std::ifstream in(run_dir / "run.json");
+  if (!in) {
+    fail(kUnknownSite,
+         fmt::format("cannot resume '{}': it has no run.json (not a run directory?)",
+                     run_dir.string()),
+         "pass the directory `kiln train` printed last: runs/<experiment>/<run-id>");
+  }
+  nlohmann::json info;
+  try {
+    info = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& error) {
+    fail(kUnknownSite, fmt::format("cannot resume '{}': run.json is not valid JSON: {}",
+                                   run_dir.string(), error.what()));
+  }
+  if (!info.is_object()) {
+    fail(kUnknownSite,
+         fmt::format("cannot resume '{}': run.json is not a JSON object", run_dir.string()));
+  }
+  return info;
+}
+
 bool run_may_be_running(const nlohmann::json& info) {
   return info.is_object() && info.value("status", std::string()) == "running" &&
          !owner_is_gone(info, host_name());

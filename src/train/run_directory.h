@@ -73,6 +73,10 @@ class RunDirectory {
 // they cannot be told apart from live ones.
 std::vector<std::filesystem::path> mark_crashed_runs(const std::filesystem::path& experiment_dir);
 
+// The run.json of `run_dir`, for `kiln resume`: an error when there is none (not a run
+// directory) or it is not a JSON object.
+nlohmann::json read_run_json(const std::filesystem::path& run_dir);
+
 // Whether run.json `info` says "running" for a process that may still be running it: one
 // of this host that is still there, or one of another host (which cannot be judged).
 bool run_may_be_running(const nlohmann::json& info);

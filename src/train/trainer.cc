@@ -496,9 +496,11 @@ void Run::check_savepoints() {
 }
 
 void Run::savepoint_failed(int64_t step, const std::string& error) {
-  std::string text = fmt::format("the savepoint of step {} could not be written: {}", step, error);
+  std::string text = fmt::format(
+      "the savepoint of step {} could not be written (the earlier savepoints are intact): {}", step,
+      error);
   if (config_.train.on_savepoint_error == "stop") {
-    fail(kUnknownSite, text + "; the earlier savepoints are intact",
+    fail(kUnknownSite, text,
          "free space or fix the file system, then kiln resume the run; or set "
          "train.on_savepoint_error = \"continue\" to train on without it");
   }
@@ -772,26 +774,7 @@ TrainSummary train(const TrainConfig& config, const TrainOptions& options) {
 
 TrainSummary resume(const fs::path& run_dir, const ResumeOptions& resume,
                     const TrainOptions& options) {
-  fs::path run_json = run_dir / "run.json";
-  nlohmann::json info;
-  try {
-    std::ifstream in(run_json);
-    if (!in) {
-      fail(kUnknownSite,
-           fmt::format("cannot resume '{}': it has no run.json (not a run "
-                       "directory?)",
-                       run_dir.string()),
-           "pass the directory `kiln train` printed last: runs/<experiment>/<run-id>");
-    }
-    info = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& error) {
-    fail(kUnknownSite, fmt::format("cannot resume '{}': run.json is not valid JSON: {}",
-                                   run_dir.string(), error.what()));
-  }
-  if (!info.is_object()) {
-    fail(kUnknownSite,
-         fmt::format("cannot resume '{}': run.json is not a JSON object", run_dir.string()));
-  }
+  nlohmann::json info = read_run_json(run_dir);
   std::string status = info.value("status", "");
   if (status == "completed") {
     TrainSummary summary;

@@ -141,9 +141,10 @@ TEST_F(Savepoints, SavingChangesNothingAndEverySavepointIsCommitted) {
 
 TEST_F(Savepoints, ResumedRunsEndBitIdenticalMidEpochAndAtAnEpochsEnd) {
   fs::path where = fresh_dir("resumed");
-  // Step 6: mid-epoch (6 of 8); step 8: the epoch's batches done, its evaluation not yet;
-  // step 12: mid-way through the second epoch.
-  for (int64_t step : {6, 8, 12}) {
+  // Step 0: killed before the first savepoint (the run starts again); step 6: mid-epoch
+  // (6 of 8); step 8: the epoch's batches done, its evaluation not yet; step 12: mid-way
+  // through the second epoch.
+  for (int64_t step : {0, 6, 8, 12}) {
     SCOPED_TRACE(step);
     fs::path copy = killed_copy(straight_->run_dir, where / std::to_string(step), step);
     TrainSummary resumed = resume(copy, {}, quiet());
@@ -206,6 +207,33 @@ TEST_F(Savepoints, AGracefulStopSavesAndTheResumedRunMatches) {
   EXPECT_EQ(final_sha(run_dir, "opt_state.safetensors"),
             final_sha(straight_->run_dir, "opt_state.safetensors"));
   fs::remove_all(runs);
+}
+
+TEST_F(Savepoints, ResumeRefusesWhatIsNotAResumableRun) {
+  fs::path where = fresh_dir("refused");
+  fs::create_directories(where / "empty");
+  auto resume_error = [](const fs::path& run_dir) -> std::string {
+    try {
+      resume(run_dir, {}, quiet());
+    } catch (const Error& error) {
+      return error.what();
+    }
+    return "(no error)";
+  };
+  EXPECT_THAT(resume_error(where / "empty"),
+              HasSubstr("it has no run.json (not a run directory?)"));
+  std::ofstream(where / "empty" / "run.json") << "{\"status\": ";
+  EXPECT_THAT(resume_error(where / "empty"), HasSubstr("run.json is not valid JSON"));
+  // A run whose process is alive (this one) is not resumed under it.
+  fs::path live = killed_copy(straight_->run_dir, where / "live", 6);
+  nlohmann::json info = read_json(live / "run.json");
+  info["pid"] = static_cast<int64_t>(getpid());
+  info.erase("pid_start_ticks");
+  io::write_file_atomically(live / "run.json", info.dump(2));
+  EXPECT_THAT(resume_error(live),
+              HasSubstr(fmt::format("run.json says it is running (pid {} on", getpid())));
+  EXPECT_EQ(savepoint::list_committed(live / "savepoints").back().step, 6) << "nothing changed";
+  fs::remove_all(where);
 }
 
 TEST_F(Savepoints, ResumingACompletedRunDoesNothing) {
