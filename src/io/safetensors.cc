@@ -8,7 +8,6 @@
 #include <bit>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <limits>
 #include <set>
 #include <string_view>
@@ -17,7 +16,6 @@
 #include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
-#include "io/safetensors_host.h"
 #include "kiln/error.h"
 #include "kiln/ops.h"
 
@@ -68,29 +66,23 @@ std::string kiln_dtype_list() {
   fail(kUnknownSite, fmt::format("save_safetensors: '{}': {}", path.string(), what));
 }
 
-// What the header says about one tensor; the bytes come later, in the same order.
-struct TensorHeader {
-  const std::string* name;
-  DType dtype;
-  const Shape* shape;
-  uint64_t bytes;
-};
-
-std::string header_text(const fs::path& path, const std::vector<TensorHeader>& order,
+std::string header_text(const fs::path& path,
+                        const std::vector<const NamedArrays::value_type*>& order,
                         const std::map<std::string, std::string>& metadata) {
   json header = json::object();
   if (!metadata.empty()) header[std::string(kMetadataKey)] = metadata;
   uint64_t offset = 0;
-  for (const TensorHeader& entry : order) {
-    std::string_view dtype = safetensors_name(entry.dtype);
+  for (const auto* entry : order) {
+    const Array& array = entry->second;
+    std::string_view dtype = safetensors_name(array.dtype());
     if (dtype.empty()) {
       fail_save(path, fmt::format("array '{}' has dtype {}, which safetensors cannot store",
-                                  *entry.name, dtype_name(entry.dtype)));
+                                  entry->first, dtype_name(array.dtype())));
     }
     json shape = json::array();
-    for (int64_t dim : entry.shape->dims()) shape.push_back(dim);
-    uint64_t end = offset + entry.bytes;
-    header[*entry.name] = {{"dtype", dtype}, {"shape", shape}, {"data_offsets", {offset, end}}};
+    for (int64_t dim : array.shape().dims()) shape.push_back(dim);
+    uint64_t end = offset + static_cast<uint64_t>(array.size_bytes());
+    header[entry->first] = {{"dtype", dtype}, {"shape", shape}, {"data_offsets", {offset, end}}};
     offset = end;
   }
   std::string text;
@@ -301,92 +293,44 @@ void read_exactly(std::ifstream& in, const fs::path& path, uint64_t offset, void
   }
 }
 
-// Sorts `entries` by name (names given by `name_of`), checking names are usable and unique.
-template <class Entry, class NameOf>
-std::vector<const Entry*> sorted_by_name(const fs::path& path, const std::vector<Entry>& entries,
-                                         NameOf name_of) {
-  std::vector<const Entry*> order;
-  for (const Entry& entry : entries) {
-    const std::string& name = name_of(entry);
-    if (name.empty()) fail_save(path, "a tensor name is empty");
-    if (name == kMetadataKey) {
+}  // namespace
+
+void save_safetensors(const fs::path& path, const NamedArrays& arrays,
+                      const std::map<std::string, std::string>& metadata) {
+  std::vector<const NamedArrays::value_type*> order;
+  for (const auto& entry : arrays) {
+    if (entry.first.empty()) fail_save(path, "a tensor name is empty");
+    if (entry.first == kMetadataKey) {
       fail_save(path, "'__metadata__' is reserved for the metadata and cannot name a tensor");
+    }
+    if (!entry.second.defined()) {
+      fail_save(path,
+                fmt::format("array '{}' is undefined (a default-constructed Array)", entry.first));
     }
     order.push_back(&entry);
   }
   std::sort(order.begin(), order.end(),
-            [&](const Entry* a, const Entry* b) { return name_of(*a) < name_of(*b); });
+            [](const auto* a, const auto* b) { return a->first < b->first; });
   for (size_t i = 1; i < order.size(); ++i) {
-    if (name_of(*order[i]) == name_of(*order[i - 1])) {
-      fail_save(path, fmt::format("the name '{}' is given twice", name_of(*order[i])));
+    if (order[i]->first == order[i - 1]->first) {
+      fail_save(path, fmt::format("the name '{}' is given twice", order[i]->first));
     }
   }
-  return order;
-}
-
-// Writes the length, the header and then each tensor's bytes (`write_data(sink, i)` for the
-// i-th of `headers`) into an atomically committed file.
-void write_file(const fs::path& path, const std::vector<TensorHeader>& headers,
-                const std::map<std::string, std::string>& metadata,
-                const std::function<void(const io::ByteSink&, size_t)>& write_data) {
-  std::string header = header_text(path, headers, metadata);
+  std::string header = header_text(path, order, metadata);
   uint64_t length = header.size();
   unsigned char length_bytes[8];
   for (int i = 0; i < 8; ++i) length_bytes[i] = static_cast<unsigned char>(length >> (8 * i));
   io::write_file_atomically(path, [&](const io::ByteSink& sink) {
     sink(std::as_bytes(std::span(length_bytes)));
     sink(std::as_bytes(std::span(header.data(), header.size())));
-    for (size_t i = 0; i < headers.size(); ++i) write_data(sink, i);
+    // One array on the host at a time; an array whose computation failed throws here and
+    // the temporary file is removed.
+    for (const auto* entry : order) {
+      HostArray host = entry->second.to_host();
+      sink(host.bytes);
+    }
   });
 }
-
-}  // namespace
-
-void save_safetensors(const fs::path& path, const NamedArrays& arrays,
-                      const std::map<std::string, std::string>& metadata) {
-  for (const auto& entry : arrays) {
-    if (!entry.second.defined()) {
-      fail_save(path,
-                fmt::format("array '{}' is undefined (a default-constructed Array)", entry.first));
-    }
-  }
-  auto order = sorted_by_name(path, arrays,
-                              [](const auto& entry) -> const std::string& { return entry.first; });
-  std::vector<TensorHeader> headers;
-  for (const auto* entry : order) {
-    const Array& array = entry->second;
-    headers.push_back(
-        {&entry->first, array.dtype(), &array.shape(), static_cast<uint64_t>(array.size_bytes())});
-  }
-  // One array on the host at a time; an array whose computation failed throws here and
-  // the temporary file is removed.
-  write_file(path, headers, metadata, [&](const io::ByteSink& sink, size_t i) {
-    HostArray host = order[i]->second.to_host();
-    sink(host.bytes);
-  });
-}
-
-namespace io {
-
-void write_safetensors_from_host(const fs::path& path, const std::vector<HostTensor>& tensors,
-                                 const std::map<std::string, std::string>& metadata) {
-  auto order = sorted_by_name(
-      path, tensors, [](const HostTensor& tensor) -> const std::string& { return tensor.name; });
-  std::vector<TensorHeader> headers;
-  for (const HostTensor* tensor : order) {
-    const AbstractValue& aval = tensor->array.aval;
-    if (tensor->array.bytes.size() != static_cast<size_t>(aval.size_bytes())) {
-      fail_save(path, fmt::format("tensor '{}' is {} but holds {} bytes", tensor->name,
-                                  aval.to_string(), tensor->array.bytes.size()));
-    }
-    headers.push_back({&tensor->name, aval.dtype, &aval.shape,
-                       static_cast<uint64_t>(tensor->array.bytes.size())});
-  }
-  write_file(path, headers, metadata,
-             [&](const io::ByteSink& sink, size_t i) { sink(order[i]->array.bytes); });
-}
-
-}  // namespace io
 
 void save_safetensors(const fs::path& path, const Tree& tree,
                       const std::map<std::string, std::string>& metadata) {

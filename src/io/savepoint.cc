@@ -17,6 +17,7 @@
 #include "io/atomic_file.h"
 #include "io/sha256.h"
 #include "kiln/error.h"
+#include "kiln/ops.h"
 
 namespace kiln::savepoint {
 namespace {
@@ -96,16 +97,16 @@ void unmark_and_remove(const fs::path& path, std::string_view stage = {}) {
   if (error) fail_write(path, "remove", error.value());
 }
 
-json leaf_record(const io::HostTensor& leaf) {
-  json shape = json::array();
-  for (int64_t dim : leaf.array.aval.shape.dims()) shape.push_back(dim);
-  return {{"path", leaf.name}, {"dtype", dtype_name(leaf.array.aval.dtype)}, {"shape", shape}};
-}
-
 json shape_json(const Array& array) {
   json shape = json::array();
   for (int64_t dim : array.shape().dims()) shape.push_back(dim);
   return shape;
+}
+
+json leaf_record(const std::pair<std::string, Array>& leaf) {
+  return {{"path", leaf.first},
+          {"dtype", dtype_name(leaf.second.dtype())},
+          {"shape", shape_json(leaf.second)}};
 }
 
 // Checks the manifest's shape and returns it; every problem names the manifest.
@@ -206,24 +207,26 @@ NamedArrays load_tree(const fs::path& dir, const std::string& name, const json& 
 
 }  // namespace
 
-HostTree to_host(const std::string& name, const Tree& tree) {
+SnapshotTree copy_tree(const std::string& name, const Tree& tree) {
   if (tree.is_leaf()) {
     fail(kUnknownSite,
          fmt::format("savepoint: the tree '{}' is a single leaf, which has no path to name it",
                      name));
   }
-  HostTree host;
-  host.structure = tree.structure().to_string();
+  SnapshotTree copy;
+  copy.structure = tree.structure().to_string();
+  Array always = full(Shape{}, 1.0, DType::bool_);
   for (auto& [path, leaf] : tree.leaves_with_paths()) {
-    host.leaves.push_back({path, leaf.to_host()});
+    // A select copies bits exactly (x + 0 would turn -0.0 into +0.0).
+    copy.leaves.emplace_back(path, where(always, leaf, leaf));
   }
-  return host;
+  return copy;
 }
 
 int64_t Snapshot::size_bytes() const {
   int64_t total = 0;
   for (const auto& [name, tree] : trees) {
-    for (const auto& leaf : tree.leaves) total += static_cast<int64_t>(leaf.array.bytes.size());
+    for (const auto& [path, leaf] : tree.leaves) total += leaf.size_bytes();
   }
   return total;
 }
@@ -256,11 +259,12 @@ fs::path write(const fs::path& dir, const Snapshot& snapshot) {
                                           name));
       }
       json leaves = json::array();
-      for (const io::HostTensor& leaf : tree.leaves) leaves.push_back(leaf_record(leaf));
+      for (const auto& leaf : tree.leaves) leaves.push_back(leaf_record(leaf));
       manifest["trees"][name] = {{"structure", tree.structure}, {"leaves", leaves}};
       if (tree.leaves.empty()) continue;
       std::string file = name + ".safetensors";
-      io::write_safetensors_from_host(
+      // One leaf at a time on the host.
+      save_safetensors(
           temporary / file, tree.leaves,
           {{"format", "kiln savepoint"}, {"tree", name}, {"step", std::to_string(snapshot.step)}});
       manifest["files"][file] = {{"bytes", fs::file_size(temporary / file)},

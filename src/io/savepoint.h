@@ -26,30 +26,33 @@
 
 #include <nlohmann/json.hpp>
 
-#include "io/safetensors_host.h"
 #include "kiln/safetensors.h"
 #include "kiln/tree.h"
 
 namespace kiln::savepoint {
 
-// One tree of the train state copied to the host: its leaves in flatten order under their
-// paths, and its structure (TreeDef::to_string, recorded in the manifest for people).
-struct HostTree {
+// One tree of the train state as a savepoint holds it: private copies of its leaves in
+// flatten order under their paths, and its structure (TreeDef::to_string, recorded in the
+// manifest for people).
+struct SnapshotTree {
   std::string structure;
-  std::vector<io::HostTensor> leaves;
+  NamedArrays leaves;
 };
 
-// Copies `tree`'s leaves to the host (waits for their values). A tree that is a single
-// leaf has no path: it is an error naming `name`.
-HostTree to_host(const std::string& name, const Tree& tree);
+// Queues a copy of each of `tree`'s leaves (a select of the leaf with itself: the same
+// bits, into a buffer of its own) and returns at once. The copies are the snapshot: the
+// next step may donate and overwrite the originals, never these, and any thread may read
+// them. A tree that is a single leaf has no path: it is an error naming `name`.
+SnapshotTree copy_tree(const std::string& name, const Tree& tree);
 
-// The train state at a step boundary, in host memory, so any thread can write it while
-// training goes on.
+// The train state at a step boundary, so that another thread can write it while training
+// goes on. It holds one copy of the state's arrays; writing brings one leaf at a time to
+// the host.
 struct Snapshot {
   int64_t step = 0;
   // Tree name (a file stem: letters, digits and '_') -> leaves. Empty trees are kept in
   // the manifest without a file.
-  std::vector<std::pair<std::string, HostTree>> trees;
+  std::vector<std::pair<std::string, SnapshotTree>> trees;
   nlohmann::json state = nlohmann::json::object();     // data position, counters
   nlohmann::json identity = nlohmann::json::object();  // what makes the run this run
   int64_t size_bytes() const;

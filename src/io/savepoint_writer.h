@@ -1,9 +1,11 @@
-// The background savepoint writer: the trainer takes a Snapshot (host copies) at a step
-// boundary and hands it over; one thread writes it with the commit protocol and applies
-// the retention rule, while training goes on. At most one save is in flight: start()
-// waits for the previous one, so the host holds at most one extra copy of the state. A
-// save that fails is reported by the next take_outcomes() (the trainer asks each step),
-// and since a failed save only ever removes its own temporary, earlier savepoints stay.
+// The background savepoint writer: at a step boundary the trainer takes a Snapshot
+// (private copies of the state's arrays, queued behind the step, so it does not wait for
+// them) and hands it over; one thread brings each leaf to the host, writes it with the
+// commit protocol and applies the retention rule, while training goes on. At most one save
+// is in flight: start() waits for the previous one, so memory holds at most one extra copy
+// of the state (and one leaf on its way to the file). A save that fails is reported by the
+// next take_outcomes() (the trainer asks each step), and since a failed save only ever
+// removes its own temporary, earlier savepoints stay.
 #pragma once
 
 #include <condition_variable>

@@ -46,10 +46,10 @@ savepoint::Snapshot take_snapshot(const TrainState& state, const RunKeys& keys,
   savepoint::Snapshot snapshot;
   snapshot.step = counters.step;
   Tree rng = Tree::dict({{"data", keys.data}, {"dropout", keys.dropout}});
-  snapshot.trees = {{"params", savepoint::to_host("params", state.params)},
-                    {"model_state", savepoint::to_host("model_state", state.model_state)},
-                    {"opt_state", savepoint::to_host("opt_state", state.opt_state)},
-                    {"rng", savepoint::to_host("rng", rng)}};
+  snapshot.trees = {{"params", savepoint::copy_tree("params", state.params)},
+                    {"model_state", savepoint::copy_tree("model_state", state.model_state)},
+                    {"opt_state", savepoint::copy_tree("opt_state", state.opt_state)},
+                    {"rng", savepoint::copy_tree("rng", rng)}};
   snapshot.state = counters_json(counters);
   snapshot.identity = identity;
   return snapshot;

@@ -42,7 +42,8 @@ struct RunKeys {
   Array dropout;  // dropout: fold_in(dropout, step)
 };
 
-// Copies the state to the host (waits for the step that produced it).
+// Queues private copies of the state's arrays (savepoint::copy_tree); does not wait for
+// the step that produces them.
 savepoint::Snapshot take_snapshot(const TrainState& state, const RunKeys& keys,
                                   const SavedCounters& counters, const nlohmann::json& identity);
 

@@ -216,6 +216,8 @@ class Run {
   std::optional<savepoint::AsyncWriter> writer_;
   Clock::time_point last_savepoint_at_;
   nlohmann::json savepoint_errors_ = nlohmann::json::array();
+  double savepoint_thread_seconds_ = 0;  // the training thread's time in save_savepoint
+  int64_t savepoints_started_ = 0;
 };
 
 fs::path savepoints_dir(const fs::path& run_dir) {
@@ -453,6 +455,16 @@ void Run::save_savepoint(int64_t step_number, DataPosition data, std::deque<Pend
     process(pending.front());
     pending.pop_front();
   }
+  Clock::time_point began = Clock::now();
+  // What the training thread spends on savepoints, for docs/performance.md.
+  struct Account {
+    Run& run;
+    Clock::time_point began;
+    ~Account() {
+      run.savepoint_thread_seconds_ += seconds_since(began);
+      ++run.savepoints_started_;
+    }
+  } account{*this, began};
   // At most one save in flight, so at most one copy of the state on the host.
   if (writer_) {
     writer_->wait();
@@ -751,6 +763,8 @@ void Run::save_final() {
   if (!summary_.last_savepoint.empty()) {
     info["last_savepoint"] = fs::relative(summary_.last_savepoint, run_->path()).string();
   }
+  info["savepoints"] = {{"started", savepoints_started_},
+                        {"training_thread_seconds", savepoint_thread_seconds_}};
   info["seconds"] = summary_.seconds;
   info["median_step_ms"] = summary_.median_step_ms;
   info["final"] = {{"test_accuracy", summary_.test_accuracy},

@@ -51,9 +51,9 @@ State make_state(float seed) {
 Snapshot snapshot_of(int64_t step, const State& state) {
   Snapshot snapshot;
   snapshot.step = step;
-  snapshot.trees = {{"params", to_host("params", state.params)},
-                    {"opt_state", to_host("opt_state", state.opt_state)},
-                    {"model_state", to_host("model_state", state.empty)}};
+  snapshot.trees = {{"params", copy_tree("params", state.params)},
+                    {"opt_state", copy_tree("opt_state", state.opt_state)},
+                    {"model_state", copy_tree("model_state", state.empty)}};
   snapshot.state = {{"data", {{"epoch", 1}, {"position", 5}}}};
   snapshot.identity = {{"config_sha256", "abc"}};
   return snapshot;
@@ -292,6 +292,10 @@ TEST(Savepoint, AProcessEndedAtAnyStepOfASaveLeavesNoDamagedSavepoint) {
     SCOPED_TRACE(stage);
     ScratchDir scratch;
     write(scratch.path(), first);
+    // The forked child has no device thread: the copies must be done before it starts.
+    for (const auto& [name, tree] : second.trees) {
+      for (const auto& [path, leaf] : tree.leaves) (void)leaf.to_host();
+    }
     pid_t child = fork();
     ASSERT_GE(child, 0);
     if (child == 0) {
