@@ -409,6 +409,33 @@ class FullDisk(unittest.TestCase):
             self.assertEqual(infos[0]["status"], "failed", size)
             self.assertIn(file, infos[0]["error"], size)
 
+    def test_a_disk_filling_up_during_savepoints_keeps_the_committed_ones(self):
+        # 24 MiB: the run and two or so savepoints of the MLP (about 8 MB each, optimizer
+        # state included) fit, the next does not.
+        disk = tempfile.mkdtemp(prefix="kiln-full-disk-")
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "size=24m", "tmpfs", disk], check=True)
+        try:
+            result = run("train", MLP, *SMALL, "--set", f"experiment.runs_dir={disk}", "--set",
+                         "train.savepoint_every=2", "--set", "train.savepoint_keep_last=100",
+                         check=False)
+            self.assertEqual(result.returncode, 1, result.stderr)
+            self.assertIn("could not be written (the earlier savepoints are intact)",
+                          result.stderr)
+            self.assertIn("No space left on device", result.stderr)
+            (run_dir,) = glob.glob(os.path.join(disk, "fashion_mnist_mlp", "*"))
+            with open(os.path.join(run_dir, "run.json")) as f:
+                self.assertEqual(json.load(f)["status"], "failed")
+            committed = glob.glob(os.path.join(run_dir, "savepoints", "step-*", "COMMITTED"))
+            self.assertGreaterEqual(len(committed), 1)
+            self.assertEqual([n for n in os.listdir(os.path.join(run_dir, "savepoints"))
+                              if ".tmp" in n], [])
+            checked = subprocess.run([sys.executable, os.path.join(TOOLS, "savepoint_check.py"),
+                                      run_dir], capture_output=True, text=True)
+            self.assertEqual(checked.returncode, 0, checked.stdout + checked.stderr)
+        finally:
+            subprocess.run(["umount", disk], check=True)
+            os.rmdir(disk)
+
 
 if __name__ == "__main__":
     unittest.main(verbosity=2)
