@@ -88,6 +88,11 @@ BatchAssembler::BatchAssembler(const Dataset& dataset, const Split& split, const
     fail(kUnknownSite, fmt::format("the sampler covers {} records, the split holds {}",
                                    sampler.num_records(), split.size()));
   }
+  if (options.drop_remainder && options.pad_remainder) {
+    fail(kUnknownSite,
+         "an epoch's last batch can be left out (drop_remainder) or padded "
+         "(pad_remainder), not both");
+  }
   if (options.augment.enabled() && dataset.record_shape.size() != 2) {
     fail(kUnknownSite,
          fmt::format("augmentation (random crop, horizontal flip) needs 2-D image records, the "
@@ -111,19 +116,30 @@ void BatchAssembler::assemble(int64_t epoch, int64_t index, HostBatch& out) cons
   }
   int64_t begin = index * options_.batch_size;
   int64_t count = std::min(options_.batch_size, sampler_.epoch_length() - begin);
+  int64_t rows = options_.pad_remainder ? options_.batch_size : count;
   out.epoch = epoch;
   out.index = index;
-  out.shape = {count};
+  out.shape = {rows};
   out.shape.insert(out.shape.end(), example_shape_.begin(), example_shape_.end());
   out.records.resize(static_cast<size_t>(count));
   sampler_.records(epoch, begin, count, out.records.data());
-  out.labels.resize(static_cast<size_t>(count));
-  out.features.resize(static_cast<size_t>(count * record_size_));
+  out.labels.resize(static_cast<size_t>(rows));
+  out.features.resize(static_cast<size_t>(rows * record_size_));
   for (int64_t row = 0; row < count; ++row) {
     int64_t record = out.records[static_cast<size_t>(row)];
     out.labels[static_cast<size_t>(row)] = split_.labels[static_cast<size_t>(record)];
     convert_record(record, sampler_.global_index(epoch, begin + row),
                    out.features.data() + row * record_size_);
+  }
+  out.padding = rows - count;
+  out.mask.clear();
+  if (options_.pad_remainder) {
+    // Zeros, not a copy of a real example: the padding must not look like data.
+    std::fill(out.labels.begin() + count, out.labels.end(), 0);
+    std::fill(out.features.data() + count * record_size_, out.features.data() + rows * record_size_,
+              0.0f);
+    out.mask.assign(static_cast<size_t>(rows), 0.0f);
+    std::fill(out.mask.begin(), out.mask.begin() + count, 1.0f);
   }
 }
 

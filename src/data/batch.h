@@ -49,13 +49,22 @@ struct HostBatch {
   AlignedFloats features;
   std::vector<int32_t> labels;
   std::vector<int64_t> records;  // which records, in order (for tests and debugging)
-  int64_t examples() const { return static_cast<int64_t>(labels.size()); }
+  // BatchOptions::pad_remainder: the last `padding` rows are zeros (label 0) that only
+  // fill the batch to its full shape; `mask` is 1 for each real row and 0 for those.
+  // Without padding, mask is empty.
+  int64_t padding = 0;
+  std::vector<float> mask;
+  int64_t rows() const { return static_cast<int64_t>(labels.size()); }
+  int64_t examples() const { return rows() - padding; }  // the real ones
 };
 
 struct BatchOptions {
   int64_t batch_size = 1;
   // Leave out the last, smaller batch of an epoch (every step then has one shape).
   bool drop_remainder = false;
+  // Or fill it up to batch_size with masked-out rows, and give every batch a mask (every
+  // step has one shape, and no example is left out).
+  bool pad_remainder = false;
   AugmentOptions augment;
 };
 

@@ -9,8 +9,10 @@ namespace kiln::train {
 Batch to_arrays(const data::HostBatch& batch) {
   Shape shape{std::span<const int64_t>(batch.shape)};
   std::span<const float> features(batch.features.data(), batch.features.size());
-  return Batch{from_host<float>(features, shape),
-               from_host<int32_t>(batch.labels, Shape{batch.examples()})};
+  Batch out{from_host<float>(features, shape),
+            from_host<int32_t>(batch.labels, Shape{batch.rows()}), Array()};
+  if (!batch.mask.empty()) out.mask = from_host<float>(batch.mask, Shape{batch.rows()});
+  return out;
 }
 
 RunData::RunData(const TrainConfig& config, const Array& augment_key)
@@ -18,6 +20,7 @@ RunData::RunData(const TrainConfig& config, const Array& augment_key)
   data::BatchOptions train_options;
   train_options.batch_size = config.train.batch_size;
   train_options.drop_remainder = config.train.drop_remainder;
+  train_options.pad_remainder = config.train.pad_remainder;
   train_options.augment.crop_padding = config.data.augment.crop_padding;
   train_options.augment.horizontal_flip = config.data.augment.horizontal_flip;
   std::vector<uint32_t> key = augment_key.to_vector<uint32_t>();

@@ -14,6 +14,8 @@ namespace kiln::train {
 struct Batch {
   Array images;  // f32[n, ...example input shape], e.g. [n, 28, 28, 1]
   Array labels;  // i32[n]
+  Array mask;    // f32[n]: 1 for a real example, 0 for padding (train.pad_remainder), else
+                 // undefined
 };
 
 Batch to_arrays(const data::HostBatch& batch);

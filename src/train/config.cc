@@ -399,6 +399,15 @@ void check_schedule(const OptimConfig& optim, const std::string& source_name) {
   }
 }
 
+void check_last_batch(const TrainLoopConfig& train, const std::string& source_name) {
+  if (train.drop_remainder && train.pad_remainder) {
+    error(source_name,
+          "train.drop_remainder and train.pad_remainder are both true: an epoch's last, smaller "
+          "batch can be left out or padded, not both",
+          "keep one (pad_remainder trains on every example)");
+  }
+}
+
 }  // namespace
 
 TrainConfig parse_config(const std::string& text, const std::string& source_name,
@@ -433,6 +442,7 @@ TrainConfig parse_config(const std::string& text, const std::string& source_name
   }
   for (const std::string& override_text : overrides) apply_override(override_text, config);
   check_schedule(config.optim, source_name);
+  check_last_batch(config.train, source_name);
   return config;
 }
 

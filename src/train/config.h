@@ -122,6 +122,7 @@ struct TrainLoopConfig {
   int64_t max_steps = 0;              // stop after N steps in total (0: run all epochs)
   bool flush_denormals = true;        // subnormal floats as zero in the jitted steps
   bool drop_remainder = false;        // leave out each epoch's last, smaller batch
+  bool pad_remainder = false;         // or pad it to batch_size with masked-out rows
   // Savepoints (docs/savepoints.md): every N steps and/or every S seconds (0: not for that
   // reason), always at the end and on SIGINT/SIGTERM.
   int64_t savepoint_every = 500;

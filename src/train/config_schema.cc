@@ -368,6 +368,11 @@ std::vector<Section> make_sections() {
             "leave out each epoch's last, smaller batch (every step has the same shape: one "
             "compilation)",
             {}, {"drop_last"}),
+        key(&C::train, &TrainLoopConfig::pad_remainder, "pad_remainder",
+            "fill each epoch's last, smaller batch up to batch_size with rows that a mask "
+            "leaves out of the loss, the gradient and the metrics (one compilation, and no "
+            "example left out)",
+            {}, {"pad_last"}),
         key(&C::train, &TrainLoopConfig::savepoint_every, "savepoint_every",
             "write a savepoint (the whole train state, for `kiln resume`) every N steps (0: "
             "not by steps); one is always written at the end and on SIGINT/SIGTERM",

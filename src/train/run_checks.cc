@@ -112,12 +112,19 @@ void check_layers(const TrainConfig& config, const AbstractValue& image, int64_t
   int64_t batches_per_epoch = train_examples / train.batch_size + (remainder != 0 ? 1 : 0);
   // The smallest training batch the run will see: an epoch's last, if a run reaches it.
   int64_t smallest = std::min(train.batch_size, train_examples);
-  if (remainder != 0 && total_steps >= batches_per_epoch) smallest = remainder;
+  if (remainder != 0 && total_steps >= batches_per_epoch && !train.pad_remainder)
+    smallest = remainder;
   AbstractValue input = image;
   for (size_t i = 0; i < config.model.layers.size(); ++i) {
     const LayerConfig& layer = config.model.layers[i];
     std::string label = layer_label(layer, i);
     nn::Module module = build_layer(layer);
+    if (layer.type == "batch_norm" && train.pad_remainder) {
+      refuse(fmt::format("{}: with train.pad_remainder the padded rows would enter this layer's "
+                         "batch statistics",
+                         label),
+             "set train.drop_remainder = true instead, or neither");
+    }
     if (layer.type == "batch_norm") {
       check_batch_norm(label, with_batch(input, smallest), smallest, config, train_examples);
     }

@@ -1,7 +1,7 @@
 // What makes a run this run, for `kiln resume`: the resolved config, the data actually
-// trained on (the dataset identity, data::Dataset::identity), the kiln version and the kernels setting (KILN_KERNELS
-// changes the weights' bits). A savepoint records it; resuming compares it with what the
-// run would be now and lists every difference, key by key.
+// trained on (the dataset identity, data::Dataset::identity), the kiln version and the kernels
+// setting (KILN_KERNELS changes the weights' bits). A savepoint records it; resuming compares it
+// with what the run would be now and lists every difference, key by key.
 #pragma once
 
 #include <string>

@@ -4,6 +4,7 @@
 #include <utility>
 #include <vector>
 
+#include "kiln/error.h"
 #include "kiln/nn/losses.h"
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
@@ -31,20 +32,36 @@ Tree keep_if(const Array& ok, const Tree& updated, const Tree& previous) {
                   previous);
 }
 
+// The padded rows (mask 0) add exact zeros to the sum, so the loss and its gradient are
+// those of the real rows alone.
+Array masked_mean_loss(const Array& logits, const Array& labels, const Array& mask) {
+  Array per_example = nn::softmax_cross_entropy_per_example(logits, labels);
+  return sum(per_example * mask) / sum(mask);
+}
+
+Array masked_correct_count(const Array& logits, const Array& labels, const Array& mask) {
+  Array hit = equal(argmax(logits, -1, DType::i32), labels);
+  return sum(astype(hit, DType::i32) * astype(mask, DType::i32));
+}
+
 }  // namespace
 
 TrainStep::TrainStep(nn::Module model, optim::GradientTransformation optimizer, StepOptions options)
-    : step_(Fn([model, optimizer, skip_nonfinite = options.skip_nonfinite](
+    : masked_(options.masked),
+      no_mask_(zeros({})),
+      step_(Fn([model, optimizer, skip_nonfinite = options.skip_nonfinite, masked = options.masked](
                    const Tree& params, const Tree& model_state, const Tree& opt_state,
-                   const Array& images, const Array& labels, const Array& key) {
+                   const Array& images, const Array& labels, const Array& key, const Array& mask) {
               auto loss_fn = [&](const Tree& p) {
                 nn::ApplyOptions options;
                 options.train = true;
                 options.key = key;
                 nn::ApplyResult out = model.apply(nn::Variables{p, model_state}, images, options);
-                Array loss = nn::softmax_cross_entropy(out.y, labels);
-                Tree aux = Tree::dict(
-                    {{"correct", nn::correct_count(out.y, labels)}, {"state", out.state}});
+                Array loss = masked ? masked_mean_loss(out.y, labels, mask)
+                                    : nn::softmax_cross_entropy(out.y, labels);
+                Array correct = masked ? masked_correct_count(out.y, labels, mask)
+                                       : nn::correct_count(out.y, labels);
+                Tree aux = Tree::dict({{"correct", correct}, {"state", out.state}});
                 return std::make_pair(loss, aux);
               };
               auto [value, grads] = value_and_grad(loss_fn, HasAux{})(params);
@@ -72,9 +89,11 @@ TrainStep::TrainStep(nn::Module model, optim::GradientTransformation optimizer, 
                 .flushing_denormals(options.flush_denormals)) {}
 
 StepMetrics TrainStep::run(TrainState& state, const Array& images, const Array& labels,
-                           const Array& key) const {
+                           const Array& key, const Array& mask) const {
+  KILN_CHECK(masked_ == mask.defined());
   auto [params, model_state, opt_state, metrics] =
-      step_(state.params, state.model_state, state.opt_state, images, labels, key);
+      step_(state.params, state.model_state, state.opt_state, images, labels, key,
+            masked_ ? mask : no_mask_);
   state = TrainState{std::move(params), std::move(model_state), std::move(opt_state)};
   return StepMetrics{metrics["loss"].leaf(), metrics["correct"].leaf(), metrics["lr"].leaf(),
                      metrics["nonfinite"].leaf()};

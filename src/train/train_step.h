@@ -38,19 +38,26 @@ struct StepOptions {
   bool skip_nonfinite = false;
   // Subnormal floats flushed to zero while the step runs (JitOptions::flush_denormals).
   bool flush_denormals = false;
+  // Every batch comes with a mask (train.pad_remainder): the loss is the mean over the
+  // rows whose mask is 1, and only those count as correct.
+  bool masked = false;
 };
 
 class TrainStep {
  public:
   TrainStep(nn::Module model, optim::GradientTransformation optimizer, StepOptions options);
-  StepMetrics run(TrainState& state, const Array& images, const Array& labels,
-                  const Array& key) const;
+  // `mask` (f32[batch], 1 real, 0 padding) is required with StepOptions::masked and must
+  // be undefined otherwise.
+  StepMetrics run(TrainState& state, const Array& images, const Array& labels, const Array& key,
+                  const Array& mask = Array()) const;
   JitStats stats() const;
 
  private:
   using Result = std::tuple<Tree, Tree, Tree, Tree>;
   using Fn = std::function<Result(const Tree&, const Tree&, const Tree&, const Array&, const Array&,
-                                  const Array&)>;
+                                  const Array&, const Array&)>;
+  bool masked_;
+  Array no_mask_;  // what the unmasked step receives in the mask's place (unused)
   Jitted<Fn> step_;
 };
 

@@ -331,6 +331,7 @@ void Run::train_epochs() {
   StepOptions step_options;
   step_options.skip_nonfinite = c.train.on_nonfinite == "skip";
   step_options.flush_denormals = c.train.flush_denormals;
+  step_options.masked = c.train.pad_remainder;
   TrainStep step(*model_, *optimizer_, step_options);
   EvalStep eval(*model_, c.train.flush_denormals);
   std::deque<PendingStep> pending;
@@ -365,9 +366,9 @@ void Run::train_epochs() {
       Batch batch = to_arrays(host);
       ++step_number;
       Array key = random::fold_in(dropout_key, static_cast<uint32_t>(step_number));
-      StepMetrics metrics = step.run(state_, batch.images, batch.labels, key);
-      pending.push_back(PendingStep{step_number, epoch, batch.labels.dim(0), metrics,
-                                    loader.last_wait_seconds()});
+      StepMetrics metrics = step.run(state_, batch.images, batch.labels, key, batch.mask);
+      pending.push_back(
+          PendingStep{step_number, epoch, host.examples(), metrics, loader.last_wait_seconds()});
       // Read the previous step's metrics only now: the step just queued keeps the
       // device busy while the host waits.
       if (pending.size() > 1) {

@@ -395,10 +395,11 @@ class FullDisk(unittest.TestCase):
             os.rmdir(disk)
 
     def test_each_failed_write_is_named_and_recorded(self):
-        # tmpfs gives a file 4 KiB pages. 4 KiB: room for run.json only; 12 KiB: one page of
-        # metrics, short of 6 epochs' (about 50 lines); 1 MiB: not for the 2.7 MB of weights.
+        # tmpfs gives a file 4 KiB pages. 4 KiB: room for run.json only; 24 KiB: config.toml
+        # (3 pages), run.json and its replacement, one page of metrics, short of 12 epochs'
+        # (about 17 KB); 1 MiB: not for the 2.7 MB of weights.
         for size, file, args in (("4k", "config.toml", ()),
-                                 ("12k", "metrics.jsonl", ("--set", "train.epochs=6")),
+                                 ("24k", "metrics.jsonl", ("--set", "train.epochs=12")),
                                  ("1m", "params.safetensors", ())):
             result, infos = self.full_disk_run(size, *args)
             self.assertEqual(result.returncode, 1, (size, result.stderr))

@@ -49,7 +49,7 @@ std::vector<float> pixels_of(const Dataset& dataset, int64_t record) {
 }
 
 std::vector<float> row_of(const HostBatch& batch, int64_t row) {
-  int64_t size = static_cast<int64_t>(batch.features.size()) / batch.examples();
+  int64_t size = static_cast<int64_t>(batch.features.size()) / batch.rows();
   return {batch.features.data() + row * size, batch.features.data() + (row + 1) * size};
 }
 
@@ -76,6 +76,39 @@ TEST(BatchAssembler, BatchesHoldTheSamplersRecordsPreprocessed) {
                           {.batch_size = 4, .drop_remainder = true});
   EXPECT_EQ(dropping.batches_per_epoch(), 2);
   EXPECT_TRUE(fails_with([&] { dropping.assemble(0, 2, batch); }, {"batch 2 of an epoch of 2"}));
+}
+
+// pad_remainder: the last batch keeps the full shape; its real rows are the unpadded
+// batch's, the rest zeros with label 0 and mask 0; full batches carry a mask of ones.
+TEST(BatchAssembler, PaddedLastBatchHasTheFullShapeAndAMask) {
+  Dataset dataset = image_dataset(10, 4);
+  Sampler sampler({10, 3, true, {}});
+  BatchAssembler plain(dataset, dataset.train, sampler, {.batch_size = 4});
+  BatchAssembler padded(dataset, dataset.train, sampler, {.batch_size = 4, .pad_remainder = true});
+  EXPECT_EQ(padded.batches_per_epoch(), 3);
+  HostBatch want, got;
+  plain.assemble(1, 2, want);
+  padded.assemble(1, 2, got);
+  EXPECT_THAT(got.shape, ElementsAre(4, 4, 4, 1));
+  EXPECT_EQ(got.rows(), 4);
+  EXPECT_EQ(got.examples(), 2);
+  EXPECT_EQ(got.padding, 2);
+  EXPECT_THAT(got.mask, ElementsAre(1.0f, 1.0f, 0.0f, 0.0f));
+  EXPECT_EQ(got.records, want.records);
+  EXPECT_THAT(got.labels, ElementsAre(want.labels[0], want.labels[1], 0, 0));
+  for (int64_t row = 0; row < 2; ++row) EXPECT_EQ(row_of(got, row), row_of(want, row));
+  for (int64_t row = 2; row < 4; ++row) EXPECT_EQ(row_of(got, row), std::vector<float>(16, 0.0f));
+  padded.assemble(1, 0, got);  // a full batch after a padded one: nothing left over
+  EXPECT_EQ(got.padding, 0);
+  EXPECT_THAT(got.mask, ElementsAre(1.0f, 1.0f, 1.0f, 1.0f));
+  plain.assemble(1, 0, want);
+  EXPECT_TRUE(want.mask.empty());
+  EXPECT_TRUE(fails_with(
+      [&] {
+        BatchAssembler both(dataset, dataset.train, sampler,
+                            {.batch_size = 4, .drop_remainder = true, .pad_remainder = true});
+      },
+      {"drop_remainder", "pad_remainder", "not both"}));
 }
 
 TEST(BatchAssembler, ExampleInputShapeAddsAChannelToImages) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -166,6 +167,77 @@ TEST(DataPipeline, DropRemainderKeepsOneCompilation) {
   EXPECT_EQ(compiles(false), (std::pair<int64_t, int64_t>{2, 8}));
   EXPECT_EQ(compiles(true), (std::pair<int64_t, int64_t>{1, 7}));
   fs::remove_all(runs);
+}
+
+// pad_remainder: all 1000 examples are trained on in 8 steps of one shape, and the padded
+// step learns what the short batch would: the two runs' weights agree to rounding (the
+// sums run over 128 rows instead of 104), and their per-step losses likewise.
+TEST(DataPipeline, PadRemainderTrainsOnEveryExampleWithOneCompilation) {
+  fs::path runs = fresh_dir("padded");
+  std::vector<std::string> small = {"data.train_limit=1000", "data.test_limit=500",
+                                    "train.epochs=1", "train.log_every=1"};
+  std::vector<std::string> padding = small;
+  padding.push_back("train.pad_remainder=true");
+  TrainSummary padded = train(example("fashion_mnist_mlp.toml", runs, padding), quiet());
+  TrainSummary plain = train(example("fashion_mnist_mlp.toml", runs, small), quiet());
+  EXPECT_EQ(padded.steps, 8);
+  EXPECT_EQ(run_info(padded.run_dir)["jit"]["compiles"], 1);
+  auto train_records = [](const fs::path& run_dir) {
+    std::vector<nlohmann::json> records;
+    std::ifstream in(run_dir / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      nlohmann::json record = nlohmann::json::parse(line);
+      if (record["kind"] == "train") records.push_back(record);
+    }
+    return records;
+  };
+  std::vector<nlohmann::json> a = train_records(padded.run_dir), b = train_records(plain.run_dir);
+  ASSERT_EQ(a.size(), 8u);
+  ASSERT_EQ(b.size(), 8u);
+  for (size_t i = 0; i < a.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_NEAR(a[i]["loss"].get<double>(), b[i]["loss"].get<double>(),
+                1e-5 * std::abs(b[i]["loss"].get<double>()));
+    EXPECT_EQ(a[i]["accuracy"], b[i]["accuracy"]);  // the padded rows never count as correct
+  }
+  EXPECT_NEAR(padded.test_loss, plain.test_loss, 1e-4 * plain.test_loss);
+  fs::remove_all(runs);
+}
+
+TEST(DataPipeline, PadRemainderIsRefusedWithBatchNormOrDropRemainder) {
+  fs::path runs = fresh_dir("padded-refused");
+  // The MLP example with its first ReLU made a batch norm.
+  std::ifstream in(fs::path(KILN_SOURCE_DIR) / "examples/fashion_mnist_mlp.toml");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  size_t relu = text.find("type = \"relu\"");
+  ASSERT_NE(relu, std::string::npos);
+  text.replace(relu, std::strlen("type = \"relu\""), "type = \"batch_norm\"");
+  EXPECT_THROW(
+      {
+        try {
+          train(parse_config(text, "batch_norm.toml",
+                             {"train.pad_remainder=true", "data.train_limit=1000",
+                              fmt::format("experiment.runs_dir=\"{}\"", runs.string())}),
+                quiet());
+        } catch (const Error& error) {
+          EXPECT_THAT(error.what(), HasSubstr("batch_norm"));
+          EXPECT_THAT(error.what(), HasSubstr("padded rows would enter"));
+          throw;
+        }
+      },
+      Error);
+  EXPECT_FALSE(fs::exists(runs));  // refused before anything was written
+  EXPECT_THROW(
+      {
+        try {
+          example("fashion_mnist_mlp.toml", runs,
+                  {"train.pad_remainder=true", "train.drop_remainder=true"});
+        } catch (const Error& error) {
+          EXPECT_THAT(error.what(), HasSubstr("not both"));
+          throw;
+        }
+      },
+      Error);
 }
 
 }  // namespace
