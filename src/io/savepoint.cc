@@ -129,7 +129,10 @@ json parse_manifest(const fs::path& dir, const std::string& text) {
     fail_load(dir, fmt::format("{} has version {}; this kiln reads version {}", kManifestName,
                                manifest["version"].get<int64_t>(), kVersion));
   }
-  require("step", manifest["step"].is_number_unsigned(), "a non-negative integer");
+  require("step",
+          manifest["step"].is_number_unsigned() &&
+              manifest["step"].get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX),
+          "a non-negative integer below 2^63");
   require("trees", manifest["trees"].is_object(), "an object");
   require("files", manifest["files"].is_object(), "an object");
   require("state", manifest["state"].is_object(), "an object");
@@ -137,7 +140,19 @@ json parse_manifest(const fs::path& dir, const std::string& text) {
   return manifest;
 }
 
+// A name the manifest gives a file or a tree must stay inside the savepoint: a plain
+// name, not a path ("/etc/passwd" or "../x" would make `dir / name` point elsewhere).
+void check_plain_name(const fs::path& dir, std::string_view what, const std::string& name) {
+  bool plain = !name.empty() && name.front() != '.' && name.find('/') == std::string::npos &&
+               name.find('\0') == std::string::npos;
+  if (!plain) {
+    fail_load(dir, fmt::format("{}: {} \"{}\" is not a plain name inside the savepoint",
+                               kManifestName, what, name));
+  }
+}
+
 void check_file(const fs::path& dir, const std::string& name, const json& record) {
+  check_plain_name(dir, "the file", name);
   fs::path path = dir / name;
   if (!record.is_object() || !record["sha256"].is_string() ||
       !record["bytes"].is_number_unsigned()) {
@@ -170,6 +185,7 @@ NamedArrays load_tree(const fs::path& dir, const std::string& name, const json& 
               fmt::format("{}: tree \"{}\" must hold a \"leaves\" array", kManifestName, name));
   }
   const json& leaves = record["leaves"];
+  check_plain_name(dir, "the tree", name);
   NamedArrays arrays;
   if (leaves.empty()) return arrays;
   std::string file = name + ".safetensors";
@@ -189,11 +205,13 @@ NamedArrays load_tree(const fs::path& dir, const std::string& name, const json& 
       fail_load(dir, fmt::format("{} has no tensor '{}' (the manifest lists it)", file, path));
     }
     const Array& array = found->second;
-    if (leaf.value("dtype", "") != dtype_name(array.dtype()) ||
-        leaf.value("shape", json()) != shape_json(array)) {
+    // Compared as JSON: a dtype or shape of the wrong JSON type is a mismatch, not an
+    // exception of the JSON library.
+    json dtype = leaf.contains("dtype") ? leaf["dtype"] : json();
+    json shape = leaf.contains("shape") ? leaf["shape"] : json();
+    if (dtype != json(std::string(dtype_name(array.dtype()))) || shape != shape_json(array)) {
       fail_load(dir, fmt::format("{}: tensor '{}' is {}, the manifest says {}{}", file, path,
-                                 array.aval().to_string(), leaf.value("dtype", "?"),
-                                 leaf.value("shape", json()).dump()));
+                                 array.aval().to_string(), dtype.dump(), shape.dump()));
     }
     arrays.emplace_back(path, array);
     by_name.erase(found);

@@ -50,10 +50,14 @@ class InputFile {
     std::filesystem::remove(path_, ignored);
   }
   const std::filesystem::path& write(const uint8_t* data, size_t size) {
-    std::ofstream out(path_, std::ios::binary | std::ios::trunc);
+    write_to(path_, data, size);
+    return path_;
+  }
+  // For a target whose input must have a fixed name (a file inside a savepoint).
+  static void write_to(const std::filesystem::path& path, const uint8_t* data, size_t size) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
     out.write(reinterpret_cast<const char*>(data), static_cast<std::streamsize>(size));
     if (!out) finding("could not write the input file under /dev/shm");
-    return path_;
   }
   const std::filesystem::path& path() const { return path_; }
 

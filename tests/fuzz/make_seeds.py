@@ -3,10 +3,11 @@
 the example configs, the program-text golden files, the first records of Debian's
 Fashion-MNIST IDX files (plain and gzip), and safetensors files of every dtype written by
 the `safetensors` package (the peers' environment) and by kiln (a run's final weights,
-when a release build is given). The corpus is committed; run this again when those
+when a release build is given), NPY files of every dtype from NumPy's writer, the heads of
+scikit-learn's bundled CSVs with hand-made quoting cases, and a savepoint manifest. The corpus is committed; run this again when those
 sources change.
 
-  tests/fuzz/make_seeds.py [--kiln build/release/kiln]
+  tests/fuzz/make_seeds.py [--kiln build/release/kiln] [--fuzz-build build/fuzz]
 """
 import argparse
 import gzip
@@ -45,6 +46,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--kiln", help="a kiln binary, to add a file kiln writes")
+    parser.add_argument("--fuzz-build", help="the fuzz build (build/fuzz), for the seed the "
+                        "savepoint_manifest target writes")
     args = parser.parse_args()
 
     config = fresh("config")
@@ -77,6 +80,37 @@ def main():
             written = sorted(pathlib.Path(runs).rglob("*.safetensors"))
             for path in written[:1]:
                 shutil.copy(path, tensors / f"kiln_{path.name}")
+    # NumPy's own writer, every dtype read_npy takes, and a version 2.0 header.
+    import numpy as np
+    npy = fresh("npy")
+    for dtype in ("bool", "uint8", "<i4", "<i8", "<u4", "<f2", "<f4", "<f8"):
+        array = (np.arange(6) % 3).astype(dtype).reshape(2, 3)
+        with open(npy / f"{np.dtype(dtype).name}.npy", "wb") as out:
+            np.lib.format.write_array(out, array, version=(1, 0))
+    with open(npy / "float32_v2.npy", "wb") as out:
+        np.lib.format.write_array(out, np.zeros((1, 4), "<f4"), version=(2, 0))
+    with open(npy / "scalar.npy", "wb") as out:
+        np.lib.format.write_array(out, np.array(3.5, "<f8"), version=(1, 0))
+
+    # The csv target's first byte: bit 0 header, bits 1-2 delimiter (csv_fuzz.cc).
+    csv = fresh("csv")
+    sklearn_data = pathlib.Path("/usr/lib/python3/dist-packages/sklearn/datasets/data")
+    wine = (sklearn_data / "wine_data.csv").read_bytes().splitlines(keepends=True)
+    (csv / "wine_head.csv").write_bytes(b"\x09" + b"".join(wine[:12]))  # header, skip 1
+    iris = (sklearn_data / "iris.csv").read_bytes().splitlines(keepends=True)
+    (csv / "iris_head.csv").write_bytes(b"\x09" + b"".join(iris[:12]))
+    (csv / "quoted.csv").write_bytes(
+        b"\x01" + b'name,value\r\n"a, b",1.5\r\n"say ""hi""",NA\r\n"two\nlines",-2e3\r\n')
+    (csv / "semicolons.csv").write_bytes(b"\x03" + b"x;y;label\n1;2;0\n3;;1\n5;6\n")
+    (csv / "no_header.csv").write_bytes(b"\x00" + b"1,2,3\n4,5,6\n")
+
+    # The savepoint_manifest target's seed is the manifest of the savepoint it builds.
+    if args.fuzz_build:
+        manifest = fresh("savepoint_manifest") / "manifest.json"
+        binary = pathlib.Path(args.fuzz_build) / "tests" / "fuzz" / "savepoint_manifest_fuzz"
+        with tempfile.TemporaryDirectory() as empty:
+            subprocess.run([str(binary), "-runs=0", empty], check=True, capture_output=True,
+                           env={**os.environ, "KILN_FUZZ_SEED_OUT": str(manifest)})
     for target in sorted(p.name for p in CORPUS.iterdir()):
         files = list((CORPUS / target).iterdir())
         print(f"{target}: {len(files)} seeds, {sum(f.stat().st_size for f in files)} bytes")

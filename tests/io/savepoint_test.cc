@@ -17,6 +17,7 @@
 #include "io/savepoint.h"
 #include "io/savepoint_writer.h"
 #include "io/scratch_files.h"
+#include "io/sha256.h"
 #include "kiln/error.h"
 #include "kiln/ops.h"
 
@@ -221,6 +222,40 @@ TEST(Savepoint, TruncatedMissingAndMislabelledFilesAreNamed) {
         }
       },
       Error);
+}
+
+// A manifest that passes its marker (re-signed) but names files outside the savepoint, or
+// holds fields of the wrong JSON type, is refused by name, never followed or thrown past
+// kiln's errors (found by the savepoint manifest fuzz target's property).
+TEST(Savepoint, AManifestCannotPointOutsideItsSavepoint) {
+  ScratchDir scratch;
+  int64_t step = 0;
+  auto with_manifest = [&](auto edit) {
+    fs::path dir = write(scratch.path(), snapshot_of(++step, make_state(1.0f)));
+    nlohmann::json manifest = nlohmann::json::parse(read_string(dir / "manifest.json"));
+    edit(manifest);
+    std::string text = manifest.dump(2);
+    write_string(dir / "manifest.json", text);
+    write_string(dir / "COMMITTED",
+                 nlohmann::json({{"manifest_sha256", io::sha256_hex(text)}}).dump() + "\n");
+    return load_error(dir);
+  };
+  EXPECT_THAT(with_manifest([](nlohmann::json& m) {
+                m["files"]["/etc/passwd"] = {{"bytes", 1}, {"sha256", "0"}};
+              }),
+              HasSubstr("the file \"/etc/passwd\" is not a plain name inside the savepoint"));
+  EXPECT_THAT(with_manifest([](nlohmann::json& m) {
+                m["files"]["../params.safetensors"] = m["files"]["params.safetensors"];
+              }),
+              HasSubstr("\"../params.safetensors\" is not a plain name"));
+  EXPECT_THAT(
+      with_manifest([](nlohmann::json& m) { m["trees"]["../params"] = m["trees"]["params"]; }),
+      HasSubstr("the tree \"../params\" is not a plain name"));
+  EXPECT_THAT(
+      with_manifest([](nlohmann::json& m) { m["trees"]["params"]["leaves"][0]["dtype"] = 7; }),
+      HasSubstr("the manifest says 7"));
+  EXPECT_THAT(with_manifest([](nlohmann::json& m) { m["step"] = UINT64_MAX; }),
+              HasSubstr("\"step\" must be a non-negative integer below 2^63"));
 }
 
 TEST(Savepoint, RestoringIntoAnotherModelNamesTheFirstDifference) {

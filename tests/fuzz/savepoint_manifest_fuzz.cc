@@ -1,0 +1,76 @@
+// Savepoint manifests (manifest.json: the part of a savepoint parsed as text, which kiln
+// resume reads first) through savepoint::load. One valid savepoint of a small state is
+// written once under /dev/shm; each input replaces its manifest, with a COMMITTED marker
+// that matches it, so that the input gets past the commit check to the manifest's fields.
+// Properties: no name in the manifest leads outside the savepoint, and what loads is what
+// the manifest describes (the step, and each tree's leaves).
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "fuzz_support.h"
+#include "io/savepoint.h"
+#include "io/sha256.h"
+#include "kiln/ops.h"
+#include "kiln/tree.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The savepoint every input is tried in: params {w f32[2,3], b f32[3]} and an empty tree.
+fs::path make_savepoint() {
+  fs::path dir = fs::path("/dev/shm") / ("kiln-fuzz-savepoint-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  kiln::Tree params = kiln::Tree::dict(
+      {{"w", kiln::Tree(kiln::ones({2, 3}))}, {"b", kiln::Tree(kiln::zeros({3}))}});
+  kiln::savepoint::Snapshot snapshot;
+  snapshot.step = 7;
+  snapshot.trees.emplace_back("params", kiln::savepoint::copy_tree("params", params));
+  snapshot.state = {{"data", {{"epoch", 0}, {"position", 1}}}};
+  snapshot.identity = {{"config_sha256", "0"}};
+  fs::path written = kiln::savepoint::write(dir, snapshot);
+  // tests/fuzz/make_seeds.py takes this valid manifest as the target's seed.
+  if (const char* out = std::getenv("KILN_FUZZ_SEED_OUT")) {
+    fs::copy_file(written / kiln::savepoint::kManifestName, out,
+                  fs::copy_options::overwrite_existing);
+  }
+  return written;
+}
+
+void write_text(const fs::path& path, const uint8_t* data, size_t size) {
+  kiln::fuzz::InputFile::write_to(path, data, size);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  static const fs::path savepoint = make_savepoint();
+  std::string text(reinterpret_cast<const char*>(data), size);
+  write_text(savepoint / kiln::savepoint::kManifestName, data, size);
+  std::string marker =
+      nlohmann::json({{"manifest_sha256", kiln::io::sha256_hex(text)}}).dump() + "\n";
+  write_text(savepoint / kiln::savepoint::kMarkerName,
+             reinterpret_cast<const uint8_t*>(marker.data()), marker.size());
+  kiln::savepoint::Loaded loaded;
+  if (!kiln::fuzz::parses([&] { loaded = kiln::savepoint::load(savepoint); })) return 0;
+  const nlohmann::json& manifest = loaded.manifest;
+  if (loaded.step != manifest["step"].get<int64_t>()) kiln::fuzz::finding("load: another step");
+  for (const auto& [name, record] : manifest["files"].items()) {
+    if (name.empty() || name.front() == '.' || name.find('/') != std::string::npos) {
+      kiln::fuzz::finding("load accepted a file name that leads outside the savepoint");
+    }
+  }
+  if (loaded.trees.size() != manifest["trees"].size()) {
+    kiln::fuzz::finding("load: another number of trees than the manifest lists");
+  }
+  for (const auto& [name, leaves] : loaded.trees) {
+    if (leaves.size() != manifest["trees"][name]["leaves"].size()) {
+      kiln::fuzz::finding("load: a tree with another number of leaves than the manifest lists");
+    }
+  }
+  return 0;
+}
