@@ -140,6 +140,15 @@ json parse_manifest(const fs::path& dir, const std::string& text) {
   return manifest;
 }
 
+// The member `key` of `object`, or null when there is none: a const json's operator[] must
+// not be asked for a key it lacks (an assertion, or undefined behaviour without them).
+const json& member(const json& object, const char* key) {
+  static const json kNone;
+  if (!object.is_object()) return kNone;
+  auto found = object.find(key);
+  return found == object.end() ? kNone : *found;
+}
+
 // A name the manifest gives a file or a tree must stay inside the savepoint: a plain
 // name, not a path ("/etc/passwd" or "../x" would make `dir / name` point elsewhere).
 void check_plain_name(const fs::path& dir, std::string_view what, const std::string& name) {
@@ -154,8 +163,9 @@ void check_plain_name(const fs::path& dir, std::string_view what, const std::str
 void check_file(const fs::path& dir, const std::string& name, const json& record) {
   check_plain_name(dir, "the file", name);
   fs::path path = dir / name;
-  if (!record.is_object() || !record["sha256"].is_string() ||
-      !record["bytes"].is_number_unsigned()) {
+  const json& bytes = member(record, "bytes");
+  const json& sha256 = member(record, "sha256");
+  if (!sha256.is_string() || !bytes.is_number_unsigned()) {
     fail_load(dir, fmt::format("{}: the entry of \"files\" for {} must hold \"bytes\" and "
                                "\"sha256\"",
                                kManifestName, name));
@@ -165,26 +175,26 @@ void check_file(const fs::path& dir, const std::string& name, const json& record
     fail_load(dir, fmt::format("{} is missing (the manifest lists it)", name));
   }
   uint64_t size = fs::file_size(path, error);
-  uint64_t expected = record["bytes"].get<uint64_t>();
+  uint64_t expected = bytes.get<uint64_t>();
   if (error || size != expected) {
     fail_load(dir, fmt::format("{} has {} bytes, the manifest says {} (truncated or replaced?)",
                                name, size, expected));
   }
   std::string digest = io::sha256_file(path);
-  if (digest != record["sha256"].get<std::string>()) {
+  if (digest != sha256.get<std::string>()) {
     fail_load(dir, fmt::format("{}: SHA-256 {} differs from the manifest's {} (the file is "
                                "damaged)",
-                               name, digest, record["sha256"].get<std::string>()));
+                               name, digest, sha256.get<std::string>()));
   }
 }
 
 NamedArrays load_tree(const fs::path& dir, const std::string& name, const json& record,
                       const json& files) {
-  if (!record.is_object() || !record["leaves"].is_array()) {
+  const json& leaves = member(record, "leaves");
+  if (!leaves.is_array()) {
     fail_load(dir,
               fmt::format("{}: tree \"{}\" must hold a \"leaves\" array", kManifestName, name));
   }
-  const json& leaves = record["leaves"];
   check_plain_name(dir, "the tree", name);
   NamedArrays arrays;
   if (leaves.empty()) return arrays;
@@ -196,10 +206,10 @@ NamedArrays load_tree(const fs::path& dir, const std::string& name, const json& 
   SafetensorsFile loaded = load_safetensors(dir / file);
   std::map<std::string, Array> by_name(loaded.arrays.begin(), loaded.arrays.end());
   for (const json& leaf : leaves) {
-    if (!leaf.is_object() || !leaf["path"].is_string()) {
+    if (!member(leaf, "path").is_string()) {
       fail_load(dir, fmt::format("{}: a leaf of tree \"{}\" has no \"path\"", kManifestName, name));
     }
-    std::string path = leaf["path"].get<std::string>();
+    std::string path = member(leaf, "path").get<std::string>();
     auto found = by_name.find(path);
     if (found == by_name.end()) {
       fail_load(dir, fmt::format("{} has no tensor '{}' (the manifest lists it)", file, path));
@@ -207,8 +217,8 @@ NamedArrays load_tree(const fs::path& dir, const std::string& name, const json& 
     const Array& array = found->second;
     // Compared as JSON: a dtype or shape of the wrong JSON type is a mismatch, not an
     // exception of the JSON library.
-    json dtype = leaf.contains("dtype") ? leaf["dtype"] : json();
-    json shape = leaf.contains("shape") ? leaf["shape"] : json();
+    const json& dtype = member(leaf, "dtype");
+    const json& shape = member(leaf, "shape");
     if (dtype != json(std::string(dtype_name(array.dtype()))) || shape != shape_json(array)) {
       fail_load(dir, fmt::format("{}: tensor '{}' is {}, the manifest says {}{}", file, path,
                                  array.aval().to_string(), dtype.dump(), shape.dump()));

@@ -72,9 +72,11 @@ Restored restore(const savepoint::Loaded& loaded, const TrainState& like,
                                    "step {}",
                                    loaded.path.string(), c.step, loaded.step));
   }
-  c.data.epoch = integer_at(loaded, state["data"], "epoch", "data");
-  c.data.position = integer_at(loaded, state["data"], "position", "data");
-  c.batch_size = integer_at(loaded, state["data"], "batch_size", "data");
+  // value(), not operator[]: a const json must not be asked for a key it lacks.
+  const json data = state.value("data", json());
+  c.data.epoch = integer_at(loaded, data, "epoch", "data");
+  c.data.position = integer_at(loaded, data, "position", "data");
+  c.batch_size = integer_at(loaded, data, "batch_size", "data");
   c.skipped_steps = integer_at(loaded, state, "skipped_steps", "");
   c.metrics_lines = integer_at(loaded, state, "metrics_lines", "");
   const json& totals = state.value("epoch_totals", json());

@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Writes the fuzz targets' seed corpora (tests/fuzz/corpus/<target>/) from real files:
 the example configs, the program-text golden files, the first records of Debian's
-Fashion-MNIST IDX files (plain and gzip), and safetensors files of every dtype written by
-the `safetensors` package (the peers' environment) and by kiln (a run's final weights,
-when a release build is given), NPY files of every dtype from NumPy's writer, the heads of
-scikit-learn's bundled CSVs with hand-made quoting cases, and a savepoint manifest. The corpus is committed; run this again when those
+Fashion-MNIST IDX files (plain and gzip), safetensors files of every dtype written by the
+`safetensors` package and one written by kiln, NPY files of every dtype from NumPy's
+writer, the heads of scikit-learn's bundled CSVs with hand-made quoting cases, and a
+savepoint manifest. kiln's files come from the savepoint the savepoint_manifest target
+builds (so the fuzz build must exist). The corpus is committed; run this again when those
 sources change.
 
-  tests/fuzz/make_seeds.py [--kiln build/release/kiln] [--fuzz-build build/fuzz]
+  .venv/peers/bin/python tests/fuzz/make_seeds.py [--fuzz-build build/fuzz]
 """
 import argparse
 import gzip
@@ -45,9 +46,9 @@ def idx_records(source, rows):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--kiln", help="a kiln binary, to add a file kiln writes")
-    parser.add_argument("--fuzz-build", help="the fuzz build (build/fuzz), for the seed the "
-                        "savepoint_manifest target writes")
+    parser.add_argument("--fuzz-build", default=str(ROOT / "build" / "fuzz"),
+                        help="the fuzz build, whose savepoint_manifest target writes the "
+                        "savepoint seeds (default: build/fuzz)")
     args = parser.parse_args()
 
     config = fresh("config")
@@ -71,15 +72,6 @@ def main():
     script = ROOT / "tests" / "tools" / "safetensors_peer.py"
     subprocess.run([sys.executable, str(script), "--write", str(tensors / "every_dtype.safetensors")],
                    check=True)
-    if args.kiln:
-        with tempfile.TemporaryDirectory() as runs:
-            subprocess.run([args.kiln, "train", str(ROOT / "examples" / "fashion_mnist_mlp.toml"),
-                            "--quiet", "--set", "train.max_steps=1", "--set", "data.train_limit=256",
-                            "--set", "data.test_limit=256", "--set", f"experiment.runs_dir={runs}"],
-                           check=True)
-            written = sorted(pathlib.Path(runs).rglob("*.safetensors"))
-            for path in written[:1]:
-                shutil.copy(path, tensors / f"kiln_{path.name}")
     # NumPy's own writer, every dtype read_npy takes, and a version 2.0 header.
     import numpy as np
     npy = fresh("npy")
@@ -104,13 +96,15 @@ def main():
     (csv / "semicolons.csv").write_bytes(b"\x03" + b"x;y;label\n1;2;0\n3;;1\n5;6\n")
     (csv / "no_header.csv").write_bytes(b"\x00" + b"1,2,3\n4,5,6\n")
 
-    # The savepoint_manifest target's seed is the manifest of the savepoint it builds.
-    if args.fuzz_build:
-        manifest = fresh("savepoint_manifest") / "manifest.json"
-        binary = pathlib.Path(args.fuzz_build) / "tests" / "fuzz" / "savepoint_manifest_fuzz"
-        with tempfile.TemporaryDirectory() as empty:
-            subprocess.run([str(binary), "-runs=0", empty], check=True, capture_output=True,
-                           env={**os.environ, "KILN_FUZZ_SEED_OUT": str(manifest)})
+    # The savepoint_manifest target's seed is the manifest of the savepoint it builds; that
+    # savepoint's weights are a small safetensors file written by kiln.
+    manifests = fresh("savepoint_manifest")
+    binary = pathlib.Path(args.fuzz_build) / "tests" / "fuzz" / "savepoint_manifest_fuzz"
+    with tempfile.TemporaryDirectory() as out, tempfile.TemporaryDirectory() as empty:
+        subprocess.run([str(binary), "-runs=0", empty], check=True, capture_output=True,
+                       env={**os.environ, "KILN_FUZZ_SEED_DIR": out})
+        shutil.copy(pathlib.Path(out) / "manifest.json", manifests / "manifest.json")
+        shutil.copy(pathlib.Path(out) / "params.safetensors", tensors / "kiln_params.safetensors")
     for target in sorted(p.name for p in CORPUS.iterdir()):
         files = list((CORPUS / target).iterdir())
         print(f"{target}: {len(files)} seeds, {sum(f.stat().st_size for f in files)} bytes")

@@ -33,10 +33,12 @@ fs::path make_savepoint() {
   snapshot.state = {{"data", {{"epoch", 0}, {"position", 1}}}};
   snapshot.identity = {{"config_sha256", "0"}};
   fs::path written = kiln::savepoint::write(dir, snapshot);
-  // tests/fuzz/make_seeds.py takes this valid manifest as the target's seed.
-  if (const char* out = std::getenv("KILN_FUZZ_SEED_OUT")) {
-    fs::copy_file(written / kiln::savepoint::kManifestName, out,
-                  fs::copy_options::overwrite_existing);
+  // tests/fuzz/make_seeds.py takes this valid manifest as this target's seed, and the
+  // weights file as a small safetensors file that kiln wrote.
+  if (const char* out = std::getenv("KILN_FUZZ_SEED_DIR")) {
+    for (const char* name : {"manifest.json", "params.safetensors"}) {
+      fs::copy_file(written / name, fs::path(out) / name, fs::copy_options::overwrite_existing);
+    }
   }
   return written;
 }

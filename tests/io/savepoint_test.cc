@@ -254,6 +254,16 @@ TEST(Savepoint, AManifestCannotPointOutsideItsSavepoint) {
   EXPECT_THAT(
       with_manifest([](nlohmann::json& m) { m["trees"]["params"]["leaves"][0]["dtype"] = 7; }),
       HasSubstr("the manifest says 7"));
+  // Found by the fuzz target (tests/fuzz/regressions/savepoint_manifest/): a file entry
+  // without "bytes", a tree without "leaves", a leaf without "path".
+  EXPECT_THAT(
+      with_manifest([](nlohmann::json& m) { m["files"]["params.safetensors"].erase("bytes"); }),
+      HasSubstr("the entry of \"files\" for params.safetensors must hold \"bytes\""));
+  EXPECT_THAT(with_manifest([](nlohmann::json& m) { m["trees"]["params"].erase("leaves"); }),
+              HasSubstr("tree \"params\" must hold a \"leaves\" array"));
+  EXPECT_THAT(
+      with_manifest([](nlohmann::json& m) { m["trees"]["params"]["leaves"][0].erase("path"); }),
+      HasSubstr("a leaf of tree \"params\" has no \"path\""));
   EXPECT_THAT(with_manifest([](nlohmann::json& m) { m["step"] = UINT64_MAX; }),
               HasSubstr("\"step\" must be a non-negative integer below 2^63"));
 }
