@@ -16,6 +16,7 @@
 
 #include "kiln/error.h"
 #include "train/config.h"
+#include "train/run_test_util.h"
 #include "train/trainer.h"
 
 namespace kiln::train {
@@ -25,21 +26,12 @@ namespace fs = std::filesystem;
 using testing::HasSubstr;
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path dir =
-      fs::temp_directory_path() / fmt::format("kiln-data-pipeline-test-{}-{}", name, getpid());
-  fs::remove_all(dir);
-  return dir;
+  return run_test::fresh_dir("data-pipeline", name);
 }
 
-TrainOptions quiet() {
-  TrainOptions options;
-  options.quiet = true;
-  return options;
-}
-
+using run_test::quiet;
 nlohmann::json run_info(const fs::path& run_dir) {
-  std::ifstream in(run_dir / "run.json");
-  return nlohmann::json::parse(in);
+  return run_test::read_json(run_dir / "run.json");
 }
 
 TrainConfig example(const std::string& name, const fs::path& runs,

@@ -22,6 +22,7 @@
 #include "io/sha256.h"
 #include "kiln/error.h"
 #include "train/config.h"
+#include "train/run_test_util.h"
 #include "train/trainer.h"
 
 namespace kiln::train {
@@ -31,10 +32,7 @@ namespace fs = std::filesystem;
 using testing::HasSubstr;
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path dir =
-      fs::temp_directory_path() / fmt::format("kiln-savepoint-test-{}-{}", name, getpid());
-  fs::remove_all(dir);
-  return dir;
+  return run_test::fresh_dir("savepoint", name);
 }
 
 // 1024 training images in batches of 128: 8 steps an epoch, 16 in all; a savepoint every
@@ -51,16 +49,8 @@ TrainConfig tiny_run(const fs::path& runs_dir, std::vector<std::string> extra = 
   return load_config(fs::path(KILN_SOURCE_DIR) / "examples/fashion_mnist_mlp.toml", overrides);
 }
 
-TrainOptions quiet() {
-  TrainOptions options;
-  options.quiet = true;
-  return options;
-}
-
-nlohmann::json read_json(const fs::path& path) {
-  std::ifstream in(path);
-  return nlohmann::json::parse(in);
-}
+using run_test::quiet;
+using run_test::read_json;
 
 // metrics.jsonl without the timings, which differ between any two runs.
 std::vector<nlohmann::json> metrics_without_timing(const fs::path& run_dir) {

@@ -20,6 +20,7 @@
 #include "kiln/error.h"
 #include "kiln/safetensors.h"
 #include "train/config.h"
+#include "train/run_test_util.h"
 #include "train/trainer.h"
 
 namespace kiln::train {
@@ -31,9 +32,7 @@ using testing::HasSubstr;
 const char* kDataDir = "/usr/share/datasets/fashion-mnist";
 
 fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / fmt::format("kiln-trainer-test-{}-{}", name, getpid());
-  fs::remove_all(dir);
-  return dir;
+  return run_test::fresh_dir("trainer", name);
 }
 
 std::string read_text(const fs::path& path) {
@@ -52,12 +51,7 @@ TrainConfig small_mlp(const fs::path& runs_dir, std::vector<std::string> extra =
   return load_config(fs::path(KILN_SOURCE_DIR) / "examples/fashion_mnist_mlp.toml", overrides);
 }
 
-TrainOptions quiet() {
-  TrainOptions options;
-  options.quiet = true;
-  return options;
-}
-
+using run_test::quiet;
 std::vector<nlohmann::json> read_metrics(const fs::path& run_dir) {
   std::vector<nlohmann::json> records;
   std::ifstream in(run_dir / "metrics.jsonl");
