@@ -14,5 +14,6 @@ Runner add_bench_command(CLI::App& app);
 Runner add_train_command(CLI::App& app);
 Runner add_data_command(CLI::App& app);
 Runner add_resume_command(CLI::App& app);
+Runner add_runs_command(CLI::App& app);
 
 }  // namespace kiln::cli

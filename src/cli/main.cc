@@ -12,6 +12,7 @@
 #include "base/edit_distance.h"
 #include "cli/commands.h"
 #include "kiln/error.h"
+#include "kiln/version.h"
 
 namespace {
 
@@ -48,7 +49,7 @@ bool unknown_command(const CLI::App& app, int argc, char** argv) {
 int main(int argc, char** argv) {
   CLI::App app{"kiln: train neural networks fast, at any scale, reproducibly.", "kiln"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "kiln 0.1.0");
+  app.set_version_flag("--version", std::string("kiln ") + kiln::kVersion);
   app.footer(
       "Environment:\n"
       "  KILN_CPU_DEVICES=N      split the CPU into N logical devices (default 1)\n"
@@ -66,6 +67,7 @@ int main(int argc, char** argv) {
   kiln::cli::Runner train = kiln::cli::add_train_command(app);
   kiln::cli::Runner data = kiln::cli::add_data_command(app);
   kiln::cli::Runner resume = kiln::cli::add_resume_command(app);
+  kiln::cli::Runner runs = kiln::cli::add_runs_command(app);
   if (unknown_command(app, argc, argv)) return 1;
   try {
     app.parse(argc, argv);
@@ -78,6 +80,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("train")) return train();
     if (app.got_subcommand("data")) return data();
     if (app.got_subcommand("resume")) return resume();
+    if (app.got_subcommand("runs")) return runs();
   } catch (const kiln::Error& error) {
     std::fprintf(stderr, "error: %s\n", error.what());
     return 1;

@@ -148,8 +148,16 @@ void write_file_atomically(const fs::path& path, std::string_view text) {
 void overwrite_file_in_place(const fs::path& path, std::string_view text) {
   int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) fail_io("open", path, {}, errno);
+  // Room for all of the new text first: a write that ran out of space halfway would leave
+  // neither the old record nor the new one.
+  int error = ::posix_fallocate(fd, 0, static_cast<off_t>(text.size()));
+  if (error == EOPNOTSUPP || error == EINVAL) error = 0;  // file systems without fallocate
+  if (error != 0) {
+    ::close(fd);
+    fail_io("overwrite", path, {}, error);
+  }
   auto bytes = std::as_bytes(std::span<const char>(text.data(), text.size()));
-  int error = write_all(fd, path, bytes);
+  error = write_all(fd, path, bytes);
   if (error == 0 && ::ftruncate(fd, static_cast<off_t>(text.size())) != 0) error = errno;
   if (error == 0 && ::fsync(fd) != 0) error = errno;
   ::close(fd);

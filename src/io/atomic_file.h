@@ -24,8 +24,10 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view t
 
 // The last resort when the file system is full: rewrites an existing file in place (open,
 // write from the start, truncate, fsync), reusing its blocks, so a small status file that
-// no longer fits a temporary beside it can still be updated. Not atomic: a crash in the
-// middle leaves a mixture; use it only after write_file_atomically failed.
+// no longer fits a temporary beside it can still be updated. The space for a longer text is
+// reserved first (posix_fallocate), so a full disk fails it before the old content is
+// touched. Not atomic: a crash in the middle leaves a mixture; use it only after
+// write_file_atomically failed.
 void overwrite_file_in_place(const std::filesystem::path& path, std::string_view text);
 
 // A test seam for write errors that a real disk gives only when full or failing: the hook

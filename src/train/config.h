@@ -134,12 +134,24 @@ struct TrainLoopConfig {
   friend bool operator==(const TrainLoopConfig&, const TrainLoopConfig&) = default;
 };
 
+// [tracking]: where the run is recorded besides its directory. Not part of the run
+// identity: recording a run elsewhere does not change what it computes.
+struct TrackingConfig {
+  bool catalog = true;            // runs/kiln.db
+  bool tensorboard = true;        // event files in the run directory
+  std::string mlflow_uri;         // empty: no MLflow mirror
+  std::string mlflow_experiment;  // empty: experiment.name
+  double wait_seconds = 10;       // at the end, how long to wait for unsent records
+  friend bool operator==(const TrackingConfig&, const TrackingConfig&) = default;
+};
+
 struct TrainConfig {
   ExperimentConfig experiment;
   DataConfig data;
   ModelConfig model;
   OptimConfig optim;
   TrainLoopConfig train;
+  TrackingConfig tracking;
   std::string source;  // the file it was read from, for messages
   // Compares `source` and the layers' lines too.
   friend bool operator==(const TrainConfig&, const TrainConfig&) = default;
@@ -160,6 +172,9 @@ TrainConfig parse_config(const std::string& text, const std::string& source_name
 
 // Every key with its value, as TOML that load_config reads back to an equal config.
 std::string to_toml(const TrainConfig& config);
+// The part of the resolved config that makes the run identity and run id: to_toml without
+// the sections that only say where the run is recorded ([tracking]).
+std::string identity_toml(const TrainConfig& config);
 
 // The reference table for docs/training.md: one row per key (section, key, type, default,
 // meaning), generated from the schema.

@@ -395,6 +395,22 @@ std::vector<Section> make_sections() {
             "a savepoint that cannot be written (full disk): `stop` the run, or `continue` "
             "without it (earlier savepoints are kept either way)",
             one_of({"stop", "continue"}))}},
+      {"tracking",
+       "Where the run is recorded besides its directory (docs/tracking.md). Not part of the run "
+       "identity.",
+       {key(&C::tracking, &TrackingConfig::catalog, "catalog",
+            "record the run in the catalog `<runs_dir>/kiln.db` (`kiln runs`)"),
+        key(&C::tracking, &TrackingConfig::tensorboard, "tensorboard",
+            "write TensorBoard scalar event files in the run directory"),
+        key(&C::tracking, &TrackingConfig::mlflow_uri, "mlflow_uri",
+            "mirror the run to this MLflow tracking server (`http://host:port`; empty: none)",
+            optional_path()),
+        key(&C::tracking, &TrackingConfig::mlflow_experiment, "mlflow_experiment",
+            "the MLflow experiment (empty: `experiment.name`)", optional_path()),
+        key(&C::tracking, &TrackingConfig::wait_seconds, "wait_seconds",
+            "at the end of the run, wait at most this long for records not yet sent",
+            at_most(at_least(0), 3600))},
+       false},
   };
 }
 

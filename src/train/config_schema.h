@@ -73,6 +73,9 @@ struct Section {
   std::string_view name;
   std::string_view help;
   std::vector<Key> keys;  // model has one, `layers`, of type kLayers (no get/set)
+  // False for sections that do not change what the run computes (identity_toml leaves
+  // them out).
+  bool in_identity = true;
 };
 
 struct LayerType {

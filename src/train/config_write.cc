@@ -67,10 +67,13 @@ std::string code_list(const std::vector<std::string_view>& names) {
 
 }  // namespace
 
-std::string to_toml(const TrainConfig& config) {
+namespace {
+
+std::string toml_of(const TrainConfig& config, bool identity_only) {
   std::string text =
       "# kiln training config, resolved: every key, defaults and overrides included.\n";
   for (const Section& section : schema::sections()) {
+    if (identity_only && !section.in_identity) continue;
     text += fmt::format("\n# {}\n", section.help);
     if (section.name == "model") {
       for (const LayerConfig& layer : config.model.layers) text += layer_toml(layer);
@@ -82,6 +85,16 @@ std::string to_toml(const TrainConfig& config) {
     }
   }
   return text;
+}
+
+}  // namespace
+
+std::string to_toml(const TrainConfig& config) {
+  return toml_of(config, false);
+}
+
+std::string identity_toml(const TrainConfig& config) {
+  return toml_of(config, true);
 }
 
 std::string schema_markdown() {

@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
+#include <cmath>
 #include <cstring>
 #include <ctime>
 #include <fstream>
@@ -15,7 +17,6 @@
 #include <fmt/format.h>
 
 #include "io/atomic_file.h"
-#include "io/sha256.h"
 #include "kiln/error.h"
 
 namespace kiln::train {
@@ -115,7 +116,8 @@ std::vector<fs::path> mark_crashed_runs(const fs::path& experiment_dir) {
 }
 
 RunDirectory RunDirectory::create(const fs::path& runs_dir, const std::string& experiment,
-                                  const std::string& resolved_config, nlohmann::json run_info) {
+                                  const std::string& resolved_config,
+                                  const std::string& config_sha256, nlohmann::json run_info) {
   fs::path parent = runs_dir / experiment;
   std::error_code error;
   fs::create_directories(parent, error);
@@ -125,8 +127,7 @@ RunDirectory RunDirectory::create(const fs::path& runs_dir, const std::string& e
          "set experiment.runs_dir to a writable directory");
   }
   std::vector<fs::path> crashed = mark_crashed_runs(parent);
-  std::string config_hash = io::sha256_hex(resolved_config);
-  std::string base = fmt::format("{}-{}", utc_now("%Y%m%d-%H%M%S"), config_hash.substr(0, 8));
+  std::string base = fmt::format("{}-{}", utc_now("%Y%m%d-%H%M%S"), config_sha256.substr(0, 8));
   // create_directory is the atomic test: two processes never get the same directory.
   std::string run_id = base;
   for (int suffix = 2; !fs::create_directory(parent / run_id, error); ++suffix) {
@@ -139,7 +140,7 @@ RunDirectory RunDirectory::create(const fs::path& runs_dir, const std::string& e
   fs::path path = parent / run_id;
   run_info["experiment"] = experiment;
   run_info["run_id"] = run_id;
-  run_info["config_sha256"] = config_hash;
+  run_info["config_sha256"] = config_sha256;
   run_info["status"] = "running";
   run_info["started_at"] = utc_timestamp();
   run_info["pid"] = static_cast<int64_t>(::getpid());
@@ -246,16 +247,25 @@ RunDirectory::RunDirectory(RunDirectory&& other) noexcept
       info_(std::move(other.info_)),
       metrics_(other.metrics_),
       metrics_lines_(other.metrics_lines_),
-      crashed_runs_(std::move(other.crashed_runs_)) {
+      crashed_runs_(std::move(other.crashed_runs_)),
+      observer_(other.observer_) {
   other.metrics_ = nullptr;
+}
+
+void RunDirectory::observe(RunObserver* observer) {
+  observer_ = observer;
+  if (observer_) observer_->info_written(path_, info_);
 }
 
 RunDirectory::~RunDirectory() {
   if (metrics_ != nullptr) std::fclose(metrics_);
 }
 
-void RunDirectory::append_metrics(const nlohmann::json& record) {
+void RunDirectory::append_metrics(const nlohmann::json& metrics) {
   fs::path metrics_path = path_ / "metrics.jsonl";
+  nlohmann::json record = metrics;
+  auto wall = std::chrono::system_clock::now().time_since_epoch();
+  record["time"] = std::round(std::chrono::duration<double>(wall).count() * 1e3) / 1e3;
   std::string line = record.dump() + "\n";
   int error = io::injected_write_fault(metrics_path);
   if (error == 0 && (std::fwrite(line.data(), 1, line.size(), metrics_) != line.size() ||
@@ -270,18 +280,19 @@ void RunDirectory::append_metrics(const nlohmann::json& record) {
          error == ENOSPC ? "free space on that file system" : "");
   }
   ++metrics_lines_;
+  if (observer_) observer_->metrics_appended(info_, record);
 }
 
 void RunDirectory::write_info() {
   std::string text = info_.dump(2) + "\n";
   try {
     write_text(path_ / "run.json", text);
-    return;
   } catch (const std::exception&) {
+    // A full disk has no room for the temporary; the existing run.json's blocks still take
+    // the new record, which is what matters most at the end of a run.
+    io::overwrite_file_in_place(path_ / "run.json", text);
   }
-  // A full disk has no room for the temporary; the existing run.json's blocks still take
-  // the new record, which is what matters most at the end of a run.
-  io::overwrite_file_in_place(path_ / "run.json", text);
+  if (observer_) observer_->info_written(path_, info_);
 }
 
 void RunDirectory::finish_completed() {

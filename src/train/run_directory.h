@@ -15,16 +15,26 @@
 
 namespace kiln::train {
 
+// Told of each write a RunDirectory makes (run tracking), after the write succeeded. It
+// must not throw: recording a run elsewhere never stops it.
+class RunObserver {
+ public:
+  virtual ~RunObserver() = default;
+  virtual void info_written(const std::filesystem::path& run_dir, const nlohmann::json& info) = 0;
+  virtual void metrics_appended(const nlohmann::json& info, const nlohmann::json& record) = 0;
+};
+
 class RunDirectory {
  public:
   // Creates runs_dir/experiment/<run-id>, where run-id is the start time (UTC, to the
-  // second) and the first 8 hex digits of the config's SHA-256; a second run in the same
-  // second with the same config gets "-2", "-3"... Writes run.json (status "running", with
-  // this process's pid and host), then config.toml. First marks the experiment's stale
-  // runs as crashed (mark_crashed_runs). If run.json cannot be written the directory is
+  // second) and the first 8 hex digits of `config_sha256` (the identity's, identity_toml); a second
+  // run in the same second with the same config gets "-2", "-3"... Writes run.json (status
+  // "running", with this process's pid and host), then config.toml. First marks the experiment's
+  // stale runs as crashed (mark_crashed_runs). If run.json cannot be written the directory is
   // removed; a later failure is recorded in it as "failed".
   static RunDirectory create(const std::filesystem::path& runs_dir, const std::string& experiment,
-                             const std::string& resolved_config, nlohmann::json run_info);
+                             const std::string& resolved_config, const std::string& config_sha256,
+                             nlohmann::json run_info);
   // Continues an existing run (kiln resume): keeps the first `metrics_lines` lines of
   // metrics.jsonl (what was recorded up to the savepoint resumed from; the rest is redone),
   // sets run.json's status back to "running" under this process, and appends from there.
@@ -40,7 +50,12 @@ class RunDirectory {
   // The runs of the same experiment that create() found stale and marked "crashed".
   const std::vector<std::filesystem::path>& crashed_runs() const { return crashed_runs_; }
 
-  // Appends one line to metrics.jsonl (flushed, so that a crash keeps what was written).
+  // From now on, tells `observer` (which must outlive this) of each write; the current
+  // run.json first.
+  void observe(RunObserver* observer);
+
+  // Appends one line to metrics.jsonl (flushed, so that a crash keeps what was written),
+  // with the wall time added as "time" (Unix seconds).
   // A failed write is an error naming metrics.jsonl and the reason.
   void append_metrics(const nlohmann::json& record);
   // Lines in metrics.jsonl so far.
@@ -65,6 +80,7 @@ class RunDirectory {
   std::FILE* metrics_ = nullptr;
   int64_t metrics_lines_ = 0;
   std::vector<std::filesystem::path> crashed_runs_;
+  RunObserver* observer_ = nullptr;
 };
 
 // Marks each run under experiment_dir whose run.json says "running" but whose process is

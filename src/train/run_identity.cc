@@ -32,8 +32,8 @@ std::string without_comment(const std::string& text) {
   return text.substr(0, end);
 }
 
-// "section.key" -> value text of a resolved config (to_toml's output: one key per line;
-// the layers numbered model.layers[i].key), so that differences can be named by key.
+}  // namespace
+
 std::map<std::string, std::string> config_keys(const std::string& toml) {
   std::map<std::string, std::string> keys;
   std::istringstream lines(toml);
@@ -56,8 +56,6 @@ std::map<std::string, std::string> config_keys(const std::string& toml) {
   }
   return keys;
 }
-
-}  // namespace
 
 json run_identity(const std::string& resolved_config, const std::string& data_sha256,
                   const std::string& kernels) {

@@ -28,12 +28,14 @@
 #include "kiln/random.h"
 #include "kiln/safetensors.h"
 #include "runtime/runtime.h"
+#include "track/run_environment.h"
 #include "train/batches.h"
 #include "train/builders.h"
 #include "train/progress.h"
 #include "train/run_checks.h"
 #include "train/run_directory.h"
 #include "train/run_identity.h"
+#include "train/run_tracking.h"
 #include "train/train_savepoint.h"
 #include "train/train_step.h"
 
@@ -182,6 +184,8 @@ class Run {
   void stop_if_asked(int64_t step_number, DataPosition next, std::deque<PendingStep>& pending);
   void save_final();
   void keep_last_good_state();
+  // Waits for the trackers (bounded) and records what they could not send.
+  void finish_tracking();
   void print(std::string_view text) const {
     if (!options_.quiet) print_best_effort(stdout, text);
   }
@@ -194,6 +198,7 @@ class Run {
   std::optional<nn::Module> model_;
   std::optional<optim::GradientTransformation> optimizer_;
   AbstractValue input_;
+  std::optional<RunTracking> tracking_;  // observes run_, so declared (and outlives it) first
   std::optional<RunDirectory> run_;
   std::optional<Progress> progress_;
   std::vector<std::string> param_paths_;
@@ -248,7 +253,7 @@ void Run::prepare() {
   // The order of the batches follows from the config's seed (the sampler); the data key
   // recorded is the one the augmentation draws from.
   keys_ = RunKeys{augment_key, random::fold_in(root, 2)};
-  identity_ = run_identity(to_toml(c), dataset.identity, configured_kernels());
+  identity_ = run_identity(identity_toml(c), dataset.identity, configured_kernels());
   for (const auto& [path, leaf] : state_.params.leaves_with_paths()) param_paths_.push_back(path);
   backward_order_ = backward_order(param_paths_);
 }
@@ -273,8 +278,13 @@ void Run::start_run_directory() {
                           {{"config_sha256", identity_["config_sha256"]},
                            {"data_sha256", identity_["data_sha256"]},
                            {"kiln_version", kKilnVersion},
-                           {"kernels", identity_["kernels"]}}}};
-  run_.emplace(RunDirectory::create(c.experiment.runs_dir, c.experiment.name, resolved, info));
+                           {"kernels", identity_["kernels"]}}},
+                         {"environment", track::run_environment()}};
+  run_.emplace(RunDirectory::create(c.experiment.runs_dir, c.experiment.name, resolved,
+                                    identity_["config_sha256"].get<std::string>(), info));
+  tracking_.emplace(c.tracking, c.experiment.runs_dir);
+  for (const fs::path& crashed : run_->crashed_runs()) tracking_->other_run_changed(crashed);
+  run_->observe(&*tracking_);
   summary_.run_dir = run_->path();
   summary_.crashed_runs = run_->crashed_runs();
   for (const fs::path& crashed : summary_.crashed_runs) {
@@ -313,6 +323,7 @@ TrainSummary Run::execute() {
     std::string problem =
         run_->finish_interrupted(signal_name(interrupted.signal()), interrupted.steps());
     if (!problem.empty()) progress_->message("warning: run.json not updated: " + problem);
+    finish_tracking();
     throw;
   } catch (const std::exception& error) {
     if (writer_) writer_->wait();  // a save in flight finishes: it is good
@@ -320,9 +331,27 @@ TrainSummary Run::execute() {
     keep_last_good_state();
     std::string problem = run_->finish_failed(error.what());
     if (!problem.empty()) progress_->message("warning: run.json not updated: " + problem);
+    finish_tracking();
     throw;
   }
+  finish_tracking();
   return summary_;
+}
+
+void Run::finish_tracking() {
+  if (!tracking_) return;
+  summary_.tracking_problems = tracking_->finish();
+  if (summary_.tracking_problems.empty()) return;
+  progress_->finish();
+  for (const std::string& problem : summary_.tracking_problems) {
+    print_best_effort(stderr, "warning: " + problem + "\n");  // even when --quiet
+  }
+  run_->info()["tracking_problems"] = summary_.tracking_problems;
+  try {
+    run_->write_info();
+  } catch (const std::exception& error) {
+    progress_->message(std::string("warning: run.json not updated: ") + error.what());
+  }
 }
 
 void Run::train_epochs() {
@@ -579,7 +608,9 @@ void Run::reopen_run_directory() {
   nlohmann::json info = resume_->info;
   nlohmann::json record = {{"at", utc_timestamp()},
                            {"from_step", summary_.resumed_from_step},
-                           {"previous_status", info.value("status", "")}};
+                           {"previous_status", info.value("status", "")},
+                           {"environment", track::run_environment()}};
+  if (loaded) record["savepoint"] = fs::relative(loaded->path, resume_->run_dir).string();
   if (!skipped.empty()) record["skipped_savepoints"] = skipped;
   if (!changes.empty()) {
     record["changed"] = changes;
@@ -597,6 +628,12 @@ void Run::reopen_run_directory() {
                       {"kiln_version", kKilnVersion},
                       {"kernels", identity_["kernels"]}};
   run_.emplace(RunDirectory::reopen(resume_->run_dir, info, metrics_lines));
+  // The catalog beside the run: <runs_dir>/<experiment>/<run-id> -> <runs_dir>/kiln.db.
+  fs::path run_dir = resume_->run_dir.lexically_normal();
+  if (run_dir.filename().empty()) run_dir = run_dir.parent_path();
+  tracking_.emplace(config_.tracking, run_dir.parent_path().parent_path());
+  run_->observe(&*tracking_);
+  tracking_->reopened(run_->path(), run_->info());
   if (!changes.empty()) io::write_file_atomically(run_->path() / "config.toml", to_toml(config_));
   summary_.run_dir = run_->path();
   for (const std::string& note : summary_.notes) print(note + "\n");

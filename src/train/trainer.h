@@ -55,6 +55,9 @@ struct TrainSummary {
   // Runs of the same experiment found stale ("running" with their process gone) and
   // marked "crashed" when this run started.
   std::vector<std::filesystem::path> crashed_runs;
+  // What the run catalog or another tracker could not record (the run directory has it
+  // all); also in run.json as "tracking_problems".
+  std::vector<std::string> tracking_problems;
 };
 
 // Raised when the run stops on a non-finite loss or gradient; the run directory holds the

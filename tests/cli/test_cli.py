@@ -372,6 +372,90 @@ def can_mount_tmpfs():
         os.rmdir(probe)
 
 
+class RunsCli(unittest.TestCase):
+    """`kiln runs`: the catalog that several `kiln train` processes write at once."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.runs = tempfile.mkdtemp(prefix="kiln-cli-catalog-")
+        where = ["--set", f"experiment.runs_dir={cls.runs}"]
+        # Three runs started together: their writes to runs/kiln.db interleave.
+        processes = [subprocess.Popen([KILN, "train", MLP, *SMALL, *where, "--quiet", "--set",
+                                       f"optim.lr={lr}"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                     for lr in ("0.001", "0.0003", "0.003")]
+        cls.outputs = [p.communicate(timeout=300) for p in processes]
+        cls.codes = [p.returncode for p in processes]
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.runs, ignore_errors=True)
+
+    def runs_command(self, *args, check=True):
+        return run("runs", "--runs-dir", self.runs, *args, check=check)
+
+    def test_concurrent_runs_are_all_listed_with_their_metrics(self):
+        self.assertEqual(self.codes, [0, 0, 0], self.outputs)
+        listed = json.loads(self.runs_command("list", "--json").stdout)
+        self.assertEqual(len(listed), 3)
+        for entry in listed:
+            self.assertEqual(entry["status"], "completed")
+            with open(os.path.join(entry["run_dir"], "metrics.jsonl")) as f:
+                lines = [json.loads(line) for line in f]
+            train_steps = sum(1 for line in lines if line["kind"] == "train")
+            self.assertEqual(entry["metrics"]["train/loss"]["points"], train_steps)
+            final_eval = [line for line in lines if line["kind"] == "eval"][-1]
+            self.assertAlmostEqual(entry["metrics"]["eval/test_accuracy"]["final"]["value"],
+                                   final_eval["test_accuracy"])
+        table = self.runs_command("list").stdout
+        self.assertIn("3 runs", table)
+        filtered = json.loads(self.runs_command("list", "--json", "--filter",
+                                                "param.optim.lr<0.001").stdout)
+        self.assertEqual(len(filtered), 1)
+
+    def test_show_and_compare(self):
+        listed = json.loads(self.runs_command("list", "--json").stdout)
+        a, b = listed[0]["run"], listed[1]["run"]
+        shown = json.loads(self.runs_command("show", a, "--json").stdout)
+        self.assertEqual(shown["run"], a)
+        self.assertIn("optim.lr", shown["params"])
+        self.assertEqual(shown["artifacts"][0]["name"], "params")
+        self.assertIn("cpu", shown["environment"])
+        self.assertIn("eval/test_accuracy", self.runs_command("show", a).stdout)
+        compared = json.loads(self.runs_command("compare", a, b, "--json").stdout)
+        self.assertEqual([d["key"] for d in compared["config"]], ["optim.lr"])
+        self.assertEqual(compared["environment"], [])
+        self.assertIn("best", compared["metrics"]["eval/test_accuracy"]["a"])
+        self.assertIn("optim.lr", self.runs_command("compare", a, b).stdout)
+
+    def test_bad_names_and_filters_are_clear_errors(self):
+        result = self.runs_command("show", "nope", check=False)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("no run 'nope'", result.stderr)
+        result = self.runs_command("show", "2", check=False)  # every run id starts with 2
+        self.assertIn("names 3 runs", result.stderr)
+        result = self.runs_command("list", "--filter", "colour=red", check=False)
+        self.assertIn("unknown field 'colour'", result.stderr)
+        result = run("runs", "--runs-dir", os.path.join(self.runs, "none"), "list", check=False)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("no run catalog at", result.stderr)
+
+    def test_reindex_rebuilds_a_lost_catalog(self):
+        before = json.loads(self.runs_command("list", "--json").stdout)
+        copy = tempfile.mkdtemp(prefix="kiln-cli-reindex-")
+        try:
+            for name in os.listdir(self.runs):
+                if not name.startswith("kiln.db"):
+                    shutil.copytree(os.path.join(self.runs, name), os.path.join(copy, name))
+            result = run("runs", "--runs-dir", copy, "reindex")
+            self.assertIn("recorded 3 runs", result.stdout)
+            after = json.loads(run("runs", "--runs-dir", copy, "list", "--json").stdout)
+            self.assertEqual([r["run"] for r in after], [r["run"] for r in before])
+            self.assertEqual([r["metrics"] for r in after], [r["metrics"] for r in before])
+        finally:
+            shutil.rmtree(copy, ignore_errors=True)
+
+
 @unittest.skipUnless(can_mount_tmpfs(), "needs permission to mount a tmpfs (root)")
 class FullDisk(unittest.TestCase):
     """`kiln train` with its runs on a tiny tmpfs: the failed write is named and the run's

@@ -60,6 +60,7 @@ std::vector<nlohmann::json> metrics_without_timing(const fs::path& run_dir) {
     nlohmann::json record = nlohmann::json::parse(line);
     record.erase("step_ms");
     record.erase("data_wait_ms");
+    record.erase("time");
     records.push_back(record);
   }
   return records;

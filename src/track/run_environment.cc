@@ -1,0 +1,90 @@
+// The run environment (run_environment.h). code_identity.h is generated at build time by
+// cmake/code_identity.cmake; KILN_BUILD_TYPE and KILN_BUILD_FLAGS come from CMakeLists.txt.
+#include "track/run_environment.h"
+
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <string>
+#include <thread>
+
+#include <fmt/format.h>
+#include <oneapi/dnnl/dnnl.h>
+
+#include <code_identity.h>  // generated in the build tree
+#include "kernels/cpu/elementwise_simd.h"
+#include "kiln/device.h"
+#include "kiln/version.h"
+
+namespace kiln::track {
+namespace {
+
+using nlohmann::json;
+
+std::string compiler() {
+#if defined(__clang__)
+  return fmt::format("clang {}", __clang_version__);
+#elif defined(__GNUC__)
+  return fmt::format("GCC {}", __VERSION__);
+#else
+  return "unknown";
+#endif
+}
+
+std::string trimmed(std::string text) {
+  size_t begin = text.find_first_not_of(" \t");
+  size_t end = text.find_last_not_of(" \t");
+  return begin == std::string::npos ? std::string() : text.substr(begin, end - begin + 1);
+}
+
+json code_identity() {
+  std::string commit = KILN_GIT_COMMIT;
+  if (commit == "unknown") {
+    return {{"source", "version"}, {"version", kVersion}};
+  }
+  return {{"source", "git"}, {"commit", commit}, {"dirty", KILN_GIT_DIRTY != 0}};
+}
+
+json operating_system() {
+  utsname name{};
+  if (uname(&name) != 0) return "unknown";
+  return fmt::format("{} {} {}", name.sysname, name.release, name.machine);
+}
+
+}  // namespace
+
+std::string cpu_model() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (!line.starts_with("model name")) continue;
+    size_t colon = line.find(':');
+    if (colon != std::string::npos) return trimmed(line.substr(colon + 1));
+  }
+  return "unknown";
+}
+
+json run_environment() {
+  const dnnl_version_t* dnnl = dnnl_version();
+  return {
+      {"kiln_version", kVersion},
+      {"code", code_identity()},
+      {"build",
+       {{"compiler", compiler()},
+        {"build_type", KILN_BUILD_TYPE},
+        {"flags", trimmed(KILN_BUILD_FLAGS)}}},
+      {"gemm",
+       {{"library", "oneDNN"},
+        {"version",
+         fmt::format("{}.{}.{} ({})", dnnl->major, dnnl->minor, dnnl->patch, dnnl->hash)}}},
+      {"cpu",
+       {{"model", cpu_model()},
+        {"simd_target", simd::target_name()},
+        {"cores", static_cast<int64_t>(std::thread::hardware_concurrency())}}},
+      {"devices", static_cast<int64_t>(devices().size())},
+      {"compute_threads", default_device().compute_threads()},
+      {"os", operating_system()},
+  };
+}
+
+}  // namespace kiln::track
