@@ -8,6 +8,7 @@
 
 #include "base/compute_pool.h"
 #include "cli/bench_ops.h"
+#include "cli/bench_step.h"
 #include "cli/commands.h"
 
 namespace kiln::cli {
@@ -27,7 +28,14 @@ Runner add_bench_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30))
       ->capture_default_str();
   ops->add_flag("--quick", options->quick, "Fewer repeats and smaller sizes (a smoke test)");
-  return [options] { return run_bench_ops(*options); };
+  auto step = std::make_shared<std::function<int()>>();
+  auto machine = std::make_shared<std::function<int()>>();
+  add_bench_step_commands(*bench, step.get(), machine.get());
+  return [options, ops, bench, step, machine] {
+    if (bench->got_subcommand("step")) return (*step)();
+    if (bench->got_subcommand("machine")) return (*machine)();
+    return run_bench_ops(*options);
+  };
 }
 
 }  // namespace kiln::cli

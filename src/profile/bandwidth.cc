@@ -10,7 +10,19 @@ void add_range(const float* __restrict a, const float* __restrict b, float* __re
   for (int64_t i = begin; i < end; ++i) c[i] = a[i] + b[i];
 }
 
+void triad_range(float* __restrict a, const float* __restrict b, const float* __restrict c, float s,
+                 int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) a[i] = b[i] + s * c[i];
+}
+
 }  // namespace
+
+void stream_triad(float* a, const float* b, const float* c, float s, int64_t n, ComputePool& pool) {
+  int64_t chunks = chunk_count(n, 16384);
+  pool.parallel_for(chunks, [&](int64_t chunk) {
+    triad_range(a, b, c, s, n * chunk / chunks, n * (chunk + 1) / chunks);
+  });
+}
 
 void stream_add(const float* a, const float* b, float* c, int64_t n, ComputePool& pool) {
   int64_t chunks = chunk_count(n, 16384);

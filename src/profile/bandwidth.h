@@ -12,4 +12,7 @@ namespace kiln::profile {
 // kiln's kernels use. Bytes counted as STREAM does: 3 * 4 * n (no write-allocate).
 void stream_add(const float* a, const float* b, float* c, int64_t n, ComputePool& pool);
 
+// STREAM's triad, a[i] = b[i] + s * c[i]: the bandwidth figure STREAM reports first.
+void stream_triad(float* a, const float* b, const float* c, float s, int64_t n, ComputePool& pool);
+
 }  // namespace kiln::profile

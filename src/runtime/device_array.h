@@ -79,6 +79,9 @@ KernelFn chosen_kernel(const PrimDef& prim, std::span<const AbstractValue> input
 // Runtime-wide state beyond the devices.
 CpuDevice& cpu_device(Device& device);
 void count_host_sync(int64_t bytes);
+// The host synchronizations the calling thread made (transfer_stats() counts every
+// thread's): a training loop's own, without those of a background savepoint writer.
+int64_t host_syncs_on_this_thread();
 void count_host_to_device(int64_t bytes);
 
 }  // namespace kiln

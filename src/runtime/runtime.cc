@@ -134,7 +134,10 @@ CpuDevice& cpu_device(Device& device) {
   return *cpu;
 }
 
+thread_local int64_t host_syncs_of_this_thread = 0;
+
 void count_host_sync(int64_t bytes) {
+  ++host_syncs_of_this_thread;
   host_syncs.fetch_add(1, std::memory_order_relaxed);
   device_to_host_bytes.fetch_add(bytes, std::memory_order_relaxed);
 }
@@ -142,6 +145,10 @@ void count_host_sync(int64_t bytes) {
 void count_host_to_device(int64_t bytes) {
   host_to_device_count.fetch_add(1, std::memory_order_relaxed);
   host_to_device_bytes.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+int64_t host_syncs_on_this_thread() {
+  return host_syncs_of_this_thread;
 }
 
 TransferStats transfer_stats() {

@@ -5,7 +5,6 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-#include <fstream>
 #include <string>
 #include <thread>
 
@@ -16,6 +15,7 @@
 #include "kernels/cpu/elementwise_simd.h"
 #include "kiln/device.h"
 #include "kiln/version.h"
+#include "profile/machine.h"
 
 namespace kiln::track {
 namespace {
@@ -54,16 +54,6 @@ json operating_system() {
 
 }  // namespace
 
-std::string cpu_model() {
-  std::ifstream cpuinfo("/proc/cpuinfo");
-  for (std::string line; std::getline(cpuinfo, line);) {
-    if (!line.starts_with("model name")) continue;
-    size_t colon = line.find(':');
-    if (colon != std::string::npos) return trimmed(line.substr(colon + 1));
-  }
-  return "unknown";
-}
-
 json run_environment() {
   const dnnl_version_t* dnnl = dnnl_version();
   return {
@@ -78,7 +68,7 @@ json run_environment() {
         {"version",
          fmt::format("{}.{}.{} ({})", dnnl->major, dnnl->minor, dnnl->patch, dnnl->hash)}}},
       {"cpu",
-       {{"model", cpu_model()},
+       {{"model", profile::cpu_model()},
         {"simd_target", simd::target_name()},
         {"cores", static_cast<int64_t>(std::thread::hardware_concurrency())}}},
       {"devices", static_cast<int64_t>(devices().size())},

@@ -11,7 +11,4 @@ namespace kiln::track {
 
 nlohmann::json run_environment();
 
-// The first "model name" of /proc/cpuinfo ("unknown" when there is none).
-std::string cpu_model();
-
 }  // namespace kiln::track

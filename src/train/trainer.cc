@@ -27,6 +27,7 @@
 #include "kiln/profile.h"
 #include "kiln/random.h"
 #include "kiln/safetensors.h"
+#include "runtime/device_array.h"
 #include "runtime/runtime.h"
 #include "track/run_environment.h"
 #include "train/batches.h"
@@ -184,6 +185,9 @@ class Run {
   void stop_if_asked(int64_t step_number, DataPosition next, std::deque<PendingStep>& pending);
   void save_final();
   void keep_last_good_state();
+  // run.json's "timing": the figures of docs/profiling.md's timing report.
+  nlohmann::json timing_report(const JitStats& stats, double loop_seconds, double data_wait_seconds,
+                               double syncs_per_step) const;
   // Waits for the trackers (bounded) and records what they could not send.
   void finish_tracking();
   void print(std::string_view text) const {
@@ -223,6 +227,11 @@ class Run {
   nlohmann::json savepoint_errors_ = nlohmann::json::array();
   double savepoint_thread_seconds_ = 0;  // the training thread's time in save_savepoint
   int64_t savepoints_started_ = 0;
+  // Host synchronizations after the first step: all, and those of evaluations and of the
+  // savepoints' copies of the state (reported apart from the steps').
+  int64_t syncs_after_first_step_ = 0;
+  int64_t eval_syncs_ = 0;
+  int64_t savepoint_syncs_ = 0;
 };
 
 fs::path savepoints_dir(const fs::path& run_dir) {
@@ -413,7 +422,9 @@ void Run::train_epochs() {
       process(pending.front());
       pending.pop_front();
     }
+    int64_t syncs_before_eval = host_syncs_on_this_thread();
     end_epoch(epoch, step_number, eval);
+    eval_syncs_ += host_syncs_on_this_thread() - syncs_before_eval;
     epochs_done = epoch;
   }
   progress_->finish();
@@ -434,6 +445,55 @@ void Run::train_epochs() {
   run_->info()["jit"] = {{"compiles", stats.compiles},
                          {"compile_seconds", stats.compile_seconds},
                          {"compile_reasons", stats.compile_reasons}};
+  // The steady steps' own: evaluations and the savepoints' copies are reported apart.
+  int64_t steady_steps = step_number - start_step_ - 1;
+  int64_t step_syncs =
+      host_syncs_on_this_thread() - syncs_after_first_step_ - eval_syncs_ - savepoint_syncs_;
+  run_->info()["timing"] = timing_report(
+      stats, loop_seconds, loader.total_wait_seconds(),
+      steady_steps > 0 ? static_cast<double>(step_syncs) / static_cast<double>(steady_steps) : 0.0);
+}
+
+nlohmann::json Run::timing_report(const JitStats& stats, double loop_seconds,
+                                  double data_wait_seconds, double syncs_per_step) const {
+  profile::Timing steps = profile::summarize(0, step_seconds_);
+  auto percent = [&](double seconds) {
+    return loop_seconds > 0 ? 100 * seconds / loop_seconds : 0;
+  };
+  nlohmann::json placement = nlohmann::json::array();
+  int64_t misplaced = 0;
+  std::string requested = default_device().to_string();
+  std::vector<Array> leaves = state_.params.leaves();
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    Placement where = kiln::placement(leaves[i]);
+    std::string devices;
+    for (const PlacementPiece& piece : where.pieces) {
+      devices += (devices.empty() ? "" : ",") + piece.device->to_string();
+    }
+    // Until sharding, every parameter is requested whole on the default device.
+    bool ok = where.pieces.size() == 1 && devices == requested;
+    misplaced += !ok;
+    placement.push_back({{"param", param_paths_[i]},
+                         {"shape", where.aval.to_string()},
+                         {"devices", devices},
+                         {"requested", requested},
+                         {"ok", ok}});
+  }
+  double median_s = steps.median_s;
+  return {{"compile_seconds", stats.compile_seconds},
+          {"compiles", stats.compiles},
+          {"first_step_seconds", summary_.first_step_seconds},
+          {"steady_steps", static_cast<int64_t>(step_seconds_.size())},
+          {"step_ms",
+           {{"median", 1e3 * median_s}, {"p10", 1e3 * steps.p10_s}, {"p90", 1e3 * steps.p90_s}}},
+          {"examples_per_second",
+           median_s > 0 ? static_cast<double>(config_.train.batch_size) / median_s : 0.0},
+          {"data_wait_percent", percent(data_wait_seconds)},
+          {"savepoint_percent", percent(savepoint_thread_seconds_)},
+          {"host_syncs_per_step", syncs_per_step},
+          {"savepoint_host_syncs", savepoint_syncs_},
+          {"misplaced_params", misplaced},
+          {"placement", placement}};
 }
 
 // Between steps: a stop request ends the run once the steps queued so far are recorded
@@ -490,8 +550,10 @@ void Run::save_savepoint(int64_t step_number, DataPosition data, std::deque<Pend
   struct Account {
     Run& run;
     Clock::time_point began;
+    int64_t syncs = host_syncs_on_this_thread();
     ~Account() {
       run.savepoint_thread_seconds_ += seconds_since(began);
+      run.savepoint_syncs_ += host_syncs_on_this_thread() - syncs;
       ++run.savepoints_started_;
     }
   } account{*this, began};
@@ -678,6 +740,13 @@ void Run::process(const PendingStep& pending) {
   double lr = m.lr.item<double>();
   std::vector<bool> nonfinite = host_bools(m.nonfinite);
   Clock::time_point now = Clock::now();
+  if (pending.step == start_step_ + 1) {
+    // Synchronizations are counted from here: the first step's include its compilation's
+    // reads of constants.
+    syncs_after_first_step_ = host_syncs_on_this_thread();
+    eval_syncs_ = 0;
+    savepoint_syncs_ = 0;
+  }
   if (pending.step == 1) {
     summary_.first_step_seconds = options_.process_start_age_seconds + seconds_since(start_);
     run_->info()["first_step_seconds"] = summary_.first_step_seconds;

@@ -372,6 +372,35 @@ def can_mount_tmpfs():
         os.rmdir(probe)
 
 
+class BenchCli(unittest.TestCase):
+    """`kiln bench step` and `kiln bench machine`: the timing report and the machine's peaks."""
+
+    def test_bench_step_prints_the_timing_report(self):
+        out = run("bench", "step", MLP, *SMALL, "--steps", "6").stdout
+        for line in ("compile", "time to first step", "steady-state step", "examples/s",
+                     "data wait", "savepoints", "host syncs per step",
+                     "parameter placement", "all 6 as requested"):
+            self.assertIn(line, out)
+        timing = json.loads(run("bench", "step", MLP, *SMALL, "--steps", "6", "--json").stdout)
+        self.assertEqual(timing["misplaced_params"], 0)
+        self.assertEqual(timing["steady_steps"], 5)  # the first step is not steady state
+
+    def test_bench_machine_measures_once_then_reads_the_cache(self):
+        cache = tempfile.mkdtemp(prefix="kiln-cli-cache-")
+        try:
+            env = {"KILN_CACHE_DIR": cache}
+            first = json.loads(run("bench", "machine", "--json", env=env).stdout)
+            self.assertFalse(first["cached"])
+            self.assertGreater(first["gemm_gflops"], 0)
+            self.assertGreater(first["bandwidth_gbs"], 0)
+            second = json.loads(run("bench", "machine", "--json", env=env).stdout)
+            self.assertTrue(second["cached"])
+            self.assertEqual(second["gemm_gflops"], first["gemm_gflops"])
+            self.assertIn("GFLOP/s", run("bench", "machine", env=env).stdout)
+        finally:
+            shutil.rmtree(cache, ignore_errors=True)
+
+
 class RunsCli(unittest.TestCase):
     """`kiln runs`: the catalog that several `kiln train` processes write at once."""
 

@@ -87,6 +87,36 @@ TEST(RunTracking, TheCatalogHoldsTheRunItsMetricsAndItsEnvironment) {
   fs::remove_all(runs);
 }
 
+TEST(RunTracking, RunJsonHoldsTheTimingReport) {
+  fs::path runs = run_test::fresh_dir("tracking", "timing");
+  TrainConfig config = tiny_run(runs, {"train.epochs=1"});
+  TrainSummary summary = train(config, quiet());
+  nlohmann::json timing = read_json(summary.run_dir / "run.json")["timing"];
+  EXPECT_GT(timing["compile_seconds"].get<double>(), 0);
+  EXPECT_GE(timing["compiles"].get<int64_t>(), 1);
+  const nlohmann::json& step = timing["step_ms"];
+  EXPECT_LE(step["p10"].get<double>(), step["median"].get<double>());
+  EXPECT_LE(step["median"].get<double>(), step["p90"].get<double>());
+  EXPECT_GT(step["p10"].get<double>(), 0);
+  EXPECT_NEAR(timing["examples_per_second"].get<double>(),
+              1e3 * static_cast<double>(config.train.batch_size) / step["median"].get<double>(),
+              1e-6 * timing["examples_per_second"].get<double>());
+  double percent = timing["data_wait_percent"].get<double>();
+  EXPECT_TRUE(percent >= 0 && percent <= 100) << percent;
+  // The loop reads each step's loss and accuracy: a few synchronisations per step, not one
+  // per parameter.
+  double syncs = timing["host_syncs_per_step"].get<double>();
+  EXPECT_GT(syncs, 0);
+  EXPECT_LE(syncs, 4);
+  EXPECT_EQ(timing["misplaced_params"], 0);
+  ASSERT_EQ(timing["placement"].size(), 6u);  // three dense layers: kernel and bias each
+  for (const nlohmann::json& param : timing["placement"]) {
+    EXPECT_EQ(param["devices"], param["requested"]) << param.dump();
+    EXPECT_TRUE(param["ok"].get<bool>());
+  }
+  fs::remove_all(runs);
+}
+
 TEST(RunTracking, AResumedRunKeepsOnlyTheMetricsItKeptAndRecordsItsLineage) {
   fs::path runs = run_test::fresh_dir("tracking", "resume");
   TrainSummary straight = train(tiny_run(runs), quiet());
