@@ -1,7 +1,8 @@
 // `kiln runs`: the run catalog (docs/tracking.md). `list` shows the runs (filtered),
 // `show RUN` one run's identity, config, lineage, artifacts and metrics, `compare A B` the
 // differences between two runs (config, identity, environment) and their metrics at the
-// final and the best step, `reindex` rebuilds the catalog from the run directories.
+// final and the best step, `reindex` rebuilds the catalog from the run directories, `push`
+// sends a run to an MLflow server.
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
@@ -16,10 +17,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "io/atomic_file.h"
 #include "kiln/error.h"
 #include "track/catalog.h"
 #include "train/progress.h"
 #include "train/run_record.h"
+#include "train/run_tracking.h"
 
 namespace kiln::cli {
 namespace {
@@ -32,6 +35,9 @@ struct RunsOptions {
   std::vector<std::string> filters;
   std::vector<std::string> runs;  // show: one; compare: two
   bool json = false;
+  std::string mlflow_uri;         // push
+  std::string mlflow_experiment;  // push
+  int wait_seconds = 60;          // push
 };
 
 // The catalog of an existing runs directory; an error (with what to do) when there is none,
@@ -296,6 +302,44 @@ int reindex(const RunsOptions& options) {
   return report.problems.empty() ? 0 : 1;
 }
 
+// The run directory `spec` names: a directory holding run.json, else a run in the catalog.
+fs::path run_directory(const RunsOptions& options, const std::string& spec) {
+  if (fs::exists(fs::path(spec) / "run.json")) return spec;
+  return open_catalog(options).find(spec).run_dir;
+}
+
+int push(const RunsOptions& options) {
+  fs::path run_dir = run_directory(options, options.runs.at(0));
+  nlohmann::json info = train::read_run_json(run_dir);
+  std::string uri = options.mlflow_uri;
+  if (uri.empty() && info.contains("mlflow") && info["mlflow"].is_object()) {
+    uri = info["mlflow"].value("uri", "");
+  }
+  if (uri.empty()) {
+    fail(kUnknownSite,
+         fmt::format("{} was not mirrored to MLflow: which server?", run_dir.string()),
+         "pass --mlflow-uri http://host:port");
+  }
+  track::MlflowReport report = train::push_run_to_mlflow(
+      run_dir, uri, options.mlflow_experiment, std::chrono::seconds(options.wait_seconds));
+  std::string text = fmt::format("MLflow {}: run {} in experiment {}: sent {}\n", uri,
+                                 report.run_id.empty() ? "(none)" : report.run_id,
+                                 report.experiment_id.empty() ? "(none)" : report.experiment_id,
+                                 report.sent.describe());
+  for (const std::string& problem : report.problems) text += "problem: " + problem + "\n";
+  if (report.complete) {
+    // run.json says where the run is now complete, so that another push completes the same
+    // MLflow run.
+    info["mlflow"] = {{"uri", uri},
+                      {"experiment_id", report.experiment_id},
+                      {"run_id", report.run_id},
+                      {"complete", true}};
+    io::write_file_atomically(run_dir / "run.json", info.dump(2) + "\n");
+  }
+  train::print_best_effort(stdout, text);
+  return report.complete ? 0 : 1;
+}
+
 }  // namespace
 
 Runner add_runs_command(CLI::App& app) {
@@ -327,10 +371,23 @@ Runner add_runs_command(CLI::App& app) {
       ->expected(2);
   CLI::App* reindex_command = runs->add_subcommand(
       "reindex", "Rebuild the catalog from the run directories (after it was lost or damaged)");
+  CLI::App* push_command = runs->add_subcommand(
+      "push", "Send a run (finished or not) to an MLflow tracking server, as the mirror does");
+  push_command->add_option("run", options->runs, "the run directory, or a run named as for show")
+      ->required()
+      ->expected(1);
+  push_command->add_option("--mlflow-uri", options->mlflow_uri,
+                           "the server (default: the one run.json says the run was mirrored to)");
+  push_command->add_option("--mlflow-experiment", options->mlflow_experiment,
+                           "the MLflow experiment (default: the run's experiment name)");
+  push_command->add_option("--wait", options->wait_seconds, "give up after this many seconds")
+      ->check(CLI::Range(1, 3600))
+      ->capture_default_str();
   for (CLI::App* command : {list, show, compare}) {
     command->add_flag("--json", options->json, "print JSON instead of a table");
   }
-  return [options, list, show, compare, reindex_command] {
+  return [options, list, show, compare, reindex_command, push_command] {
+    if (*push_command) return push(*options);
     if (*list) return list_runs(*options);
     if (*show) return show_run(*options);
     if (*compare) return compare_runs(*options);

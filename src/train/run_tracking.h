@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "track/catalog_recorder.h"
+#include "track/mlflow.h"
 #include "track/tensorboard.h"
 #include "train/config.h"
 #include "train/run_directory.h"
@@ -38,14 +39,30 @@ class RunTracking : public RunObserver {
   // everything was recorded.
   std::vector<std::string> finish();
 
+  // What the mirror recorded (run.json's "mlflow": uri, experiment, run id, complete), or
+  // null when there is no mirror; valid after finish().
+  const nlohmann::json& mlflow_summary() const { return mlflow_summary_; }
+
  private:
   TrackingConfig config_;
   std::filesystem::path catalog_path_;
   std::optional<track::CatalogRecorder> catalog_;
   std::unique_ptr<track::TensorBoardWriter> tensorboard_;  // opened with the run directory
+  std::optional<track::MlflowMirror> mlflow_;              // tracking.mlflow_uri set
+  bool mlflow_started_ = false;
+  std::filesystem::path run_dir_;
+  nlohmann::json last_info_;  // run.json as last written: the final status and times
   bool tensorboard_reported_ = false;
   std::vector<std::string> problems_;
+  nlohmann::json mlflow_summary_;
   bool finished_ = false;
 };
+
+// Sends a finished run to MLflow (`kiln runs push`): its params, tags, metrics and files, as
+// the mirror would have; completes the MLflow run recorded in run.json's "mlflow" instead of
+// creating another when there is one. Returns the report; never throws for network trouble.
+track::MlflowReport push_run_to_mlflow(const std::filesystem::path& run_dir, const std::string& uri,
+                                       const std::string& experiment,
+                                       std::chrono::seconds max_wait);
 
 }  // namespace kiln::train

@@ -350,6 +350,19 @@ TrainSummary Run::execute() {
 void Run::finish_tracking() {
   if (!tracking_) return;
   summary_.tracking_problems = tracking_->finish();
+  bool mirrored = !tracking_->mlflow_summary().is_null();
+  if (mirrored) {
+    run_->info()["mlflow"] = tracking_->mlflow_summary();
+    if (summary_.tracking_problems.empty()) {
+      try {
+        run_->write_info();
+      } catch (const std::exception& error) {
+        print_best_effort(stderr,
+                          std::string("warning: run.json not updated: ") + error.what() + "\n");
+      }
+      return;
+    }
+  }
   if (summary_.tracking_problems.empty()) return;
   progress_->finish();
   for (const std::string& problem : summary_.tracking_problems) {

@@ -15,6 +15,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 KILN = sys.argv.pop(1) if len(sys.argv) > 1 else "build/release/kiln"
 
@@ -399,6 +400,110 @@ class BenchCli(unittest.TestCase):
             self.assertIn("GFLOP/s", run("bench", "machine", env=env).stdout)
         finally:
             shutil.rmtree(cache, ignore_errors=True)
+
+
+TRACKING_PYTHON = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), ".venv", "tracking", "bin", "python")
+
+
+class MlflowCli(unittest.TestCase):
+    """`kiln train` mirroring to a real MLflow server (the pinned one of .venv/tracking), read
+    back with MLflow's own client; `kiln runs push` to a server that is down."""
+
+    @classmethod
+    def setUpClass(cls):
+        if not os.path.exists(TRACKING_PYTHON):
+            raise AssertionError(f"{TRACKING_PYTHON} is missing: run scripts/setup")
+        cls.dir = tempfile.mkdtemp(prefix="kiln-cli-mlflow-")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            cls.port = probe.getsockname()[1]
+        env = dict(os.environ, MLFLOW_SERVER_ENABLE_JOB_EXECUTION="false")
+        mlflow = os.path.join(os.path.dirname(TRACKING_PYTHON), "mlflow")
+        cls.server = subprocess.Popen(
+            [mlflow, "server", "--host", "127.0.0.1", "--port", str(cls.port), "--workers", "1",
+             "--backend-store-uri", f"sqlite:///{cls.dir}/mlflow.db",
+             "--artifacts-destination", f"{cls.dir}/artifacts"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True)
+        cls.uri = f"http://127.0.0.1:{cls.port}"
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            try:
+                urllib.request.urlopen(cls.uri + "/health", timeout=2)
+                return
+            except OSError:
+                time.sleep(0.5)
+        raise AssertionError("the MLflow server did not start in 180 s")
+
+    @classmethod
+    def tearDownClass(cls):
+        os.killpg(cls.server.pid, signal.SIGTERM)
+        try:
+            cls.server.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(cls.server.pid, signal.SIGKILL)
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def test_a_mirrored_run_reads_back_through_mlflow(self):
+        runs = os.path.join(self.dir, "runs")
+        run("train", MLP, *SMALL, "--set", f"experiment.runs_dir={runs}", "--set",
+            f"tracking.mlflow_uri={self.uri}", "--set", "tracking.mlflow_experiment=cli-test",
+            "--quiet")
+        (run_dir,) = glob.glob(os.path.join(runs, "fashion_mnist_mlp", "*"))
+        with open(os.path.join(run_dir, "run.json")) as f:
+            info = json.load(f)
+        self.assertTrue(info["mlflow"]["complete"], info.get("tracking_problems"))
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            losses = [json.loads(line)["loss"] for line in f if '"kind":"train"' in line]
+        check = f"""
+import json, sys, mlflow
+client = mlflow.MlflowClient("{self.uri}")
+run = client.get_run("{info['mlflow']['run_id']}")
+history = client.get_metric_history(run.info.run_id, "train/loss")
+print(json.dumps({{"status": run.info.status, "name": run.info.run_name,
+                   "experiment": client.get_experiment(run.info.experiment_id).name,
+                   "lr": run.data.params.get("optim.lr"),
+                   "layer": run.data.params.get("model.layers.1.features"),
+                   "config_sha256": run.data.tags.get("config_sha256"),
+                   "losses": [m.value for m in sorted(history, key=lambda m: m.step)],
+                   "artifacts": sorted(a.path for a in client.list_artifacts(run.info.run_id))}}))
+"""
+        result = subprocess.run([TRACKING_PYTHON, "-c", check], capture_output=True, text=True,
+                                timeout=120)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        seen = json.loads(result.stdout)
+        self.assertEqual(seen["status"], "FINISHED")
+        self.assertEqual(seen["name"], info["run_id"])
+        self.assertEqual(seen["experiment"], "cli-test")
+        self.assertEqual(seen["lr"], "0.001")
+        self.assertEqual(seen["layer"], "512")
+        self.assertEqual(seen["config_sha256"], info["config_sha256"])
+        self.assertEqual(len(seen["losses"]), len(losses))
+        for a, b in zip(seen["losses"], losses):
+            self.assertAlmostEqual(a, b, places=5)
+        self.assertEqual(seen["artifacts"], ["config.toml", "metrics.jsonl", "run.json"])
+
+    def test_an_unreachable_server_costs_the_run_nothing_and_push_sends_it_later(self):
+        runs = os.path.join(self.dir, "runs-down")
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            down = f"http://127.0.0.1:{probe.getsockname()[1]}"
+        result = run("train", MLP, *SMALL, "--set", f"experiment.runs_dir={runs}", "--set",
+                     f"tracking.mlflow_uri={down}", "--set", "tracking.wait_seconds=1", "--quiet")
+        self.assertIn("unreachable", result.stderr)
+        self.assertIn("kiln runs push", result.stderr)
+        (run_dir,) = glob.glob(os.path.join(runs, "fashion_mnist_mlp", "*"))
+        with open(os.path.join(run_dir, "run.json")) as f:
+            info = json.load(f)
+        self.assertEqual(info["status"], "completed")
+        self.assertFalse(info["mlflow"]["complete"])
+        failed = run("runs", "push", run_dir, "--wait", "1", check=False)
+        self.assertEqual(failed.returncode, 1)
+        self.assertIn("unreachable", failed.stdout)
+        pushed = run("runs", "push", run_dir, "--mlflow-uri", self.uri)
+        self.assertIn("sent", pushed.stdout)
+        with open(os.path.join(run_dir, "run.json")) as f:
+            self.assertTrue(json.load(f)["mlflow"]["complete"])
 
 
 class RunsCli(unittest.TestCase):
