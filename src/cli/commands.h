@@ -15,5 +15,6 @@ Runner add_train_command(CLI::App& app);
 Runner add_data_command(CLI::App& app);
 Runner add_resume_command(CLI::App& app);
 Runner add_runs_command(CLI::App& app);
+Runner add_report_command(CLI::App& app);
 
 }  // namespace kiln::cli

@@ -68,6 +68,7 @@ int main(int argc, char** argv) {
   kiln::cli::Runner data = kiln::cli::add_data_command(app);
   kiln::cli::Runner resume = kiln::cli::add_resume_command(app);
   kiln::cli::Runner runs = kiln::cli::add_runs_command(app);
+  kiln::cli::Runner report = kiln::cli::add_report_command(app);
   if (unknown_command(app, argc, argv)) return 1;
   try {
     app.parse(argc, argv);
@@ -81,6 +82,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("data")) return data();
     if (app.got_subcommand("resume")) return resume();
     if (app.got_subcommand("runs")) return runs();
+    if (app.got_subcommand("report")) return report();
   } catch (const kiln::Error& error) {
     std::fprintf(stderr, "error: %s\n", error.what());
     return 1;

@@ -29,6 +29,7 @@
 #include "kiln/safetensors.h"
 #include "runtime/device_array.h"
 #include "runtime/runtime.h"
+#include "track/report.h"
 #include "track/run_environment.h"
 #include "train/batches.h"
 #include "train/builders.h"
@@ -188,6 +189,8 @@ class Run {
   // run.json's "timing": the figures of docs/profiling.md's timing report.
   nlohmann::json timing_report(const JitStats& stats, double loop_seconds, double data_wait_seconds,
                                double syncs_per_step) const;
+  // <run dir>/report.html (docs/profiling.md); a failure is a warning.
+  void write_report();
   // Waits for the trackers (bounded) and records what they could not send.
   void finish_tracking();
   void print(std::string_view text) const {
@@ -343,13 +346,27 @@ TrainSummary Run::execute() {
     finish_tracking();
     throw;
   }
+  write_report();
   finish_tracking();
   return summary_;
 }
 
+void Run::write_report() {
+  try {
+    track::write_run_report(run_->path());
+  } catch (const std::exception& error) {
+    // The report is a view of the run directory; `kiln report` can make it later.
+    summary_.tracking_problems.push_back(std::string("report.html not written: ") + error.what());
+    print_best_effort(stderr, std::string("warning: report.html not written: ") + error.what() +
+                                  " (`kiln report RUN` makes it later)\n");
+  }
+}
+
 void Run::finish_tracking() {
   if (!tracking_) return;
-  summary_.tracking_problems = tracking_->finish();
+  std::vector<std::string> problems = tracking_->finish();
+  summary_.tracking_problems.insert(summary_.tracking_problems.end(), problems.begin(),
+                                    problems.end());
   bool mirrored = !tracking_->mlflow_summary().is_null();
   if (mirrored) {
     run_->info()["mlflow"] = tracking_->mlflow_summary();

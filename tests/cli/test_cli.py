@@ -481,7 +481,7 @@ print(json.dumps({{"status": run.info.status, "name": run.info.run_name,
         self.assertEqual(len(seen["losses"]), len(losses))
         for a, b in zip(seen["losses"], losses):
             self.assertAlmostEqual(a, b, places=5)
-        self.assertEqual(seen["artifacts"], ["config.toml", "metrics.jsonl", "run.json"])
+        self.assertEqual(seen["artifacts"], ["config.toml", "metrics.jsonl", "report.html", "run.json"])
 
     def test_an_unreachable_server_costs_the_run_nothing_and_push_sends_it_later(self):
         runs = os.path.join(self.dir, "runs-down")

@@ -1,0 +1,57 @@
+// `kiln report`: one self-contained HTML file describing training runs (docs/profiling.md,
+// "The HTML report"). Inline CSS and SVG only: it needs no script and fetches nothing, so it
+// can be mailed, attached to a ticket or opened from an archive years later. Several runs
+// are overlaid (one color per run) in the same charts.
+//
+// The report is made from what a run directory holds (run.json, config.toml,
+// metrics.jsonl), so it can be made for any run, finished, failed or still going. Every
+// text from those files is escaped. The HTML depends only on the runs' data: the same run
+// directory gives the same bytes.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace kiln::track {
+
+// One line of metrics.jsonl: {"kind": "train", "step": 3, "epoch": 1, "loss": 0.5, ...}.
+struct MetricRecord {
+  std::string kind;  // "train", "eval" (others are kept and not drawn)
+  int64_t step = 0;
+  int64_t epoch = 0;
+  // Every other number of the line ("loss", "step_ms", "time"); "nan" / "inf" / "-inf"
+  // written as text are read as those values.
+  std::map<std::string, double> values;
+};
+
+struct RunData {
+  nlohmann::json info = nlohmann::json::object();  // run.json
+  std::string config_toml;                         // empty when the run has no config.toml
+  std::vector<MetricRecord> metrics;               // in the file's order
+  bool torn_last_line = false;  // metrics.jsonl ended in a partial line (left out)
+
+  // "<experiment>/<run id>" from run.json.
+  std::string key() const;
+};
+
+// Reads `run_dir`/run.json (required), config.toml and metrics.jsonl (either may be missing:
+// a run that stopped early). An unreadable file, a run.json that is not a JSON object, or a
+// metrics line that is not a JSON object (except a torn last line) is a kiln::Error naming
+// the file and line.
+RunData load_run_data(const std::filesystem::path& run_dir);
+
+// The whole HTML document. With several runs their curves share the charts.
+std::string render_report(const std::vector<RunData>& runs);
+
+// render_report written to `out` atomically (a reader never sees a partial report).
+void write_report(const std::filesystem::path& out, const std::vector<RunData>& runs);
+
+// The report of one run directory, written to `run_dir`/report.html; returns that path.
+std::filesystem::path write_run_report(const std::filesystem::path& run_dir);
+
+}  // namespace kiln::track

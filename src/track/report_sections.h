@@ -1,0 +1,24 @@
+// The sections of `kiln report`'s page (report.h), each an HTML fragment.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "track/report.h"
+
+namespace kiln::track::report {
+
+// The color of run `index` in every chart and legend.
+std::string run_color(size_t index);
+
+// The curves: train loss and learning rate per step, accuracy and loss per epoch.
+std::string curves_section(const std::vector<RunData>& runs);
+
+// The distribution of train step times (step 1 has no predecessor to be timed from).
+std::string step_time_section(const std::vector<RunData>& runs);
+
+// One run's tables: the run, where its time went, identity, environment, data, the
+// optional timing / roofline / memory objects, what else run.json holds, and the config.
+std::string run_section(const RunData& run, size_t index, bool several);
+
+}  // namespace kiln::track::report
