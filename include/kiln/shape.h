@@ -45,6 +45,11 @@ class Shape {
 
 std::string dims_to_string(std::span<const int64_t> dims);
 
+// Whether every row-major stride of `dims` fits in an int64, that is the product of the
+// sizes with each 0 counted as 1. An empty array still has strides, so a file reader that
+// only checked the element count would let [0, 2^40, 2^40] through to overflow later.
+bool strides_fit_int64(std::span<const int64_t> dims);
+
 // Placeholder for a sharding annotation; the sharding layer fills it in. An empty value
 // means "fully on one device".
 struct ShardingSpec {

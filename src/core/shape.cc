@@ -1,6 +1,7 @@
 // Shape and AbstractValue helpers.
 #include "kiln/shape.h"
 
+#include <algorithm>
 #include <limits>
 
 #include <fmt/format.h>
@@ -28,6 +29,16 @@ Dims Shape::strides() const {
         strides[static_cast<size_t>(axis + 1)] * dims_[static_cast<size_t>(axis + 1)];
   }
   return strides;
+}
+
+bool strides_fit_int64(std::span<const int64_t> dims) {
+  int64_t product = 1;
+  for (int64_t dim : dims) {
+    if (dim < 0 || __builtin_mul_overflow(product, std::max<int64_t>(dim, 1), &product)) {
+      return false;
+    }
+  }
+  return true;
 }
 
 std::string dims_to_string(std::span<const int64_t> dims) {

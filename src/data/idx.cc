@@ -241,7 +241,7 @@ IdxArray read_idx(const fs::path& path, int64_t max_rows) {
     result.dims.push_back(dim);
     overflow |= __builtin_mul_overflow(count, uint64_t{dim}, &count);
   }
-  if (overflow || count > static_cast<uint64_t>(INT64_MAX)) {
+  if (overflow || count > static_cast<uint64_t>(INT64_MAX) || !strides_fit_int64(result.dims)) {
     fail_file(path, fmt::format("dims {} have too many elements", dims_to_string(result.dims)));
   }
   result.rows_in_file = result.dims[0];

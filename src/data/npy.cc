@@ -221,6 +221,10 @@ RawArray read_npy(const fs::path& path) {
     }
     elements *= static_cast<uint64_t>(dim);
   }
+  if (!strides_fit_int64(header.shape)) {
+    fail_file(path, fmt::format("shape {} has strides that do not fit in 64 bits",
+                                dims_to_string(header.shape)));
+  }
   uint64_t data_offset = 8 + length_bytes + header_length;
   uint64_t available = file_size > data_offset ? file_size - data_offset : 0;
   auto element_size = static_cast<uint64_t>(dtype_size(*dtype));

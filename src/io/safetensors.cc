@@ -188,7 +188,8 @@ TensorEntry parse_tensor(const fs::path& path, const std::string& name, const js
                 __builtin_mul_overflow(bytes, dim, &bytes);
     entry.shape.dims().push_back(static_cast<int64_t>(dim));
   }
-  if (overflow || bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+  if (overflow || bytes > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()) ||
+      !strides_fit_int64(entry.shape.dims())) {
     fail_load(path, fmt::format("tensor '{}': shape {} has too many elements", name,
                                 value["shape"].dump()));
   }

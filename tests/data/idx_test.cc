@@ -157,6 +157,10 @@ TEST(ReadIdx, OverflowingDims) {
   ScratchDir dir;
   write_bytes(dir / "a", idx_bytes({0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, {}));
   EXPECT_THAT(error_of([&] { read_idx(dir / "a"); }), HasSubstr("have too many elements"));
+  // Empty (a 0 size) but with strides past int64: found by the idx fuzz target.
+  write_bytes(dir / "b", idx_bytes({0x10000u, 0xFFFFFFFFu, 0xFFFFFFFFu, 0u}, {}));
+  EXPECT_THAT(error_of([&] { read_idx(dir / "b"); }),
+              HasSubstr("dims [65536,4294967295,4294967295,0] have too many elements"));
 }
 
 TEST(ReadIdx, TrailingData) {

@@ -15,6 +15,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const auto& path = (gz ? gzipped : plain).write(data + 1, size - 1);
   kiln::data::IdxArray idx;
   if (!kiln::fuzz::parses([&] { idx = kiln::data::read_idx(path, max_rows); })) return 0;
+  // The product below cannot overflow only because the reader refuses dims whose strides
+  // do not fit in an int64 (zero sizes included: they still have strides).
+  if (!kiln::strides_fit_int64(idx.dims)) {
+    kiln::fuzz::finding("read_idx returned dims whose strides overflow an int64");
+  }
   int64_t count = 1;
   for (int64_t d : idx.dims) count *= d;
   if (count != static_cast<int64_t>(idx.values.size())) {

@@ -123,6 +123,11 @@ TEST_F(SafetensorsErrors, BadShapes) {
       load_error(R"({"w":{"dtype":"U8","shape":[2,18446744073709551614],"data_offsets":[0,8]}})",
                  kEightBytes),
       HasSubstr("tensor 'w': shape [2,18446744073709551614] has too many elements"));
+  // Empty, but its strides would overflow: refused before anything computes them.
+  EXPECT_THAT(
+      load_error(R"({"w":{"dtype":"U8","shape":[0,4294967296,4294967296],"data_offsets":[0,0]}})",
+                 ""),
+      HasSubstr("tensor 'w': shape [0,4294967296,4294967296] has too many elements"));
 }
 
 TEST_F(SafetensorsErrors, OffsetsThatDoNotMatchTheShape) {
