@@ -94,6 +94,8 @@ class Compiled {
   std::string steps_text() const;
   const MemoryPlanReport& memory_plan() const;
   double compile_seconds() const;
+  // What kiln's own profiler reads (the steps, their costs and the memory plan): not API.
+  const std::shared_ptr<const detail::Executable>& executable() const { return executable_; }
 
  private:
   std::shared_ptr<const detail::Executable> executable_;

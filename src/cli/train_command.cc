@@ -32,6 +32,7 @@ struct TrainCommandOptions {
   bool no_progress = false;
   bool quiet = false;
   bool print_config = false;
+  std::string trace_steps;  // "A-B", or "" for none
 };
 
 // SIGINT / SIGTERM ask the run to stop after the step in flight (the trainer polls this);
@@ -81,6 +82,9 @@ train::TrainOptions train_options(const TrainCommandOptions& options, double sta
   train_options.quiet = options.quiet;
   train_options.process_start_age_seconds = started_age;
   train_options.stop_signal = &stop_signal;
+  if (!options.trace_steps.empty()) {
+    train_options.trace_steps = train::parse_step_range(options.trace_steps);
+  }
   return train_options;
 }
 
@@ -148,6 +152,14 @@ Runner add_train_command(CLI::App& app) {
                     "Plain progress lines even on a terminal (every train.log_every steps)");
   command->add_flag("--quiet", options->quiet,
                     "Print only the final summary (no config echo, no progress)");
+  command
+      ->add_option("--trace-steps", options->trace_steps,
+                   "Write a Chrome trace of train steps A to B (1-based, inclusive) to "
+                   "<run dir>/trace.json, for ui.perfetto.dev: a track per device with each "
+                   "kernel by its name stack, the data loader, the savepoint writer, host "
+                   "synchronizations and live bytes; the run's roofline and memory report "
+                   "then come from these steps (docs/profiling.md)")
+      ->type_name("A-B");
   command->add_flag("--print-config", options->print_config,
                     "Print the resolved config (defaults and overrides applied) and exit");
   command->footer(
@@ -178,6 +190,16 @@ Runner add_resume_command(CLI::App& app) {
   command->add_flag("--no-progress", options->no_progress,
                     "Plain progress lines even on a terminal (every train.log_every steps)");
   command->add_flag("--quiet", options->quiet, "Print only the final summary");
+  command
+      ->add_option(
+          "--trace-steps", options->trace_steps,
+          "Write a Chrome trace of train steps A to B of the resumed run (1-based, inclusive) to "
+          "<run dir>/trace.json, for ui.perfetto.dev: a track per device with each "
+          "kernel by its name stack, the data loader, the savepoint writer, host "
+          "synchronizations and live bytes; the run's roofline and memory report "
+          "then come from these steps (docs/profiling.md)")
+      ->type_name("A-B");
+
   command->footer(
       "Exit status as for `kiln train`: 0 when the run completed (or had already), 1 on an "
       "error (a changed run identity, a run still running, no run directory), 2 non-finite, "

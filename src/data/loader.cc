@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "base/trace_events.h"
 #include "kiln/error.h"
 
 namespace kiln::data {
@@ -49,7 +50,12 @@ void Loader::start(const IteratorState& state) {
   released_.store(0);
   held_ticket_ = -1;
   stopping_ = false;
-  for (int i = 0; i < options_.workers; ++i) workers_.emplace_back([this] { work(); });
+  for (int i = 0; i < options_.workers; ++i) {
+    workers_.emplace_back([this, i] {
+      trace::set_thread_track(trace::data_loader_track(i));
+      work();
+    });
+  }
 }
 
 void Loader::stop() {
@@ -88,6 +94,9 @@ void Loader::work() {
     auto [epoch, index] = batch_of(ticket);
     slot.error = nullptr;
     try {
+      trace::Span span("data", "assemble batch");
+      span.arg("epoch", static_cast<double>(epoch));
+      span.arg("batch", static_cast<double>(index));
       assembler_.assemble(epoch, index, slot.batch);
     } catch (...) {
       slot.error = std::current_exception();
@@ -115,6 +124,7 @@ const HostBatch& Loader::next() {
     return slot.ready_ticket.load(std::memory_order_acquire) == consumer_ticket_;
   };
   if (!ready()) {
+    trace::Span span("data", "wait for batch");
     ++starved_calls_;
     // With prefetch 1 the batch needs the held one's slot: hand it back first.
     hand_back();

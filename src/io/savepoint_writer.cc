@@ -1,6 +1,8 @@
 // The savepoint writer's thread (see savepoint_writer.h).
 #include "io/savepoint_writer.h"
 
+#include "base/trace_events.h"
+
 #include <chrono>
 #include <exception>
 
@@ -44,6 +46,7 @@ std::vector<Outcome> AsyncWriter::take_outcomes() {
 }
 
 void AsyncWriter::loop() {
+  trace::set_thread_track(trace::Track::kSavepointWriter);
   std::unique_lock lock(mutex_);
   while (true) {
     changed_.wait(lock, [&] { return queued_.has_value() || stopping_; });
@@ -56,6 +59,8 @@ void AsyncWriter::loop() {
     Outcome outcome;
     outcome.step = snapshot.step;
     try {
+      trace::Span span("savepoint", "write savepoint");
+      span.arg("step", static_cast<double>(snapshot.step));
       outcome.path = write(dir_, snapshot);
       outcome.removed_steps = apply_retention(dir_, retention_);
     } catch (const std::exception& error) {

@@ -8,10 +8,12 @@
 #include <cstring>
 
 #include "base/float_control.h"
+#include "base/trace_events.h"
 #include "jit/kernel_error.h"
 #include "jit/pipeline.h"
 #include "prims/bind.h"
 #include "runtime/device_array.h"
+#include "transforms/cost_analysis.h"
 #include "transforms/eval.h"
 
 namespace kiln::detail {
@@ -67,11 +69,19 @@ std::shared_ptr<const Executable> Executable::compile(const Program& program,
   executable->program_ = std::make_shared<const Program>(optimize(program, dumper, options.fuse));
   const Program& optimized = *executable->program_;
   executable->donated_ = donated;
+  static std::atomic<int64_t> compiled{0};
+  executable->trace_id_ = compiled.fetch_add(1, std::memory_order_relaxed) + 1;
+  executable->name_ = options.name;
   executable->flush_denormals_ = options.flush_denormals;
   executable->interpreted_ = needs_interpreter(optimized);
   if (!executable->interpreted_) {
     executable->steps_ = plan_steps(optimized, options.fuse);
     executable->plan_ = plan_memory(optimized, executable->steps_, donated);
+    for (const StepPlan& step : executable->steps_) {
+      bool alias = !step.fused() &&
+                   prim_def(optimized.equations[step.equations[0]].prim).has_flag(kAliasesOperand);
+      executable->step_names_.push_back(alias ? "" : step_trace_name(optimized, step));
+    }
     executable->kernels_.resize(optimized.equations.size());
     for (size_t e = 0; e < optimized.equations.size(); ++e) {
       executable->kernels_[e] = equation_kernel(optimized, optimized.equations[e]);
@@ -111,6 +121,25 @@ std::shared_ptr<const Executable> Executable::compile(const Program& program,
   executable->compile_seconds_ =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return executable;
+}
+
+Cost Executable::step_cost(size_t s) const {
+  const StepPlan& step = steps_.at(s);
+  const Program& program = *program_;
+  if (!step.fused()) return equation_cost(program, program.equations[step.equations[0]]);
+  Cost cost;
+  for (size_t e : step.equations) {
+    Cost one = equation_cost(program, program.equations[e]);
+    cost.flops += one.flops;
+    cost.transcendentals += one.transcendentals;
+  }
+  const FusedLoop& loop = fused_[s];
+  for (VarId var : loop.externals)
+    cost.bytes_read += static_cast<double>(program.aval(var).size_bytes());
+  for (const auto& [tile, var] : loop.exports) {
+    cost.bytes_written += static_cast<double>(program.aval(var).size_bytes());
+  }
+  return cost;
 }
 
 std::string Executable::steps_text() const {
@@ -321,48 +350,64 @@ std::byte* Executable::Frame::data_of(const Executable& executable, VarId var) c
 }
 
 void Executable::execute_frame(const Frame& frame) const {
+  StepScratch scratch;
+  // Read once per run: a recording that starts midway sees this run's next call.
+  const bool tracing = trace::recording();
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    if (!tracing || step_names_[s].empty()) {
+      run_step(s, frame, scratch);
+      continue;
+    }
+    trace::Event event;
+    event.track = trace::thread_track();
+    event.name = step_names_[s];
+    event.category = "kernel";
+    event.args = {{"executable", static_cast<double>(trace_id_)}, {"step", static_cast<double>(s)}};
+    event.start_ns = trace::now_ns();
+    run_step(s, frame, scratch);
+    event.duration_ns = trace::now_ns() - event.start_ns;
+    trace::record(std::move(event));
+  }
+}
+
+void Executable::run_step(size_t s, const Frame& frame, StepScratch& scratch) const {
   const Program& program = *program_;
   auto data_of = [&](VarId var) { return frame.data_of(*this, var); };
-  std::vector<KernelInput> kernel_inputs;
-  std::vector<KernelOutput> kernel_outputs;
-  std::vector<const void*> external_data;
-  std::vector<void*> export_data;
-  for (size_t s = 0; s < steps_.size(); ++s) {
-    const StepPlan& step = steps_[s];
-    if (step.fused()) {
-      const FusedLoop& loop = fused_[s];
-      external_data.clear();
-      for (VarId var : loop.externals) external_data.push_back(data_of(var));
-      export_data.clear();
-      for (const auto& [tile, var] : loop.exports) export_data.push_back(data_of(var));
-      loop.run(external_data, export_data, *frame.pool);
-      continue;
-    }
-    const size_t e = step.equations[0];
-    const Equation& equation = program.equations[e];
-    const PrimDef& prim = prim_def(equation.prim);
-    if (prim.has_flag(kAliasesOperand)) continue;  // shares its operand's storage
-    std::vector<const std::byte*> operands;
-    for (VarId in : equation.inputs) operands.push_back(data_of(in));
-    std::vector<std::byte*> results;
-    for (VarId out : equation.outputs) results.push_back(data_of(out));
-    if (!sub_[s].empty()) {
-      run_control_flow(equation, sub_[s], operands, results, *frame.pool);
-      continue;
-    }
-    kernel_inputs.clear();
-    for (size_t i = 0; i < operands.size(); ++i) {
-      kernel_inputs.push_back({operands[i], &program.aval(equation.inputs[i])});
-    }
-    kernel_outputs.clear();
-    for (size_t i = 0; i < results.size(); ++i) {
-      kernel_outputs.push_back({results[i], &program.aval(equation.outputs[i])});
-    }
-    try {
-      kernels_[e](KernelCall{kernel_inputs, kernel_outputs, equation.params, *frame.pool});
-    } catch (const Error& error) {
-      throw primitive_failed(equation.prim, equation.site, error);
-    }
+  const StepPlan& step = steps_[s];
+  if (step.fused()) {
+    const FusedLoop& loop = fused_[s];
+    scratch.external_data.clear();
+    for (VarId var : loop.externals) scratch.external_data.push_back(data_of(var));
+    scratch.export_data.clear();
+    for (const auto& [tile, var] : loop.exports) scratch.export_data.push_back(data_of(var));
+    loop.run(scratch.external_data, scratch.export_data, *frame.pool);
+    return;
+  }
+  const size_t e = step.equations[0];
+  const Equation& equation = program.equations[e];
+  const PrimDef& prim = prim_def(equation.prim);
+  if (prim.has_flag(kAliasesOperand)) return;  // shares its operand's storage
+  std::vector<const std::byte*> operands;
+  for (VarId in : equation.inputs) operands.push_back(data_of(in));
+  std::vector<std::byte*> results;
+  for (VarId out : equation.outputs) results.push_back(data_of(out));
+  if (!sub_[s].empty()) {
+    run_control_flow(equation, sub_[s], operands, results, *frame.pool);
+    return;
+  }
+  scratch.kernel_inputs.clear();
+  for (size_t i = 0; i < operands.size(); ++i) {
+    scratch.kernel_inputs.push_back({operands[i], &program.aval(equation.inputs[i])});
+  }
+  scratch.kernel_outputs.clear();
+  for (size_t i = 0; i < results.size(); ++i) {
+    scratch.kernel_outputs.push_back({results[i], &program.aval(equation.outputs[i])});
+  }
+  try {
+    kernels_[e](
+        KernelCall{scratch.kernel_inputs, scratch.kernel_outputs, equation.params, *frame.pool});
+  } catch (const Error& error) {
+    throw primitive_failed(equation.prim, equation.site, error);
   }
 }
 

@@ -12,6 +12,7 @@
 #include "jit/fused_kernel.h"
 #include "jit/memory_plan.h"
 #include "jit/step_plan.h"
+#include "kiln/cost_types.h"
 #include "kiln/jit.h"
 #include "runtime/device_array.h"
 
@@ -56,6 +57,14 @@ class Executable : public std::enable_shared_from_this<Executable> {
   const MemoryPlan& memory_plan() const { return plan_; }
   bool interpreted() const { return interpreted_; }
   double compile_seconds() const { return compile_seconds_; }
+  // Names this executable's events in a trace (unique in the process, in compile order).
+  int64_t trace_id() const { return trace_id_; }
+  const std::string& name() const { return name_; }
+  // Per step: step_trace_name, or "" for a step that does no work (an alias).
+  const std::vector<std::string>& step_names() const { return step_names_; }
+  // What step s costs by the cost rules, as it runs: a fused step's bytes are what its loop
+  // reads from and writes to memory (its externals and exports), not its tiles' traffic.
+  Cost step_cost(size_t s) const;
   // The steps; a fused group that runs as one vector program is marked "(vector program)".
   std::string steps_text() const;
 
@@ -73,6 +82,15 @@ class Executable : public std::enable_shared_from_this<Executable> {
   };
   void execute(RunState& state) const;
   void execute_frame(const Frame& frame) const;
+  // What run_step fills per step, kept across the steps of one run to reuse its capacity.
+  struct StepScratch {
+    std::vector<KernelInput> kernel_inputs;
+    std::vector<KernelOutput> kernel_outputs;
+    std::vector<const void*> external_data;
+    std::vector<void*> export_data;
+  };
+  // One step of execute_frame.
+  void run_step(size_t s, const Frame& frame, StepScratch& scratch) const;
   using SubExecutables = std::vector<std::shared_ptr<const Executable>>;
   // scan, cond, while_loop: their sub-programs run as compiled executables.
   static void run_control_flow(const Equation& equation, const SubExecutables& subs,
@@ -89,6 +107,9 @@ class Executable : public std::enable_shared_from_this<Executable> {
   bool interpreted_ = false;  // holds primitives without kernels: runs through eval_program
   bool flush_denormals_ = false;
   double compile_seconds_ = 0;
+  int64_t trace_id_ = 0;
+  std::string name_;
+  std::vector<std::string> step_names_;
 };
 
 }  // namespace kiln::detail

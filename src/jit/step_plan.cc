@@ -269,4 +269,24 @@ std::string steps_to_string(const Program& program, const std::vector<StepPlan>&
   return text;
 }
 
+std::string step_trace_name(const Program& program, const StepPlan& step) {
+  std::string scope;
+  for (size_t index : step.equations) {
+    if (!program.equations[index].scope.empty()) {
+      scope = program.equations[index].scope + "/";
+      break;
+    }
+  }
+  if (!step.fused())
+    return scope + std::string(prim_name(program.equations[step.equations[0]].prim));
+  std::string prims;
+  constexpr size_t kNamed = 4;
+  for (size_t i = 0; i < step.equations.size() && i < kNamed; ++i) {
+    if (i > 0) prims += ",";
+    prims += prim_name(program.equations[step.equations[i]].prim);
+  }
+  if (step.equations.size() > kNamed) prims += ",...";
+  return fmt::format("{}fused[{}]({})", scope, step.equations.size(), prims);
+}
+
 }  // namespace kiln::detail

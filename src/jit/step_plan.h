@@ -29,4 +29,9 @@ std::vector<StepPlan> plan_steps(const Program& program, bool fuse);
 std::string steps_to_string(const Program& program, const std::vector<StepPlan>& steps,
                             const std::vector<std::string>& notes = {});
 
+// What a trace and the roofline call a step: its name stack and primitive,
+// "mlp/dense1/dot_general", or for a fused step the scope of its first scoped equation and
+// its primitives, "mlp/dense1/fused[3](add,max,mul)" (the first four, then "...").
+std::string step_trace_name(const Program& program, const StepPlan& step);
+
 }  // namespace kiln::detail

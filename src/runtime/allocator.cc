@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <new>
 
+#include "base/trace_events.h"
 #include "kiln/error.h"
 
 namespace kiln {
@@ -13,7 +14,13 @@ Buffer::~Buffer() {
   owner_->release(data_, bytes_, capacity_);
 }
 
-CachingAllocator::CachingAllocator(size_t cache_limit_bytes) : cache_limit_(cache_limit_bytes) {}
+CachingAllocator::CachingAllocator(size_t cache_limit_bytes, int device_id)
+    : cache_limit_(cache_limit_bytes), device_id_(device_id) {}
+
+void CachingAllocator::trace_live_bytes(int64_t live_bytes) const {
+  trace::record_counter(trace::device_track(device_id_), "live bytes",
+                        fmt::format("cpu:{}", device_id_), static_cast<double>(live_bytes));
+}
 
 CachingAllocator::~CachingAllocator() {
   release_cached();
@@ -43,6 +50,8 @@ std::shared_ptr<Buffer> CachingAllocator::allocate(size_t bytes) {
     stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.live_bytes);
     stats_.num_allocations += 1;
     if (data == nullptr) stats_.reserved_bytes += static_cast<int64_t>(capacity);
+    // Under the lock, so that the counter's samples are in the order of its values.
+    if (trace::recording()) trace_live_bytes(stats_.live_bytes);
   }
   if (data == nullptr && capacity > 0) {
     data = std::aligned_alloc(64, capacity);
@@ -62,6 +71,7 @@ void CachingAllocator::release(void* data, size_t bytes, size_t capacity) {
   {
     std::lock_guard lock(mutex_);
     stats_.live_bytes -= static_cast<int64_t>(bytes);
+    if (trace::recording()) trace_live_bytes(stats_.live_bytes);
     if (data != nullptr && cached_bytes_ + capacity <= cache_limit_) {
       cache_[capacity].push_back(data);
       cached_bytes_ += capacity;

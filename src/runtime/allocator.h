@@ -37,7 +37,8 @@ class Buffer {
 class CachingAllocator {
  public:
   // cache_limit_bytes: freed blocks beyond this are returned to the OS at once.
-  explicit CachingAllocator(size_t cache_limit_bytes);
+  // device_id: which device's memory it is, for the trace's live-bytes counter.
+  explicit CachingAllocator(size_t cache_limit_bytes, int device_id = 0);
   ~CachingAllocator();
   std::shared_ptr<Buffer> allocate(size_t bytes);
   MemoryStats stats() const;
@@ -52,10 +53,13 @@ class CachingAllocator {
  private:
   friend class Buffer;
   void release(void* data, size_t bytes, size_t capacity);
+  // While a trace records: the live bytes after an allocation or release.
+  void trace_live_bytes(int64_t live_bytes) const;
 
   mutable std::mutex mutex_;
   std::map<size_t, std::vector<void*>> cache_;  // ordered: deterministic reuse
   size_t cache_limit_;
+  int device_id_;
   size_t cached_bytes_ = 0;
   MemoryStats stats_;
 };

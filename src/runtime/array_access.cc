@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "base/trace_events.h"
 #include "kiln/device.h"
 #include "kiln/ops.h"
 #include "runtime/device_array.h"
@@ -83,6 +84,8 @@ const Array& Array::block_until_ready(CallSite site) const {
 
 HostArray Array::to_host(CallSite site) const {
   const DeviceArray& array = concrete(*this, site, "to_host");
+  trace::Span span("sync", "host sync");
+  span.arg("bytes", static_cast<double>(size_bytes()));
   wait_ready(array, site);
   HostArray host{aval(), std::vector<std::byte>(static_cast<size_t>(size_bytes()))};
   if (!host.bytes.empty())

@@ -2,12 +2,13 @@
 #include "runtime/cpu_device.h"
 
 #include "base/spin_wait.h"
+#include "base/trace_events.h"
 #include "runtime/completion.h"
 
 namespace kiln {
 
 CpuDevice::CpuDevice(int id, ComputePool& pool, size_t allocator_cache_bytes)
-    : Device(id), pool_(pool), allocator_(allocator_cache_bytes) {
+    : Device(id), pool_(pool), allocator_(allocator_cache_bytes, id) {
   thread_ = std::thread([this] { run_queue(); });
 }
 
@@ -33,6 +34,7 @@ void CpuDevice::enqueue(std::function<void()> task) {
 }
 
 void CpuDevice::run_queue() {
+  trace::set_thread_track(trace::device_track(id()));
   std::unique_lock lock(mutex_);
   for (;;) {
     if (queue_.empty() && !stopping_) {

@@ -99,6 +99,12 @@ StepMetrics TrainStep::run(TrainState& state, const Array& images, const Array& 
                      metrics["nonfinite"].leaf()};
 }
 
+Compiled TrainStep::compiled(const TrainState& state, const Array& images, const Array& labels,
+                             const Array& key, const Array& mask) const {
+  return step_.compile(state.params, state.model_state, state.opt_state, images, labels, key,
+                       masked_ ? mask : no_mask_);
+}
+
 JitStats TrainStep::stats() const {
   return step_.stats();
 }

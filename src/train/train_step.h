@@ -51,6 +51,9 @@ class TrainStep {
   StepMetrics run(TrainState& state, const Array& images, const Array& labels, const Array& key,
                   const Array& mask = Array()) const;
   JitStats stats() const;
+  // The compiled program run() runs for these arguments (compiling it if run() has not).
+  Compiled compiled(const TrainState& state, const Array& images, const Array& labels,
+                    const Array& key, const Array& mask = Array()) const;
 
  private:
   using Result = std::tuple<Tree, Tree, Tree, Tree>;

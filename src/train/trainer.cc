@@ -189,6 +189,8 @@ class Run {
   // run.json's "timing": the figures of docs/profiling.md's timing report.
   nlohmann::json timing_report(const JitStats& stats, double loop_seconds, double data_wait_seconds,
                                double syncs_per_step) const;
+  // run.json's "roofline", "memory" and "trace", once the profiled window has run.
+  void record_profile();
   // <run dir>/report.html (docs/profiling.md); a failure is a warning.
   void write_report();
   // Waits for the trackers (bounded) and records what they could not send.
@@ -208,6 +210,7 @@ class Run {
   std::optional<RunTracking> tracking_;  // observes run_, so declared (and outlives it) first
   std::optional<RunDirectory> run_;
   std::optional<Progress> progress_;
+  std::optional<StepProfiler> profiler_;
   std::vector<std::string> param_paths_;
   std::vector<size_t> backward_order_;
   TrainState state_;
@@ -235,6 +238,7 @@ class Run {
   int64_t syncs_after_first_step_ = 0;
   int64_t eval_syncs_ = 0;
   int64_t savepoint_syncs_ = 0;
+  bool profiled_ = false;
 };
 
 fs::path savepoints_dir(const fs::path& run_dir) {
@@ -317,9 +321,13 @@ TrainSummary Run::execute() {
   }
   if (resume_) {
     reopen_run_directory();
+    profiler_.emplace(options_.trace_steps, start_step_, total_steps_);
   } else {
+    // Checked before the run directory exists: a range outside the run writes nothing.
+    profiler_.emplace(options_.trace_steps, 0, total_steps_);
     start_run_directory();
   }
+  profiler_->set_trace_path(run_->path() / "trace.json");
   start_savepoints();
   Progress::Mode mode = options_.quiet         ? Progress::Mode::kSilent
                         : options_.interactive ? Progress::Mode::kBar
@@ -434,7 +442,12 @@ void Run::train_epochs() {
       Batch batch = to_arrays(host);
       ++step_number;
       Array key = random::fold_in(dropout_key, static_cast<uint32_t>(step_number));
+      profiler_->before_step(step_number, state_);
       StepMetrics metrics = step.run(state_, batch.images, batch.labels, key, batch.mask);
+      profiler_->after_step(step_number, state_, metrics, [&] {
+        return step.compiled(state_, batch.images, batch.labels, key, batch.mask);
+      });
+      if (profiler_->done() && !profiled_) record_profile();
       pending.push_back(
           PendingStep{step_number, epoch, host.examples(), metrics, loader.last_wait_seconds()});
       // Read the previous step's metrics only now: the step just queued keeps the
@@ -524,6 +537,25 @@ nlohmann::json Run::timing_report(const JitStats& stats, double loop_seconds,
           {"savepoint_host_syncs", savepoint_syncs_},
           {"misplaced_params", misplaced},
           {"placement", placement}};
+}
+
+void Run::record_profile() {
+  profiled_ = true;
+  for (const auto& [key, value] : profiler_->report().items()) run_->info()[key] = value;
+  // Written now: when run.json cannot grow (a full disk), the profile is dropped rather
+  // than left in the record, where it would keep every later rewrite, the final status
+  // among them, from fitting.
+  try {
+    run_->write_info();
+  } catch (const std::exception& error) {
+    for (const auto& [key, value] : profiler_->report().items()) run_->info().erase(key);
+    progress_->message(std::string("warning: the profile is not in run.json: ") + error.what());
+  }
+  if (options_.trace_steps && !profiler_->report()["trace"]["file"].is_null()) {
+    progress_->message(fmt::format("trace of steps {}-{}: {} (open it in ui.perfetto.dev)",
+                                   options_.trace_steps->first, options_.trace_steps->last,
+                                   (run_->path() / "trace.json").string()));
+  }
 }
 
 // Between steps: a stop request ends the run once the steps queued so far are recorded

@@ -10,11 +10,13 @@
 #include <atomic>
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "train/config.h"
+#include "train/step_profiler.h"
 
 namespace kiln::train {
 
@@ -26,6 +28,9 @@ struct TrainOptions {
   // run finishes the step in flight, records its metrics, marks itself "interrupted" and
   // throws InterruptedError. nullptr: never.
   const std::atomic<int>* stop_signal = nullptr;
+  // --trace-steps: write <run dir>/trace.json for these steps (and take the roofline and
+  // memory report from them instead of the default window; see step_profiler.h).
+  std::optional<StepRange> trace_steps;
 };
 
 // `kiln resume`: continue a run from its latest usable savepoint.
