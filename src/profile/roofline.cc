@@ -3,13 +3,19 @@
 
 #include <algorithm>
 #include <map>
+#include <utility>
 
 namespace kiln::profile {
 namespace {
 
+// The two roofs' times for this cost: {FLOPs / peak, bytes / bandwidth}.
+std::pair<double, double> roof_seconds(double flops, double bytes, const MachinePeaks& peaks) {
+  return {peaks.gemm_gflops > 0 ? flops / (peaks.gemm_gflops * 1e9) : 0.0,
+          peaks.bandwidth_gbs > 0 ? bytes / (peaks.bandwidth_gbs * 1e9) : 0.0};
+}
+
 double attainable_seconds(double flops, double bytes, const MachinePeaks& peaks) {
-  double compute = peaks.gemm_gflops > 0 ? flops / (peaks.gemm_gflops * 1e9) : 0.0;
-  double memory = peaks.bandwidth_gbs > 0 ? bytes / (peaks.bandwidth_gbs * 1e9) : 0.0;
+  auto [compute, memory] = roof_seconds(flops, bytes, peaks);
   return std::max(compute, memory);
 }
 
@@ -17,8 +23,7 @@ double attainable_seconds(double flops, double bytes, const MachinePeaks& peaks)
 
 std::string roofline_bound(double flops, double bytes, double measured_s,
                            const MachinePeaks& peaks) {
-  double compute = peaks.gemm_gflops > 0 ? flops / (peaks.gemm_gflops * 1e9) : 0.0;
-  double memory = peaks.bandwidth_gbs > 0 ? bytes / (peaks.bandwidth_gbs * 1e9) : 0.0;
+  auto [compute, memory] = roof_seconds(flops, bytes, peaks);
   double attainable = std::max(compute, memory);
   if (measured_s <= 0 || attainable < kOverheadBelow * measured_s) return "overhead";
   return compute >= memory ? "compute" : "memory";

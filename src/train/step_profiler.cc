@@ -68,22 +68,20 @@ StepProfiler::~StepProfiler() {
   if (recording_) trace::end_recording();
 }
 
-void StepProfiler::before_step(int64_t step_number, const TrainState& state) {
+void StepProfiler::before_step(int64_t step_number) {
   if (!window_ || done()) return;
   if (step_number == window_->first) {
     // The window's steps alone: what earlier steps queued runs before the recording.
-    for (const Array& leaf : state.params.leaves()) leaf.block_until_ready();
     synchronize_all();
     default_device().reset_peak_memory();
     trace::begin_recording();
     recording_ = true;
     window_start_s_ = profile::now_seconds();
   }
-  if (trace::recording()) dispatch_start_ns_ = static_cast<double>(trace::now_ns());
+  if (trace::recording()) dispatch_start_ns_ = trace::now_ns();
 }
 
 void StepProfiler::after_step(int64_t step_number, const TrainState& state,
-                              const StepMetrics& metrics,
                               const std::function<Compiled()>& compiled) {
   if (!window_ || done() || step_number < window_->first) return;
   if (trace::recording()) {
@@ -91,14 +89,12 @@ void StepProfiler::after_step(int64_t step_number, const TrainState& state,
     dispatch.track = trace::Track::kTrainingLoop;
     dispatch.category = "step";
     dispatch.name = fmt::format("dispatch train step {}", step_number);
-    dispatch.start_ns = static_cast<int64_t>(dispatch_start_ns_);
+    dispatch.start_ns = dispatch_start_ns_;
     dispatch.duration_ns = trace::now_ns() - dispatch.start_ns;
     dispatch.args = {{"step", static_cast<double>(step_number)}};
     trace::record(std::move(dispatch));
   }
   if (step_number != window_->last) return;
-  metrics.loss.block_until_ready();
-  for (const Array& leaf : state.params.leaves()) leaf.block_until_ready();
   synchronize_all();
   const double wall_s = profile::now_seconds() - window_start_s_;
   trace::Recording recording = trace::end_recording();

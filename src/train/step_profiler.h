@@ -47,10 +47,10 @@ class StepProfiler {
   void set_trace_path(std::filesystem::path path) { trace_path_ = std::move(path); }
 
   // Around dispatching train step `step_number` (1-based).
-  void before_step(int64_t step_number, const TrainState& state);
+  void before_step(int64_t step_number);
   // `compiled`: what the step ran (TrainStep::compiled), read only after the window's
   // last step.
-  void after_step(int64_t step_number, const TrainState& state, const StepMetrics& metrics,
+  void after_step(int64_t step_number, const TrainState& state,
                   const std::function<Compiled()>& compiled);
 
   bool done() const { return !report_.is_null(); }
@@ -64,7 +64,7 @@ class StepProfiler {
   std::filesystem::path trace_path_;
   bool recording_ = false;  // this profiler began the recording that is on
   double window_start_s_ = 0;
-  double dispatch_start_ns_ = 0;
+  int64_t dispatch_start_ns_ = 0;
   nlohmann::json report_;
 };
 

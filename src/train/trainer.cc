@@ -442,9 +442,9 @@ void Run::train_epochs() {
       Batch batch = to_arrays(host);
       ++step_number;
       Array key = random::fold_in(dropout_key, static_cast<uint32_t>(step_number));
-      profiler_->before_step(step_number, state_);
+      profiler_->before_step(step_number);
       StepMetrics metrics = step.run(state_, batch.images, batch.labels, key, batch.mask);
-      profiler_->after_step(step_number, state_, metrics, [&] {
+      profiler_->after_step(step_number, state_, [&] {
         return step.compiled(state_, batch.images, batch.labels, key, batch.mask);
       });
       if (profiler_->done() && !profiled_) record_profile();
