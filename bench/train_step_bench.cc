@@ -7,13 +7,24 @@
 //   build/release/bench/train_step_bench --config examples/fashion_mnist_mlp.toml --roofline
 //   build/release/bench/train_step_bench --config examples/fashion_mnist_cnn.toml --json
 //
+// With --logging, rounds alternate plain steps with steps that each log a metrics record
+// the way `kiln train` does (metrics.jsonl, the run catalog, TensorBoard, and an MLflow
+// mirror with --mlflow-uri) into a scratch run directory: the step-time ratio per pair of
+// rounds, and the time the training thread spends in the logging call itself.
+//
+//   build/release/bench/train_step_bench --config examples/fashion_mnist_mlp.toml --logging
+//
 // bench/vs_peers.py runs this against the JAX and PyTorch scripts of the same recipe.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <thread>
+
+#include <time.h>
+#include <unistd.h>
 #include <vector>
 
 #include <fmt/format.h>
@@ -28,6 +39,8 @@
 #include "profile/bandwidth.h"
 #include "train/builders.h"
 #include "train/config.h"
+#include "train/run_directory.h"
+#include "train/run_tracking.h"
 #include "train/train_step.h"
 
 using namespace kiln;
@@ -57,19 +70,97 @@ struct GemmBuffers {
   std::vector<float> a, b, c;
 };
 
+// This thread's CPU time: what logging computes, as opposed to the wall time of the call,
+// which on a loaded 2-core machine also holds waiting for a core.
+double thread_cpu_seconds() {
+  timespec now{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
+// Rounds of plain steps and of steps that each log a record, alternated ABBA so that a
+// drift in the machine's speed falls on both; ratios are per pair of rounds.
+nlohmann::json logging_overhead(const std::function<void()>& one_step, int rounds,
+                                const train::TrackingConfig& tracking_config) {
+  namespace fs = std::filesystem;
+  fs::path scratch = fs::temp_directory_path() / fmt::format("kiln-logging-bench-{}", ::getpid());
+  fs::remove_all(scratch);
+  std::vector<double> ratios, log_us, log_cpu_us, log_share;
+  {
+    train::RunTracking tracking(tracking_config, scratch);
+    train::RunDirectory run =
+        train::RunDirectory::create(scratch, "logging_bench", "", std::string(64, '0'), {});
+    run.observe(&tracking);
+    int64_t step_number = 0;
+    auto logged_step = [&](std::vector<double>& logging, std::vector<double>& logging_cpu) {
+      one_step();
+      double start = profile::now_seconds();
+      double cpu_start = thread_cpu_seconds();
+      run.append_metrics({{"kind", "train"},
+                          {"step", ++step_number},
+                          {"epoch", 1},
+                          {"loss", 0.5},
+                          {"accuracy", 0.8},
+                          {"lr", 1e-3},
+                          {"step_ms", 9.5},
+                          {"data_wait_ms", 0.01}});
+      logging_cpu.push_back(thread_cpu_seconds() - cpu_start);
+      logging.push_back(profile::now_seconds() - start);
+    };
+    constexpr int kSteps = 30;
+    for (int round = 0; round < rounds; ++round) {
+      std::vector<double> plain, logged, logging, logging_cpu;
+      auto time_plain = [&] {
+        for (int i = 0; i < kSteps; ++i) plain.push_back(seconds_of(one_step));
+      };
+      auto time_logged = [&] {
+        for (int i = 0; i < kSteps; ++i) {
+          logged.push_back(seconds_of([&] { logged_step(logging, logging_cpu); }));
+        }
+      };
+      if (round % 2 == 0) {
+        time_plain();
+        time_logged();
+      } else {
+        time_logged();
+        time_plain();
+      }
+      ratios.push_back(median(logged) / median(plain));
+      log_us.push_back(1e6 * median(logging));
+      log_cpu_us.push_back(1e6 * median(logging_cpu));
+      log_share.push_back(median(logging) / median(plain));
+    }
+    run.info()["status"] = "completed";
+    run.write_info();
+    tracking.finish();
+  }
+  fs::remove_all(scratch);
+  return {{"logged_over_plain", ratios},
+          {"median_logged_over_plain", median(ratios)},
+          {"logging_call_us", log_us},
+          {"median_logging_call_us", median(log_us)},
+          {"logging_call_cpu_us", log_cpu_us},
+          {"median_logging_call_cpu_us", median(log_cpu_us)},
+          {"median_logging_share_of_step", median(log_share)}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Time the train step of an example config (and its roofline limit)"};
   std::string config_path = "examples/fashion_mnist_mlp.toml";
   int steps = 60, warmup = 10, rounds = 7;
-  bool roofline = false, json = false;
+  bool roofline = false, json = false, logging = false;
+  std::string mlflow_uri;
   app.add_option("--config", config_path, "Training config (its model, optimizer, batch size)");
   app.add_option("--steps", steps, "Timed steps (without --roofline)");
   app.add_option("--warmup", warmup, "Steps run before timing (the first one compiles)");
   app.add_option("--rounds", rounds, "Alternating step/limit rounds (with --roofline)");
   app.add_flag("--roofline", roofline,
                "Compare with the GEMMs + optimizer bytes limit (dense models)");
+  app.add_flag("--logging", logging,
+               "Compare steps that log a metrics record (catalog, TensorBoard) with plain ones");
+  app.add_option("--mlflow-uri", mlflow_uri, "With --logging, mirror to this MLflow server too");
   app.add_flag("--json", json, "One JSON line instead of text");
   std::vector<std::string> overrides;
   app.add_option("--set", overrides,
@@ -101,7 +192,13 @@ int main(int argc, char** argv) {
                         {"first_step_ms", first_ms},
                         {"parameters", nn::parameter_count(state.params)}};
 
-  if (!roofline) {
+  if (logging) {
+    train::TrackingConfig tracking = config.tracking;  // --set tracking.catalog=false etc.
+    if (!mlflow_uri.empty()) tracking.mlflow_uri = mlflow_uri;
+    tracking.wait_seconds = 2;
+    out["logging"] = logging_overhead(one_step, rounds, tracking);
+    out["median_step_ms"] = nullptr;
+  } else if (!roofline) {
     std::vector<double> samples;
     for (int i = 0; i < steps; ++i) samples.push_back(seconds_of(one_step));
     profile::Timing timing = profile::summarize(first_ms / 1e3, std::move(samples));
@@ -181,6 +278,20 @@ int main(int argc, char** argv) {
   }
   fmt::print("{} (batch {}, {} parameters)\n", config_path, batch,
              out["parameters"].get<int64_t>());
+  if (logging) {
+    const auto& l = out["logging"];
+    std::string list;
+    for (double ratio : l["logged_over_plain"]) list += fmt::format("{:.3f} ", ratio);
+    fmt::print("logged step / plain step per pair of rounds: {}(median {:.3f})\n", list,
+               l["median_logged_over_plain"].get<double>());
+    fmt::print(
+        "the logging call on the training thread: median {:.1f} us wall ({:.2f} % of a step), "
+        "{:.1f} us of CPU\n",
+        l["median_logging_call_us"].get<double>(),
+        100 * l["median_logging_share_of_step"].get<double>(),
+        l["median_logging_call_cpu_us"].get<double>());
+    return 0;
+  }
   fmt::print("first step (compiles) {:.1f} ms; median step {:.2f} ms\n", first_ms,
              out["median_step_ms"].get<double>());
   if (roofline) {

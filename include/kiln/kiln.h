@@ -21,4 +21,5 @@
 #include "kiln/shape.h"
 #include "kiln/transforms.h"
 #include "kiln/tree.h"
+#include "kiln/version.h"
 #include "kiln/vmap.h"

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "base/compute_pool.h"
+#include "base/trimmed.h"
 #include "io/atomic_file.h"
 #include "kernels/cpu/elementwise_simd.h"
 #include "kernels/cpu/gemm.h"
@@ -19,12 +20,6 @@ namespace kiln::profile {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string trimmed(const std::string& text) {
-  size_t begin = text.find_first_not_of(" \t");
-  size_t end = text.find_last_not_of(" \t");
-  return begin == std::string::npos ? std::string() : text.substr(begin, end - begin + 1);
-}
 
 // The best of `repeats` timings: peaks are what the machine can reach, and every slower
 // sample was disturbed by something else (the machine is shared and noisy).

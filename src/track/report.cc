@@ -34,7 +34,7 @@ svg text{font-family:inherit;font-size:11px;fill:#333}
 svg .title{font-size:13px;font-weight:600}svg .label{font-size:12px}
 svg .grid{stroke:#e7e9ed}svg .axis{stroke:#8a8f98}
 svg .series{fill:none;stroke-width:1.6;stroke-linejoin:round;stroke-linecap:round}
-svg .empty{font-size:14px;fill:#888}svg .value{font-size:11px}
+svg .empty{font-size:14px;fill:#888}svg .value{font-size:11px}svg .mark-label{font-size:10px;fill:#555}
 .tables{display:grid;grid-template-columns:repeat(auto-fill,minmax(440px,1fr));gap:4px 22px}
 table{border-collapse:collapse;font-size:12.5px;width:100%}
 th,td{border-bottom:1px solid #eceef1;padding:3px 6px;text-align:left;vertical-align:top}

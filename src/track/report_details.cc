@@ -119,13 +119,12 @@ json without_environments(const json& resumes) {
   return out;
 }
 
-std::string optional_sections(Picker& picker) {
-  static constexpr std::pair<const char*, const char*> kSections[] = {
-      {"timing", "Timing"}, {"roofline", "Roofline"}, {"memory", "Memory"}};
+std::string optional_sections(Picker& picker, const json* roofline, const json* memory) {
   std::string out;
-  for (const auto& [key, title] : kSections) {
-    if (const json* value = picker.take(key)) out += table(title, html::json_tables(*value));
-  }
+  if (const json* timing = picker.take("timing"))
+    out += table("Timing", html::json_tables(*timing));
+  if (roofline) out += table("Roofline", roofline_tables(*roofline));
+  if (memory) out += table("Memory", memory_tables(*memory));
   return out;
 }
 
@@ -146,7 +145,10 @@ std::string run_section(const RunData& run, size_t index, bool several) {
                        html::escape(run_color(index)));
   }
   out += html::escape(run.key()) + "</h2>\n";
-  out += time_chart(run.info, run_color(index));
+  const json* roofline = picker.take("roofline");
+  const json* memory = picker.take("memory");
+  std::string charts = time_chart(run.info, run_color(index)) + profile_charts(roofline, memory);
+  if (!charts.empty()) out += "<div class=\"charts\">\n" + charts + "</div>\n";
   out += "<div class=\"tables\">\n";
   out += table("Run", html::key_value_table(picker.rows(
                           {"status", "started_at", "finished_at", "seconds", "steps", "total_steps",
@@ -175,7 +177,7 @@ std::string run_section(const RunData& run, size_t index, bool several) {
     out += table("Tracking problems",
                  html::key_value_table({{"problems", html::cell_text(*problems)}}));
   }
-  out += optional_sections(picker);
+  out += optional_sections(picker, roofline, memory);
   json rest = picker.rest();
   if (!rest.empty()) out += table("Other fields of run.json", html::json_tables(rest));
   out += "</div>\n" + config_block(run);

@@ -21,4 +21,13 @@ std::string step_time_section(const std::vector<RunData>& runs);
 // optional timing / roofline / memory objects, what else run.json holds, and the config.
 std::string run_section(const RunData& run, size_t index, bool several);
 
+// The profile's charts: the roofline of run.json's "roofline" and the memory breakdown of
+// its "memory" (either may be absent: nullptr).
+std::string profile_charts(const nlohmann::json* roofline, const nlohmann::json* memory);
+
+// The tables beside them: the roofline's summary and top kernels; the memory estimate by
+// part against the observed peak. A value of an unexpected shape is shown as it is.
+std::string roofline_tables(const nlohmann::json& roofline);
+std::string memory_tables(const nlohmann::json& memory);
+
 }  // namespace kiln::track::report

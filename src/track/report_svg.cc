@@ -1,8 +1,9 @@
-// The line chart, histogram and bar chart of `kiln report` (report_svg.h).
+// The line chart, histogram, bar chart and stacked bar chart of `kiln report` (report_svg.h).
 #include "track/report_svg.h"
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -158,6 +159,57 @@ std::string bar_chart(std::string_view plot, std::string_view title, std::string
                        px(label_width + length + 6), px(top + 12),
                        html::escape(with_unit(bar.value, unit_text)));
   }
+  return figure(svg + "</svg>\n", {});
+}
+
+std::string stacked_bar_chart(std::string_view plot, std::string_view title, std::string_view unit,
+                              const std::vector<StackedBar>& bars) {
+  auto shown = [](const Bar& part) { return std::isfinite(part.value) && part.value >= 0; };
+  size_t longest = 0;
+  double highest = 0;
+  std::vector<LegendEntry> entries;
+  std::set<std::string> named;
+  for (const StackedBar& bar : bars) {
+    longest = std::max(longest, bar.label.size());
+    double total = 0;
+    for (const Bar& part : bar.parts) {
+      if (!shown(part)) continue;
+      total += part.value;
+      if (named.insert(part.label).second) entries.push_back({part.label, part.color, false, true});
+    }
+    highest = std::max(highest, total);
+  }
+  if (entries.empty()) return empty_chart(plot, title, "no data");
+  Layout layout;
+  double label_width = std::clamp(6.6 * static_cast<double>(longest) + 14, 60.0, 300.0);
+  double bar_width = layout.total_width() - label_width - 96;
+  constexpr double kRow = 26;
+  double rows_bottom = 34 + kRow * static_cast<double>(bars.size());
+  double height = rows_bottom + 8 + kLegendRow * static_cast<double>(entries.size()) + 6;
+  std::string svg = open_svg(plot, title, layout.total_width(), height);
+  std::string unit_text(unit);
+  for (size_t i = 0; i < bars.size(); ++i) {
+    const StackedBar& bar = bars[i];
+    double top = 34 + kRow * static_cast<double>(i);
+    svg += fmt::format("<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+                       px(label_width - 6), px(top + 13), html::escape(bar.label));
+    double at = label_width;
+    double total = 0;
+    for (const Bar& part : bar.parts) {
+      if (!shown(part)) continue;
+      double length = highest > 0 ? part.value / highest * bar_width : 0;
+      svg += fmt::format(
+          "<rect class=\"bar\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"16\" fill=\"{}\">"
+          "<title>{}: {}</title></rect>",
+          px(at), px(top + 2), px(std::max(length, 0.5)), html::escape(part.color),
+          html::escape(part.label), html::escape(with_unit(part.value, unit_text)));
+      at += length;
+      total += part.value;
+    }
+    svg += fmt::format("<text class=\"value\" x=\"{}\" y=\"{}\">{}</text>\n", px(at + 6),
+                       px(top + 13), html::escape(with_unit(total, unit_text)));
+  }
+  svg += legend(entries, label_width, rows_bottom + 8);
   return figure(svg + "</svg>\n", {});
 }
 

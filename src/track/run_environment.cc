@@ -12,6 +12,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include <code_identity.h>  // generated in the build tree
+#include "base/trimmed.h"
 #include "kernels/cpu/elementwise_simd.h"
 #include "kiln/device.h"
 #include "kiln/version.h"
@@ -30,12 +31,6 @@ std::string compiler() {
 #else
   return "unknown";
 #endif
-}
-
-std::string trimmed(std::string text) {
-  size_t begin = text.find_first_not_of(" \t");
-  size_t end = text.find_last_not_of(" \t");
-  return begin == std::string::npos ? std::string() : text.substr(begin, end - begin + 1);
 }
 
 json code_identity() {

@@ -14,6 +14,8 @@
 #include <fmt/format.h>
 #include <boost/crc.hpp>
 
+#include "base/host_name.h"
+#include "base/wall_clock.h"
 #include "io/atomic_file.h"
 
 namespace kiln::track {
@@ -85,18 +87,14 @@ constexpr uint32_t kTag = 1, kSimpleValue = 2;
 
 // ---- the file -------------------------------------------------------------------------
 
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof(name) - 1) != 0 || name[0] == '\0') return "localhost";
-  return name;
-}
-
 // TensorBoard's own naming (the seconds padded to ten digits), with kiln as the suffix. A
 // second file of the same process and second (a run resumed in-process at once) gets a
 // counter after the suffix, so that it sorts after the first: a live TensorBoard reads a
 // directory's files in name order.
 fs::path event_file_name(const fs::path& dir, int64_t seconds, int attempt) {
-  std::string name = fmt::format("events.out.tfevents.{:010d}.{}.{}.kiln", seconds, host_name(),
+  std::string host = host_name();
+  if (host.empty()) host = "localhost";
+  std::string name = fmt::format("events.out.tfevents.{:010d}.{}.{}.kiln", seconds, host,
                                  static_cast<int64_t>(::getpid()));
   if (attempt > 0) name += fmt::format(".{}", attempt);
   return dir / name;
@@ -177,11 +175,6 @@ std::string scalar_event(std::string_view tag, int64_t step, float value, double
 
 }  // namespace detail
 
-double unix_time_now_s() {
-  auto since_epoch = std::chrono::system_clock::now().time_since_epoch();
-  return std::chrono::duration<double>(since_epoch).count();
-}
-
 std::unique_ptr<TensorBoardWriter> TensorBoardWriter::open(const fs::path& dir,
                                                            std::string* problem) {
   std::error_code error;
@@ -194,7 +187,7 @@ std::unique_ptr<TensorBoardWriter> TensorBoardWriter::open(const fs::path& dir,
                            error.message());
     return nullptr;
   }
-  double now = unix_time_now_s();
+  double now = unix_seconds_now();
   fs::path path;
   int fd = create_event_file(dir, static_cast<int64_t>(now), &path);
   if (fd < 0) {

@@ -13,9 +13,6 @@
 
 namespace kiln::track {
 
-// Seconds since the Unix epoch, with sub-second precision: what an Event's wall_time holds.
-double unix_time_now_s();
-
 // One event file in a directory that TensorBoard reads as one run. Not thread-safe: one
 // thread (the training loop) adds and flushes.
 class TensorBoardWriter {

@@ -16,6 +16,8 @@
 
 #include <fmt/format.h>
 
+#include "base/host_name.h"
+#include "base/wall_clock.h"
 #include "io/atomic_file.h"
 #include "kiln/error.h"
 
@@ -36,12 +38,6 @@ std::string utc_now(const char* format) {
 
 void write_text(const fs::path& path, const std::string& text) {
   io::write_file_atomically(path, text);
-}
-
-std::string host_name() {
-  char name[256] = {};
-  if (::gethostname(name, sizeof name - 1) != 0) return "";
-  return name;
 }
 
 // A process's start time (clock ticks since boot, field 22 of /proc/<pid>/stat), which
@@ -264,8 +260,7 @@ RunDirectory::~RunDirectory() {
 void RunDirectory::append_metrics(const nlohmann::json& metrics) {
   fs::path metrics_path = path_ / "metrics.jsonl";
   nlohmann::json record = metrics;
-  auto wall = std::chrono::system_clock::now().time_since_epoch();
-  record["time"] = std::round(std::chrono::duration<double>(wall).count() * 1e3) / 1e3;
+  record["time"] = std::round(unix_seconds_now() * 1e3) / 1e3;
   std::string line = record.dump() + "\n";
   int error = io::injected_write_fault(metrics_path);
   if (error == 0 && (std::fwrite(line.data(), 1, line.size(), metrics_) != line.size() ||

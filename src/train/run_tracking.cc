@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "base/wall_clock.h"
 #include "train/run_record.h"
 
 namespace kiln::train {
@@ -54,12 +55,6 @@ std::map<std::string, std::string> mlflow_params(const std::map<std::string, std
     out[name] = value;
   }
   return out;
-}
-
-int64_t now_ms() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace
@@ -159,7 +154,7 @@ std::vector<std::string> RunTracking::finish() {
     for (const std::string& file : artifact_files(run_dir_))
       mlflow_->log_artifact(run_dir_ / file, file);
     std::string status = last_info_.value("status", "failed");
-    track::MlflowReport report = mlflow_->finish(mlflow_status(status), now_ms(),
+    track::MlflowReport report = mlflow_->finish(mlflow_status(status), unix_milliseconds_now(),
                                                  std::chrono::ceil<std::chrono::seconds>(wait));
     mlflow_summary_ = {{"uri", config_.mlflow_uri},
                        {"experiment_id", report.experiment_id},
@@ -189,7 +184,8 @@ track::MlflowReport push_run_to_mlflow(const fs::path& run_dir, const std::strin
   track::MlflowRunRecord push;
   push.run_name = record.run_id;
   push.start_time_ms = unix_ms(record.started_at);
-  push.end_time_ms = record.finished_at.empty() ? now_ms() : unix_ms(record.finished_at);
+  push.end_time_ms =
+      record.finished_at.empty() ? unix_milliseconds_now() : unix_ms(record.finished_at);
   push.status = mlflow_status(record.status);
   push.params = mlflow_params(record.params);
   push.tags = record.tags;

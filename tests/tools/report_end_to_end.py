@@ -15,7 +15,7 @@ import tempfile
 HERE = pathlib.Path(__file__).resolve().parent
 EXAMPLE = HERE.parent.parent / "examples" / "fashion_mnist_mlp.toml"
 CHECKER = HERE / "report_in_chromium.py"
-PLOTS = "train_loss,accuracy,eval_loss,learning_rate,step_time,time_breakdown"
+PLOTS = "train_loss,accuracy,eval_loss,learning_rate,step_time,time_breakdown,roofline,memory"
 
 
 def run(*args):

@@ -37,6 +37,17 @@ std::string plot(const std::string& page, const std::string& name) {
   return page.substr(begin, page.find("</svg>", begin) + 6 - begin);
 }
 
+// The value of attribute `name` of the first element that starts with `element`.
+std::string attribute(const std::string& text, const std::string& element,
+                      const std::string& name) {
+  size_t at = text.find(element);
+  if (at == std::string::npos) return "";
+  at = text.find(" " + name + "=\"", at);
+  if (at == std::string::npos) return "";
+  at += name.size() + 3;
+  return text.substr(at, text.find('"', at) - at);
+}
+
 MetricRecord train(int64_t step, double loss, double step_ms = 10) {
   return {"train", step, 1 + (step - 1) / 10, {{"loss", loss}, {"lr", 1e-3}, {"step_ms", step_ms}}};
 }
@@ -180,6 +191,8 @@ TEST(ReportRender, OptionalSectionsOnlyWhenPresent) {
   }
   RunData rich = run("a");
   rich.info["timing"] = {{"forward_ms", 1.5}, {"phases", {{"backward_ms", 3.25}}}};
+  // A roofline and memory report of another shape (another version's run.json) are shown
+  // as they are, without charts.
   rich.info["roofline"] = {{"ops", {{{"name", "matmul"}, {"flops", 1e9}}, {{"name", "add"}}}}};
   rich.info["memory"] = {{"peak_bytes", 123456}};
   rich.info["something_new"] = {{"answer", 42}};
@@ -193,6 +206,116 @@ TEST(ReportRender, OptionalSectionsOnlyWhenPresent) {
                               "<tr><td></td><td>add</td></tr>"));
   EXPECT_THAT(page, HasSubstr("<th>peak_bytes</th><td>123456</td>"));
   EXPECT_THAT(page, HasSubstr("<th>something_new.answer</th><td>42</td>"));  // not lost
+  EXPECT_EQ(plot(page, "roofline"), "");
+  EXPECT_EQ(plot(page, "memory"), "");
+}
+
+// run.json's "roofline" and "memory" as the step profiler writes them (docs/profiling.md).
+RunData profiled_run() {
+  RunData profiled = run("a");
+  auto row = [](const char* name, double seconds, double flops, double bytes, const char* bound) {
+    return nlohmann::json{{"name", name},
+                          {"measured_seconds", seconds},
+                          {"share_of_step", seconds / 0.05},
+                          {"attainable_seconds", seconds / 2},
+                          {"flops", flops},
+                          {"bytes", bytes},
+                          {"arithmetic_intensity", bytes > 0 ? flops / bytes : 0.0},
+                          {"achieved_gflops", flops / seconds / 1e9},
+                          {"achieved_gbs", bytes / seconds / 1e9},
+                          {"bound", bound}};
+  };
+  profiled.info["roofline"] = {{"step_seconds", 0.05},
+                               {"kernel_seconds", 0.045},
+                               {"outside_kernels_seconds", 0.005},
+                               {"attainable_seconds", 0.02},
+                               {"efficiency", 0.4},
+                               {"flops", 2.2e9},
+                               {"bytes", 1.5e8},
+                               {"arithmetic_intensity", 2.2e9 / 1.5e8},
+                               {"peak_gflops", 172.5},
+                               {"bandwidth_gbs", 24.8},
+                               {"peaks_measured_by", "kiln bench machine"},
+                               {"train_steps", 5},
+                               {"kernels", 40},
+                               {"top",
+                                {row("conv1/conv <script>", 0.02, 1.5e9, 2e7, "compute"),
+                                 row("fused: relu, add", 0.01, 1e6, 8e7, "memory"),
+                                 row("copy", 0.004, 0, 4e6, "overhead")}}};
+  profiled.info["memory"] = {{"estimate",
+                              {{"params", 4e6},
+                               {"optimizer_state", 8e6},
+                               {"other_inputs", 1e5},
+                               {"constants", 0},
+                               {"outputs", 1e3},
+                               {"saved_activations", 2e7},
+                               {"temporaries", 5e6},
+                               {"total", 37101000}}},
+                             {"arena_bytes", 2.5e7},
+                             {"arena_peak_step", 17},
+                             {"observed_peak_bytes", 38000000},
+                             {"observed_minus_estimate_bytes", 899000}};
+  return profiled;
+}
+
+TEST(ReportRender, RooflineChartPlacesEachKernelUnderTheRoof) {
+  std::string page = render_report({profiled_run()});
+  std::string chart = plot(page, "roofline");
+  ASSERT_FALSE(chart.empty());
+  // Two kernels with FLOPs and the whole step; the copy has no FLOPs for log axes.
+  EXPECT_EQ(count(chart, "<circle class=\"point"), 3);
+  EXPECT_EQ(count(chart, "<circle class=\"point step\""), 1);
+  EXPECT_THAT(page, HasSubstr("1 kernel with no FLOPs (data movement only) not drawn"));
+  EXPECT_EQ(count(chart, "<path class=\"roof\""), 1);
+  EXPECT_THAT(chart, HasSubstr("ridge 6.95565 FLOP/B"));  // 172.5 / 24.8
+  EXPECT_THAT(chart, HasSubstr("peak 172.5 GFLOP/s"));
+  EXPECT_THAT(chart, HasSubstr("conv1/conv &lt;script&gt;"));
+  EXPECT_THAT(chart, Not(HasSubstr("<script>")));
+  // The top table, in measured order, with the bound of each.
+  EXPECT_THAT(page, HasSubstr("<tr><td>1</td><td>conv1/conv &lt;script&gt;</td><td>20 ms</td>"
+                              "<td>40.0 %</td>"));
+  EXPECT_THAT(page, HasSubstr("<td>3</td><td>copy</td>"));
+  EXPECT_THAT(page, HasSubstr("<th>efficiency (attainable / measured)</th><td>40.0 %</td>"));
+}
+
+TEST(ReportRender, RooflineMarksSitWhereTheirFiguresSay) {
+  // On log axes a kernel at the ridge with the peak's GFLOP/s lies on the roof's corner.
+  svg::Roof roof{100, 10};  // ridge at 10 FLOP/B
+  std::string chart = svg::roofline_chart("roofline", "t", roof,
+                                          {{"1", "at the ridge", "", "#000", 10, 100, false}});
+  std::string path = attribute(chart, "<path class=\"roof\"", "d");
+  std::string cx = attribute(chart, "<circle class=\"point\"", "cx");
+  std::string cy = attribute(chart, "<circle class=\"point\"", "cy");
+  ASSERT_FALSE(path.empty());
+  ASSERT_FALSE(cx.empty());
+  EXPECT_THAT(path, HasSubstr("L" + cx + " " + cy + "L")) << path << " vs " << cx << "," << cy;
+}
+
+TEST(ReportRender, RooflineWithoutPeaksOrDrawableKernelsSaysSo) {
+  std::string chart =
+      svg::roofline_chart("roofline", "t", svg::Roof{}, {{"1", "k", "", "#000", 2, 3, false}});
+  EXPECT_EQ(count(chart, "<path class=\"roof\""), 0);
+  EXPECT_THAT(chart, HasSubstr("no machine peaks recorded"));
+  EXPECT_EQ(count(chart, "<circle class=\"point"), 1);
+  std::string none = svg::roofline_chart(
+      "roofline", "t", svg::Roof{100, 10},
+      {{"1", "k", "", "#000", 0, 0, false}, {"2", "k", "", "#000", NAN, 1, false}});
+  EXPECT_THAT(none, HasSubstr("no data: no kernel has both FLOPs and bytes"));
+  EXPECT_THAT(svg::roofline_chart("roofline", "t", svg::Roof{100, 10}, {}), HasSubstr("no data"));
+}
+
+TEST(ReportRender, MemoryBreakdownStacksTheEstimateBesideThePeak) {
+  std::string page = render_report({profiled_run()});
+  std::string chart = plot(page, "memory");
+  ASSERT_FALSE(chart.empty());
+  // Seven parts (constants are 0 bytes: a 0.5 px sliver still marks them) and the peak.
+  EXPECT_EQ(count(chart, "<rect class=\"bar\""), 8);
+  EXPECT_THAT(chart, HasSubstr("<title>saved activations: 20 MB</title>"));
+  EXPECT_THAT(chart, HasSubstr(">37.101 MB</text>"));  // the estimate's total
+  EXPECT_THAT(chart, HasSubstr(">38 MB</text>"));      // the observed peak
+  EXPECT_THAT(page, HasSubstr("<th>observed - estimate</th><td>0.899 MB</td>"));
+  EXPECT_THAT(svg::stacked_bar_chart("memory", "t", "MB", {{"a", {{"x", NAN, "#000"}}}}),
+              HasSubstr("no data"));
 }
 
 TEST(ReportRender, LongRunsAreThinnedToThePixelsKeepingSpikes) {

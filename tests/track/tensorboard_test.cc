@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/wall_clock.h"
 #include "io/atomic_file.h"
 #include "support/scratch_dir.h"
 
@@ -205,7 +206,7 @@ TEST(TensorBoardEncoding, MatchesTensorBoardsOwnWriterByteForByte) {
 TEST(TensorBoardWriter, WritesTheFileVersionThenTheScalars) {
   kiln::testing::ScratchDir scratch;
   fs::path dir = scratch / "runs/a/tensorboard";  // parents are created too
-  double before = unix_time_now_s();
+  double before = unix_seconds_now();
   fs::path path;
   {
     auto writer = open_writer(dir);
@@ -226,7 +227,7 @@ TEST(TensorBoardWriter, WritesTheFileVersionThenTheScalars) {
   ASSERT_THAT(events, SizeIs(4));
   EXPECT_EQ(events[0].file_version, "brain.Event:2");
   EXPECT_GE(events[0].wall_time, before - 1);
-  EXPECT_LE(events[0].wall_time, unix_time_now_s() + 1);
+  EXPECT_LE(events[0].wall_time, unix_seconds_now() + 1);
   // The file name's seconds are the first record's.
   EXPECT_THAT(path.filename().string(),
               HasSubstr(fmt::format(".{:010d}.", static_cast<int64_t>(events[0].wall_time))));
