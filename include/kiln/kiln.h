@@ -19,6 +19,7 @@
 #include "kiln/random.h"
 #include "kiln/safetensors.h"
 #include "kiln/shape.h"
+#include "kiln/sharding.h"
 #include "kiln/transforms.h"
 #include "kiln/tree.h"
 #include "kiln/version.h"

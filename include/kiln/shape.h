@@ -10,6 +10,8 @@
 #include <initializer_list>
 #include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kiln/dtype.h"
 #include "kiln/small_vector.h"
@@ -50,9 +52,29 @@ std::string dims_to_string(std::span<const int64_t> dims);
 // only checked the element count would let [0, 2^40, 2^40] through to overflow later.
 bool strides_fit_int64(std::span<const int64_t> dims);
 
-// Placeholder for a sharding annotation; the sharding layer fills it in. An empty value
-// means "fully on one device".
+// How an array's dimensions are split over the named axes of a device mesh (a
+// PartitionSpec in JAX, kiln/sharding.h): per dimension, the mesh axes that split it,
+// major to minor, none when every device holds the whole dimension. A default-constructed
+// spec is not a sharding at all: the array lives whole on one device. Printed after the
+// shape of a type, "f32[128,512]{data,_}" ("f32[]{}": a scalar on every device of a mesh),
+// and parsed back.
+//
+//   kiln::ShardingSpec rows{{"data"}, {}};             // "{data,_}"
+//   kiln::ShardingSpec both{{"data", "model"}, {}};    // "{(data,model),_}"
 struct ShardingSpec {
+  ShardingSpec() = default;
+  ShardingSpec(std::initializer_list<std::vector<std::string>> dims_)
+      : dims(dims_), sharded(true) {}
+  explicit ShardingSpec(std::vector<std::vector<std::string>> dims_)
+      : dims(std::move(dims_)), sharded(true) {}
+
+  std::vector<std::vector<std::string>> dims;
+  bool sharded = false;  // false: on one device (and `dims` is empty)
+
+  bool empty() const { return !sharded; }
+  // "{data,_}"; "" when not sharded.
+  std::string to_string() const;
+
   friend bool operator==(const ShardingSpec&, const ShardingSpec&) = default;
   friend auto operator<=>(const ShardingSpec&, const ShardingSpec&) = default;
 };
@@ -72,7 +94,8 @@ struct AbstractValue {
 
   int64_t num_elements() const { return shape.num_elements(); }
   int64_t size_bytes() const { return num_elements() * dtype_size(dtype); }
-  // "f32[128,784]"; weak types print with a trailing "~" ("f32~[]").
+  // "f32[128,784]"; weak types print with a trailing "~" ("f32~[]"), a sharded type with
+  // its spec after the shape ("f32[128,784]{data,_}").
   std::string to_string() const;
 
   friend bool operator==(const AbstractValue&, const AbstractValue&) = default;

@@ -49,8 +49,24 @@ std::string Shape::to_string() const {
   return dims_to_string(dims_);
 }
 
+std::string ShardingSpec::to_string() const {
+  if (!sharded) return "";
+  std::vector<std::string> parts;
+  for (const std::vector<std::string>& axes : dims) {
+    if (axes.empty()) {
+      parts.emplace_back("_");
+    } else if (axes.size() == 1) {
+      parts.push_back(axes[0]);
+    } else {
+      parts.push_back(fmt::format("({})", fmt::join(axes, ",")));
+    }
+  }
+  return fmt::format("{{{}}}", fmt::join(parts, ","));
+}
+
 std::string AbstractValue::to_string() const {
-  return fmt::format("{}{}{}", dtype_name(dtype), weak_type ? "~" : "", shape.to_string());
+  return fmt::format("{}{}{}{}", dtype_name(dtype), weak_type ? "~" : "", shape.to_string(),
+                     sharding.to_string());
 }
 
 }  // namespace kiln

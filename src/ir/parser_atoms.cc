@@ -2,6 +2,7 @@
 // parser (see parser_atoms.h).
 #include "ir/parser_atoms.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <limits>
@@ -111,7 +112,67 @@ AbstractValue parse_type(TokenCursor& cursor) {
     shape.dims().push_back(value);
   }
   cursor.next();
-  return AbstractValue(std::move(shape), *dtype, weak);
+  AbstractValue aval(std::move(shape), *dtype, weak);
+  // A '{' right after a type opens its sharding, unless it opens a sub-program.
+  if (cursor.peek().is("{") && !cursor.peek(1).is("lambda")) {
+    aval.sharding = parse_sharding(cursor, aval);
+  }
+  return aval;
+}
+
+namespace {
+
+const Token& mesh_axis_name(TokenCursor& cursor) {
+  const Token& name = cursor.peek();
+  if (name.kind != TokenKind::kName || name.text == "_") {
+    cursor.fail_found("expected a mesh axis name");
+  }
+  return cursor.next();
+}
+
+}  // namespace
+
+ShardingSpec parse_sharding(TokenCursor& cursor, const AbstractValue& aval) {
+  const Token& open = cursor.expect("{", "to open a sharding (as in f32[8,4]{data,_})");
+  ShardingSpec spec;
+  spec.sharded = true;
+  while (!cursor.peek().is("}")) {
+    if (!spec.dims.empty()) cursor.expect(",", "between the dimensions of a sharding");
+    std::vector<std::string> axes;
+    if (cursor.peek().is("(")) {
+      cursor.next();
+      axes.emplace_back(mesh_axis_name(cursor).text);
+      while (!cursor.peek().is(")")) {
+        cursor.expect(",", "between the mesh axes that split one dimension");
+        axes.emplace_back(mesh_axis_name(cursor).text);
+      }
+      cursor.next();
+    } else if (cursor.peek().kind == TokenKind::kName && cursor.peek().text == "_") {
+      cursor.next();
+    } else {
+      axes.emplace_back(mesh_axis_name(cursor).text);
+    }
+    spec.dims.push_back(std::move(axes));
+  }
+  cursor.next();
+  std::vector<std::string> seen;
+  for (const std::vector<std::string>& axes : spec.dims) {
+    for (const std::string& axis : axes) {
+      if (std::find(seen.begin(), seen.end(), axis) != seen.end()) {
+        fail_at(open,
+                fmt::format("the sharding {} uses mesh axis '{}' twice", spec.to_string(), axis),
+                "each mesh axis splits at most one dimension, once");
+      }
+      seen.push_back(axis);
+    }
+  }
+  if (static_cast<int64_t>(spec.dims.size()) != aval.shape.rank()) {
+    fail_at(open,
+            fmt::format("the sharding of {} names {} dimension(s), but the shape has {}",
+                        aval.to_string(), spec.dims.size(), aval.shape.rank()),
+            "a sharding gives one entry per dimension: a mesh axis, (axes), or _ for none");
+  }
+  return spec;
 }
 
 int64_t parse_integer(const Token& token, std::string_view what) {

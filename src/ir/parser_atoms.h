@@ -11,8 +11,13 @@
 
 namespace kiln::ir {
 
-// dtype ['~'] '[' [int {',' int}] ']', e.g. f32[128,784] or f32~[].
+// dtype ['~'] '[' [int {',' int}] ']' [sharding], e.g. f32[128,784], f32~[] or
+// f32[128,784]{data,_}.
 AbstractValue parse_type(TokenCursor& cursor);
+
+// '{' entry {',' entry} '}' with one entry per dimension of `aval`: a mesh axis name, a
+// parenthesized list of them, or '_' for a dimension no axis splits. No axis twice.
+ShardingSpec parse_sharding(TokenCursor& cursor, const AbstractValue& aval);
 
 // The integer a number token holds; `what` names the value in errors ("axes of reduce_sum").
 int64_t parse_integer(const Token& token, std::string_view what);

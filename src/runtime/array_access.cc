@@ -1,5 +1,6 @@
 // Array methods that touch the runtime: waiting, reading values back, placement, and
 // moving arrays between devices and the host.
+#include <algorithm>
 #include <cstring>
 #include <sstream>
 
@@ -9,6 +10,7 @@
 #include "kiln/device.h"
 #include "kiln/ops.h"
 #include "runtime/device_array.h"
+#include "runtime/sharded_array.h"
 #include "transforms/transform_value.h"
 
 namespace kiln {
@@ -38,6 +40,13 @@ const DeviceArray& concrete(const Array& array, CallSite site, std::string_view 
          "initialise the Array from an op or from_host before using it");
   }
   const auto* device_array = dynamic_cast<const DeviceArray*>(array.impl());
+  if (const ShardedArray* sharded = as_sharded(array)) {
+    fail(site,
+         fmt::format("{}: {} is sharded over {} devices; this takes an array on one device", what,
+                     array.aval().to_string(), sharded->shards().size()),
+         "kiln::device_put(x, kiln::device(0)) gathers it onto one device; kiln::shards(x) "
+         "gives each device's block (docs/sharding.md)");
+  }
   if (const auto* traced = dynamic_cast<const TransformValue*>(array.impl());
       traced != nullptr && traced->owner() == nullptr) {
     fail_escaped_value(array.aval(), site);
@@ -78,11 +87,56 @@ Device& Array::device(CallSite site) const {
 }
 
 const Array& Array::block_until_ready(CallSite site) const {
+  if (const ShardedArray* sharded = as_sharded(*this)) {
+    for (const ShardedArray::Shard& shard : sharded->shards()) shard.array.block_until_ready(site);
+    return *this;
+  }
   wait_ready(concrete(*this, site, "block_until_ready"), site);
   return *this;
 }
 
+namespace {
+
+// The global array's bytes, each block copied from the first shard that holds it (its
+// replicas hold the same values).
+HostArray assemble(const ShardedArray& sharded, CallSite site) {
+  const AbstractValue& aval = sharded.aval();
+  HostArray host{aval, std::vector<std::byte>(static_cast<size_t>(aval.size_bytes()))};
+  const int64_t item = dtype_size(aval.dtype);
+  const Dims strides = aval.shape.strides();
+  std::vector<Dims> copied;
+  for (const ShardedArray::Shard& shard : sharded.shards()) {
+    if (std::find(copied.begin(), copied.end(), shard.start) != copied.end()) continue;
+    copied.push_back(shard.start);
+    HostArray block = shard.array.to_host(site);
+    const Shape block_shape = block.aval.shape;
+    const int64_t rank = block_shape.rank();
+    if (block_shape.num_elements() == 0) continue;
+    // Copy row by row: the last axis of a block is contiguous in both.
+    const int64_t row = rank == 0 ? 1 : block_shape[rank - 1];
+    const int64_t rows = block_shape.num_elements() / row;
+    Dims index(static_cast<size_t>(rank), 0);
+    for (int64_t r = 0; r < rows; ++r) {
+      int64_t offset = 0;
+      for (int64_t axis = 0; axis < rank; ++axis) {
+        offset += (shard.start[static_cast<size_t>(axis)] + index[static_cast<size_t>(axis)]) *
+                  strides[static_cast<size_t>(axis)];
+      }
+      std::memcpy(host.bytes.data() + offset * item, block.bytes.data() + r * row * item,
+                  static_cast<size_t>(row * item));
+      for (int64_t axis = rank - 2; axis >= 0; --axis) {
+        if (++index[static_cast<size_t>(axis)] < block_shape[axis]) break;
+        index[static_cast<size_t>(axis)] = 0;
+      }
+    }
+  }
+  return host;
+}
+
+}  // namespace
+
 HostArray Array::to_host(CallSite site) const {
+  if (const ShardedArray* sharded = as_sharded(*this)) return assemble(*sharded, site);
   const DeviceArray& array = concrete(*this, site, "to_host");
   trace::Span span("sync", "host sync");
   span.arg("bytes", static_cast<double>(size_bytes()));
@@ -163,6 +217,12 @@ Array copy_to_device(const DeviceArray& source, const Array& handle, CpuDevice& 
 }
 
 Array device_put(const Array& x, Device& target, CallSite site) {
+  if (as_sharded(x) != nullptr) {
+    // Gathered through the host: a sharded array's blocks are on several devices.
+    HostArray host = x.to_host(site);
+    AbstractValue whole(host.aval.shape, host.aval.dtype, host.aval.weak_type);
+    return from_host_bytes(host.bytes.data(), whole, &target, site);
+  }
   return copy_to_device(concrete(x, site, "device_put"), x, cpu_device(target), true);
 }
 
@@ -172,6 +232,14 @@ Device* device_of(const Array& x) {
 }
 
 Placement placement(const Array& x, CallSite site) {
+  if (const ShardedArray* sharded = as_sharded(x)) {
+    Placement out{x.aval(), {}, true};
+    for (const ShardedArray::Shard& shard : sharded->shards()) {
+      out.pieces.push_back(PlacementPiece{&shard.array.device(site), shard.start, shard.limit,
+                                          shard.array.size_bytes()});
+    }
+    return out;
+  }
   const DeviceArray& array = concrete(x, site, "placement");
   Dims start(static_cast<size_t>(x.rank()), 0);
   return Placement{x.aval(),

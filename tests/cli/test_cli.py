@@ -45,6 +45,18 @@ class Cli(unittest.TestCase):
         self.assertEqual([d["id"] for d in devices], [0, 1, 2])
         self.assertTrue(all(d["kind"] == "cpu" and d["compute_threads"] >= 1 for d in devices))
 
+    def test_devices_check_places_blocks_on_every_device(self):
+        for count, rows in (("4", 7), ("3", 3), ("1", 3)):
+            result = run("devices", "--check", env={"KILN_CPU_DEVICES": count})
+            self.assertIn("all placements check out", result.stdout)
+            self.assertEqual(result.stdout.count(" ok\n"), rows, result.stdout)
+        checks = json.loads(run("devices", "--check", "--json",
+                                env={"KILN_CPU_DEVICES": "4"}).stdout)
+        self.assertEqual([c["spec"] for c in checks],
+                         ["{_,_}", "{data,_}", "{_,data}", "{data,_}", "{data,model}",
+                          "{model,data}", "{(data,model),_}"])
+        self.assertTrue(all(c["problems"] == [] and c["devices"] == 4 for c in checks))
+
     def test_bad_device_count_is_a_clear_error(self):
         for bad in ("0", "300", "many"):
             result = run("devices", env={"KILN_CPU_DEVICES": bad}, check=False)

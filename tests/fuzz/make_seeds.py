@@ -58,6 +58,11 @@ def main():
     program = fresh("program_text")
     for text in sorted((ROOT / "tests" / "ir" / "golden").glob("*.txt")):
         shutil.copy(text, program / text.name)
+    # Sharded types (docs/ir.md), which no golden program has yet.
+    (program / "sharded.txt").write_text(
+        "{ lambda ; a:f32[8,4]{data,_} b:f32[8,4]{(data,model),_} c:f32[]{}. let\n"
+        "    d:f32[8,4] = add a b\n"
+        "  in (d) }\n")
 
     # The idx target's first byte picks the form: even plain, odd gzip (idx_fuzz.cc).
     idx = fresh("idx")

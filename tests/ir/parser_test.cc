@@ -160,6 +160,31 @@ TEST(Parse, VariablesMayBeUsedAsOutputsDirectly) {
 
 // ----- errors: one per class, with the exact line and column ------------------------------
 
+TEST(Parse, ShardedTypesReadBack) {
+  constexpr std::string_view kSharded =
+      "{ lambda ; a:f32[8,4]{data,_} b:f32[8,4]{(data,model),_} c:f32[]{}. let\n"
+      "    d:f32[8,4] = add a b\n"
+      "  in (d) }";
+  EXPECT_EQ(round_trip(kSharded), kSharded);
+  Program program = parse_program(kSharded);
+  EXPECT_EQ(program.aval(program.inputs[0]).sharding, (ShardingSpec{{"data"}, {}}));
+  EXPECT_EQ(program.aval(program.inputs[1]).sharding, (ShardingSpec{{"data", "model"}, {}}));
+  EXPECT_TRUE(program.aval(program.inputs[2]).sharding.sharded);  // a scalar on every device
+  EXPECT_TRUE(program.aval(program.inputs[2]).sharding.dims.empty());
+  EXPECT_EQ(program.aval(program.inputs[0]).to_string(), "f32[8,4]{data,_}");
+}
+
+TEST(ParseError, ShardingsThatDoNotFitTheirType) {
+  EXPECT_EQ(
+      parse_error("{ lambda ; a:f32[8,4]{data}. let\n    b:f32[8,4] = neg a\n  in (b) }"),
+      "program text 1:22: the sharding of f32[8,4] names 1 dimension(s), but the shape has 2");
+  EXPECT_EQ(
+      parse_error("{ lambda ; a:f32[8,4]{data,data}. let\n    b:f32[8,4] = neg a\n  in (b) }"),
+      "program text 1:22: the sharding {data,data} uses mesh axis 'data' twice");
+  EXPECT_EQ(parse_error("{ lambda ; a:f32[8,4]{data,()}. let\n    b:f32[8,4] = neg a\n  in (b) }"),
+            "program text 1:29: expected a mesh axis name, found ')'");
+}
+
 TEST(ParseError, UnexpectedCharacter) {
   EXPECT_EQ(parse_error("{ lambda ; a:f32[3]. let\n    b:f32[3] = neg a $\n  in (b) }"),
             "program text 2:22: unexpected character '$'");

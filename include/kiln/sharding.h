@@ -1,0 +1,127 @@
+// Meshes and named shardings, as in jax.sharding. A Mesh arranges devices in a grid with
+// named axes; a PartitionSpec (kiln::ShardingSpec, kiln/shape.h) says which mesh axes split
+// each dimension of an array; a NamedSharding joins the two and says which block of an
+// array each device of the mesh holds. Devices along a mesh axis the spec does not use
+// hold the same block: they are replicas.
+//
+//   kiln::Mesh mesh({{"data", 2}, {"model", 2}});          // the first 4 devices, row-major
+//   kiln::NamedSharding rows(mesh, {{"data"}, {}});        // rows split over "data"
+//   rows.block(kiln::Shape{128, 512}, 3);                  // device 3: rows [64, 128)
+//   std::cout << kiln::visualize_sharding(kiln::Shape{128, 512}, rows);
+//
+// With KILN_CPU_DEVICES=N a machine has N logical CPU devices to build meshes from.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "kiln/device.h"
+#include "kiln/error.h"
+#include "kiln/shape.h"
+
+namespace kiln {
+
+using PartitionSpec = ShardingSpec;
+
+struct MeshAxis {
+  std::string name;
+  int64_t size = 1;
+  friend bool operator==(const MeshAxis&, const MeshAxis&) = default;
+};
+
+class Mesh {
+ public:
+  // The first (product of the sizes) devices of kiln::devices(), in id order, laid out
+  // row-major over the axes: the last axis varies fastest, as jax.make_mesh does.
+  explicit Mesh(std::vector<MeshAxis> axes, CallSite site = {});
+  // These devices (each once), row-major over the axes.
+  Mesh(std::vector<MeshAxis> axes, std::vector<Device*> devices, CallSite site = {});
+
+  const std::vector<MeshAxis>& axes() const { return axes_; }
+  std::span<Device* const> devices() const { return devices_; }
+  int64_t size() const { return static_cast<int64_t>(devices_.size()); }
+  // The axis called `name`, or nullopt.
+  std::optional<size_t> find_axis(std::string_view name) const;
+  // The size of axis `name`; an error naming the mesh's axes when it has none of that name.
+  int64_t axis_size(std::string_view name, CallSite site = {}) const;
+  // The position of mesh device `index` (0 <= index < size()) along each axis.
+  Dims coordinates(int64_t index) const;
+  // "Mesh{data: 2, model: 2}"
+  std::string to_string() const;
+
+  friend bool operator==(const Mesh&, const Mesh&) = default;
+
+ private:
+  std::vector<MeshAxis> axes_;
+  std::vector<Device*> devices_;
+};
+
+// One device's part of an array: elements [start, limit) along each dimension.
+struct ShardBlock {
+  Dims start;
+  Dims limit;
+  Shape shape() const;
+  friend bool operator==(const ShardBlock&, const ShardBlock&) = default;
+};
+
+class NamedSharding {
+ public:
+  // `spec` may name only axes of `mesh`, each at most once.
+  NamedSharding(Mesh mesh, PartitionSpec spec, CallSite site = {});
+
+  const Mesh& mesh() const { return mesh_; }
+  const PartitionSpec& spec() const { return spec_; }
+
+  // Refuses a shape this sharding cannot split: a spec with more entries than the shape
+  // has dimensions, or a dimension that its axes' sizes do not divide. `what` names the
+  // array in the message ("params/dense/kernel").
+  void check_shape(const Shape& shape, std::string_view what = "the array",
+                   CallSite site = {}) const;
+  // The spec with one entry per dimension of `shape` (missing trailing entries: not split),
+  // which is what a sharded type carries (f32[128,512]{data,_}).
+  PartitionSpec spec_for(const Shape& shape, CallSite site = {}) const;
+  // How many parts dimension `dim` is split into (the product of its axes' sizes).
+  int64_t parts(int64_t dim) const;
+  // The shape of every device's block.
+  Shape shard_shape(const Shape& shape, CallSite site = {}) const;
+  // The block mesh device `index` holds.
+  ShardBlock block(const Shape& shape, int64_t index, CallSite site = {}) const;
+  // How many devices hold each block (the product of the sizes of the axes not used).
+  int64_t replicas() const;
+  // "NamedSharding(Mesh{data: 2, model: 2}, {data,_})"
+  std::string to_string() const;
+
+  friend bool operator==(const NamedSharding&, const NamedSharding&) = default;
+
+ private:
+  Mesh mesh_;
+  PartitionSpec spec_;
+};
+
+// `x` split over the devices of `sharding`'s mesh: each device gets a committed copy of
+// its block (replicas each get their own). The result's type carries the spec
+// (f32[128,512]{data,_}); to_host, to_string and placement() see the whole array; eager ops
+// take arrays on one device and refuse it by name until sharded computation lands
+// (docs/sharding.md). A sharded `x` is gathered first. Asynchronous, like device_put.
+Array device_put(const Array& x, const NamedSharding& sharding, CallSite site = {});
+
+// The sharding `x` was placed with, or nullopt for an array on one device.
+std::optional<NamedSharding> sharding_of(const Array& x);
+
+// Each mesh device's block of a sharded `x`, in mesh order (replicas included); for an
+// array on one device, the array itself.
+std::vector<Array> shards(const Array& x, CallSite site = {});
+
+// Which device holds which block of an array of `shape`, as text: for one or two
+// dimensions a grid of the blocks (when it fits in 80 columns) with the devices
+// holding each, as jax.debug.visualize_array_sharding does; otherwise a list of blocks.
+std::string visualize_sharding(const Shape& shape, const NamedSharding& sharding,
+                               CallSite site = {});
+// The same for a sharded array; an array on one device is drawn as one block.
+std::string visualize_sharding(const Array& x, CallSite site = {});
+
+}  // namespace kiln
