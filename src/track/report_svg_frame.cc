@@ -77,7 +77,13 @@ std::string frame(const Layout& layout, const Scale& x, const Scale& y, const Ax
         "<text class=\"tick\" x=\"{0}\" y=\"{3}\" text-anchor=\"middle\">{4}</text>\n",
         px(x(tick)), px(bottom), px(bottom + 5), px(bottom + 18), tick_label(tick, x.step));
   }
-  out += fmt::format(
+  return out + axes_and_labels(layout, axes) + "</g>\n";
+}
+
+std::string axes_and_labels(const Layout& layout, const Axes& axes) {
+  double right = layout.left + layout.width;
+  double bottom = layout.top + layout.height;
+  std::string out = fmt::format(
       "<line class=\"axis\" x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\"/>"
       "<line class=\"axis\" x1=\"{0}\" x2=\"{0}\" y1=\"{3}\" y2=\"{2}\"/>\n",
       px(layout.left), px(right), px(bottom), px(layout.top));
@@ -88,7 +94,7 @@ std::string frame(const Layout& layout, const Scale& x, const Scale& y, const Ax
       "<text class=\"label\" transform=\"translate({},{}) rotate(-90)\" "
       "text-anchor=\"middle\">{}</text>\n",
       px(14), px(layout.top + layout.height / 2), html::escape(axes.y_label));
-  return out + "</g>\n";
+  return out;
 }
 
 std::string legend(const std::vector<LegendEntry>& entries, double left, double top) {

@@ -49,6 +49,10 @@ std::string open_svg(std::string_view plot, std::string_view title, double width
 // Grid lines, the axes, tick marks and labels, and the axis labels.
 std::string frame(const Layout& layout, const Scale& x, const Scale& y, const Axes& axes);
 
+// The two axis lines along the plot area's left and bottom edges, and the axis labels:
+// what frame() and charts with their own ticks (the roofline's decades) share.
+std::string axes_and_labels(const Layout& layout, const Axes& axes);
+
 struct LegendEntry {
   std::string label;
   std::string color;

@@ -62,18 +62,7 @@ std::string log_frame(const Layout& layout, const LogScale& x, const LogScale& y
         "<text class=\"tick\" x=\"{0}\" y=\"{3}\" text-anchor=\"middle\">{4}</text>\n",
         px(at), px(layout.top), px(bottom), px(bottom + 18), decade_label(power));
   }
-  out += fmt::format(
-      "<line class=\"axis\" x1=\"{0}\" x2=\"{1}\" y1=\"{2}\" y2=\"{2}\"/>"
-      "<line class=\"axis\" x1=\"{0}\" x2=\"{0}\" y1=\"{3}\" y2=\"{2}\"/>\n",
-      px(layout.left), px(right), px(bottom), px(layout.top));
-  out +=
-      fmt::format("<text class=\"label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>\n",
-                  px(layout.left + layout.width / 2), px(bottom + 36), html::escape(axes.x_label));
-  out += fmt::format(
-      "<text class=\"label\" transform=\"translate({},{}) rotate(-90)\" "
-      "text-anchor=\"middle\">{}</text>\n",
-      px(14), px(layout.top + layout.height / 2), html::escape(axes.y_label));
-  return out + "</g>\n";
+  return out + axes_and_labels(layout, axes) + "</g>\n";
 }
 
 // The roof from the plot's left edge (or where the slope enters it from below) to the
