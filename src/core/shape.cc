@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "core/sharding_spec_checks.h"
+
 namespace kiln {
 
 // Saturates at INT64_MAX instead of overflowing (undefined behaviour): a shape that large
@@ -62,6 +64,22 @@ std::string ShardingSpec::to_string() const {
     }
   }
   return fmt::format("{{{}}}", fmt::join(parts, ","));
+}
+
+std::optional<std::string> repeated_axis(const ShardingSpec& spec) {
+  std::vector<std::string_view> seen;
+  for (const std::vector<std::string>& axes : spec.dims) {
+    for (const std::string& axis : axes) {
+      if (std::find(seen.begin(), seen.end(), axis) != seen.end()) return axis;
+      seen.push_back(axis);
+    }
+  }
+  return std::nullopt;
+}
+
+std::string repeated_axis_message(std::string_view what, const ShardingSpec& spec,
+                                  const std::string& axis) {
+  return fmt::format("{} {} uses mesh axis '{}' twice", what, spec.to_string(), axis);
 }
 
 std::string AbstractValue::to_string() const {

@@ -13,6 +13,7 @@
 
 #include "base/edit_distance.h"
 #include "core/element_convert.h"
+#include "core/sharding_spec_checks.h"
 #include "kiln/ops.h"
 
 namespace kiln::ir {
@@ -155,16 +156,8 @@ ShardingSpec parse_sharding(TokenCursor& cursor, const AbstractValue& aval) {
     spec.dims.push_back(std::move(axes));
   }
   cursor.next();
-  std::vector<std::string> seen;
-  for (const std::vector<std::string>& axes : spec.dims) {
-    for (const std::string& axis : axes) {
-      if (std::find(seen.begin(), seen.end(), axis) != seen.end()) {
-        fail_at(open,
-                fmt::format("the sharding {} uses mesh axis '{}' twice", spec.to_string(), axis),
-                "each mesh axis splits at most one dimension, once");
-      }
-      seen.push_back(axis);
-    }
+  if (std::optional<std::string> axis = repeated_axis(spec)) {
+    fail_at(open, repeated_axis_message("the sharding", spec, *axis), kRepeatedAxisHint);
   }
   if (static_cast<int64_t>(spec.dims.size()) != aval.shape.rank()) {
     fail_at(open,

@@ -40,18 +40,20 @@ const DeviceArray& concrete(const Array& array, CallSite site, std::string_view 
          "initialise the Array from an op or from_host before using it");
   }
   const auto* device_array = dynamic_cast<const DeviceArray*>(array.impl());
-  if (const ShardedArray* sharded = as_sharded(array)) {
-    fail(site,
-         fmt::format("{}: {} is sharded over {} devices; this takes an array on one device", what,
-                     array.aval().to_string(), sharded->shards().size()),
-         "kiln::device_put(x, kiln::device(0)) gathers it onto one device; kiln::shards(x) "
-         "gives each device's block (docs/sharding.md)");
-  }
-  if (const auto* traced = dynamic_cast<const TransformValue*>(array.impl());
-      traced != nullptr && traced->owner() == nullptr) {
-    fail_escaped_value(array.aval(), site);
-  }
+  // Every operand of every eager op comes through here: the other kinds of array are
+  // looked for only once it is known not to be a device array.
   if (device_array == nullptr) {
+    if (const ShardedArray* sharded = as_sharded(array)) {
+      fail(site,
+           fmt::format("{}: {} is sharded over {} devices; this takes an array on one device", what,
+                       array.aval().to_string(), sharded->shards().size()),
+           "kiln::device_put(x, kiln::device(0)) gathers it onto one device; kiln::shards(x) "
+           "gives each device's block (docs/sharding.md)");
+    }
+    if (const auto* traced = dynamic_cast<const TransformValue*>(array.impl());
+        traced != nullptr && traced->owner() == nullptr) {
+      fail_escaped_value(array.aval(), site);
+    }
     fail(site,
          fmt::format("{}: {} is a traced value, not a concrete array", what,
                      array.aval().to_string()),

@@ -1,8 +1,7 @@
 // NamedSharding (kiln/sharding.h): which block of an array each mesh device holds.
-#include <algorithm>
-
 #include <fmt/format.h>
 
+#include "core/sharding_spec_checks.h"
 #include "kiln/sharding.h"
 
 namespace kiln {
@@ -15,7 +14,6 @@ Shape ShardBlock::shape() const {
 
 NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec, CallSite site)
     : mesh_(std::move(mesh)), spec_(std::move(spec)) {
-  std::vector<std::string> used;
   for (size_t dim = 0; dim < spec_.dims.size(); ++dim) {
     for (const std::string& axis : spec_.dims[dim]) {
       if (!mesh_.find_axis(axis)) {
@@ -27,12 +25,10 @@ NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec, CallSite site)
                          spec_.to_string(), dim, axis, mesh_.to_string()),
              fmt::format("the mesh's axes are {}", fmt::join(names, ", ")));
       }
-      if (std::find(used.begin(), used.end(), axis) != used.end()) {
-        fail(site, fmt::format("the spec {} uses mesh axis '{}' twice", spec_.to_string(), axis),
-             "each mesh axis splits at most one dimension, once");
-      }
-      used.push_back(axis);
     }
+  }
+  if (std::optional<std::string> axis = repeated_axis(spec_)) {
+    fail(site, repeated_axis_message("the spec", spec_, *axis), kRepeatedAxisHint);
   }
 }
 

@@ -70,17 +70,6 @@ class Picker {
   std::set<std::string> used_;
 };
 
-double number_at(const json& info, const char* object, const char* key) {
-  const json* value = &info;
-  if (object) {
-    auto found = info.find(object);
-    if (found == info.end() || !found->is_object()) return NAN;
-    value = &*found;
-  }
-  auto found = value->find(key);
-  return found != value->end() && found->is_number() ? found->get<double>() : NAN;
-}
-
 // What the run's seconds went to, as far as run.json tells (the parts overlap: the first
 // step includes its compilation).
 std::string time_chart(const json& info, const std::string& color) {
@@ -136,6 +125,17 @@ std::string config_block(const RunData& run) {
 }
 
 }  // namespace
+
+double number_at(const json& info, const char* object, const char* key) {
+  const json* value = &info;
+  if (object) {
+    auto found = info.find(object);
+    if (found == info.end() || !found->is_object()) return NAN;
+    value = &*found;
+  }
+  auto found = value->find(key);
+  return found != value->end() && found->is_number() ? found->get<double>() : NAN;
+}
 
 std::string run_section(const RunData& run, size_t index, bool several) {
   Picker picker(run.info);

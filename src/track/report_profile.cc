@@ -15,11 +15,6 @@ namespace {
 
 using nlohmann::json;
 
-double number(const json& object, const char* key) {
-  auto found = object.find(key);
-  return found != object.end() && found->is_number() ? found->get<double>() : NAN;
-}
-
 std::string text(const json& object, const char* key) {
   auto found = object.find(key);
   return found != object.end() && found->is_string() ? found->get<std::string>() : "";
@@ -55,38 +50,41 @@ std::string roofline_chart(const json& roofline) {
     marks.push_back(
         {std::to_string(i + 1),
          fmt::format("{}. {}: {} per step ({} of the step), {} FLOP/B, {} GFLOP/s, {} bound", i + 1,
-                     text(row, "name"), milliseconds(number(row, "measured_seconds")),
-                     percent(number(row, "share_of_step")),
-                     html::number(number(row, "arithmetic_intensity")),
-                     html::number(number(row, "achieved_gflops")), bound),
-         bound + " bound", bound_color(bound), number(row, "arithmetic_intensity"),
-         number(row, "achieved_gflops"), false});
+                     text(row, "name"), milliseconds(number_at(row, nullptr, "measured_seconds")),
+                     percent(number_at(row, nullptr, "share_of_step")),
+                     html::number(number_at(row, nullptr, "arithmetic_intensity")),
+                     html::number(number_at(row, nullptr, "achieved_gflops")), bound),
+         bound + " bound", bound_color(bound), number_at(row, nullptr, "arithmetic_intensity"),
+         number_at(row, nullptr, "achieved_gflops"), false});
   }
-  double step_s = number(roofline, "step_seconds");
-  double step_gflops = step_s > 0 ? number(roofline, "flops") / step_s / 1e9 : NAN;
-  marks.push_back({"step",
-                   fmt::format("the whole train step: {} FLOP/B, {} GFLOP/s, efficiency {}",
-                               html::number(number(roofline, "arithmetic_intensity")),
-                               html::number(step_gflops), percent(number(roofline, "efficiency"))),
-                   "whole step", "#222", number(roofline, "arithmetic_intensity"), step_gflops,
-                   true});
-  svg::Roof roof{number(roofline, "peak_gflops"), number(roofline, "bandwidth_gbs")};
+  double step_s = number_at(roofline, nullptr, "step_seconds");
+  double step_gflops = step_s > 0 ? number_at(roofline, nullptr, "flops") / step_s / 1e9 : NAN;
+  marks.push_back(
+      {"step",
+       fmt::format("the whole train step: {} FLOP/B, {} GFLOP/s, efficiency {}",
+                   html::number(number_at(roofline, nullptr, "arithmetic_intensity")),
+                   html::number(step_gflops), percent(number_at(roofline, nullptr, "efficiency"))),
+       "whole step", "#222", number_at(roofline, nullptr, "arithmetic_intensity"), step_gflops,
+       true});
+  svg::Roof roof{number_at(roofline, nullptr, "peak_gflops"),
+                 number_at(roofline, nullptr, "bandwidth_gbs")};
   return svg::roofline_chart("roofline", "Roofline: the top kernels of a train step", roof, marks);
 }
 
 std::string roofline_table(const json& roofline) {
   html::Rows summary;
   auto add = [&](const char* label, std::string value) { summary.emplace_back(label, value); };
-  add("train step (median)", milliseconds(number(roofline, "step_seconds")));
-  add("in kernels", milliseconds(number(roofline, "kernel_seconds")));
-  add("outside kernels", milliseconds(number(roofline, "outside_kernels_seconds")));
-  add("attainable (sum of the roofs)", milliseconds(number(roofline, "attainable_seconds")));
-  add("efficiency (attainable / measured)", percent(number(roofline, "efficiency")));
-  add("FLOPs per step", html::number(number(roofline, "flops")));
-  add("bytes per step", html::number(number(roofline, "bytes")));
+  add("train step (median)", milliseconds(number_at(roofline, nullptr, "step_seconds")));
+  add("in kernels", milliseconds(number_at(roofline, nullptr, "kernel_seconds")));
+  add("outside kernels", milliseconds(number_at(roofline, nullptr, "outside_kernels_seconds")));
+  add("attainable (sum of the roofs)",
+      milliseconds(number_at(roofline, nullptr, "attainable_seconds")));
+  add("efficiency (attainable / measured)", percent(number_at(roofline, nullptr, "efficiency")));
+  add("FLOPs per step", html::number(number_at(roofline, nullptr, "flops")));
+  add("bytes per step", html::number(number_at(roofline, nullptr, "bytes")));
   add("peak GFLOP/s, GB/s",
-      fmt::format("{}, {} ({})", html::number(number(roofline, "peak_gflops")),
-                  html::number(number(roofline, "bandwidth_gbs")),
+      fmt::format("{}, {} ({})", html::number(number_at(roofline, nullptr, "peak_gflops")),
+                  html::number(number_at(roofline, nullptr, "bandwidth_gbs")),
                   text(roofline, "peaks_measured_by")));
   add("steps profiled", html::cell_text(roofline.value("train_steps", json())));
   add("kernels", html::cell_text(roofline.value("kernels", json())));
@@ -103,11 +101,13 @@ std::string roofline_table(const json& roofline) {
     out += fmt::format(
         "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
         "<td>{}</td><td>{}</td></tr>\n",
-        i + 1, html::escape(text(row, "name")), milliseconds(number(row, "measured_seconds")),
-        percent(number(row, "share_of_step")), milliseconds(number(row, "attainable_seconds")),
-        html::number(number(row, "arithmetic_intensity")),
-        html::number(number(row, "achieved_gflops")), html::number(number(row, "achieved_gbs")),
-        html::escape(text(row, "bound")));
+        i + 1, html::escape(text(row, "name")),
+        milliseconds(number_at(row, nullptr, "measured_seconds")),
+        percent(number_at(row, nullptr, "share_of_step")),
+        milliseconds(number_at(row, nullptr, "attainable_seconds")),
+        html::number(number_at(row, nullptr, "arithmetic_intensity")),
+        html::number(number_at(row, nullptr, "achieved_gflops")),
+        html::number(number_at(row, nullptr, "achieved_gbs")), html::escape(text(row, "bound")));
   }
   return out + "</table>\n";
 }
@@ -140,10 +140,12 @@ std::string memory_chart(const json& memory) {
   const json& estimate = estimate_of(memory);
   svg::StackedBar planned{"planner estimate", {}};
   for (const MemoryPart& part : kMemoryParts) {
-    planned.parts.push_back({part.label, number(estimate, part.key) / kMegabyte, part.color});
+    planned.parts.push_back(
+        {part.label, number_at(estimate, nullptr, part.key) / kMegabyte, part.color});
   }
   svg::StackedBar observed{
-      "allocator peak", {{"observed", number(memory, "observed_peak_bytes") / kMegabyte, "#444"}}};
+      "allocator peak",
+      {{"observed", number_at(memory, nullptr, "observed_peak_bytes") / kMegabyte, "#444"}}};
   return svg::stacked_bar_chart("memory", "Memory of a train step: estimate and observed", "MB",
                                 {planned, observed});
 }
@@ -153,13 +155,14 @@ std::string memory_table(const json& memory) {
   html::Rows rows;
   auto megabytes = [](double bytes) { return html::number(bytes / kMegabyte) + " MB"; };
   for (const MemoryPart& part : kMemoryParts) {
-    rows.emplace_back(part.label, megabytes(number(estimate, part.key)));
+    rows.emplace_back(part.label, megabytes(number_at(estimate, nullptr, part.key)));
   }
-  rows.emplace_back("estimate, total", megabytes(number(estimate, "total")));
-  rows.emplace_back("allocator's observed peak", megabytes(number(memory, "observed_peak_bytes")));
+  rows.emplace_back("estimate, total", megabytes(number_at(estimate, nullptr, "total")));
+  rows.emplace_back("allocator's observed peak",
+                    megabytes(number_at(memory, nullptr, "observed_peak_bytes")));
   rows.emplace_back("observed - estimate",
-                    megabytes(number(memory, "observed_minus_estimate_bytes")));
-  rows.emplace_back("planned arena", megabytes(number(memory, "arena_bytes")));
+                    megabytes(number_at(memory, nullptr, "observed_minus_estimate_bytes")));
+  rows.emplace_back("planned arena", megabytes(number_at(memory, nullptr, "arena_bytes")));
   rows.emplace_back("arena's peak at step",
                     html::cell_text(memory.value("arena_peak_step", json())));
   return html::key_value_table(rows);

@@ -8,6 +8,10 @@
 
 namespace kiln::track::report {
 
+// The number at run.json's info[object][key] (info[key] when `object` is null), or NaN
+// when it is absent or not a number.
+double number_at(const nlohmann::json& info, const char* object, const char* key);
+
 // The color of run `index` in every chart and legend.
 std::string run_color(size_t index);
 
