@@ -24,12 +24,16 @@ CatalogRecorder::~CatalogRecorder() {
 }
 
 void CatalogRecorder::push(Op op) {
+  bool was_empty = false;
   {
     std::lock_guard lock(mutex_);
     if (stopping_) return;
+    was_empty = queue_.empty();
     queue_.push_back(std::move(op));
   }
-  wake_.notify_one();
+  // Only a worker with nothing queued waits for a record; in a batch window it waits for
+  // the window, and waking it for each record would only cost a context switch.
+  if (was_empty) wake_.notify_one();
 }
 
 void CatalogRecorder::record_run(RunRecord run) {

@@ -216,12 +216,12 @@ RunDirectory RunDirectory::reopen(const fs::path& path, nlohmann::json run_info,
   std::string run_id = run_info.value("run_id", path.filename().string());
   RunDirectory run(path, run_id, std::move(run_info));
   run.write_info();
-  run.metrics_ = std::fopen(metrics_path.c_str(), "a");
-  if (run.metrics_ == nullptr) {
+  std::FILE* file = std::fopen(metrics_path.c_str(), "a");
+  if (file == nullptr) {
     fail(kUnknownSite,
          fmt::format("cannot open {}: {}", metrics_path.string(), std::strerror(errno)));
   }
-  run.metrics_lines_ = lines;
+  run.metrics_ = std::make_unique<MetricsLog>(metrics_path, file, lines);
   return run;
 }
 
@@ -230,55 +230,42 @@ RunDirectory::RunDirectory(fs::path path, std::string run_id, nlohmann::json inf
 
 void RunDirectory::open_metrics() {
   fs::path metrics_path = path_ / "metrics.jsonl";
-  metrics_ = std::fopen(metrics_path.c_str(), "w");
-  if (metrics_ == nullptr) {
+  std::FILE* file = std::fopen(metrics_path.c_str(), "w");
+  if (file == nullptr) {
     fail(kUnknownSite,
          fmt::format("cannot create {}: {}", metrics_path.string(), std::strerror(errno)));
   }
+  metrics_ = std::make_unique<MetricsLog>(metrics_path, file, 0);
 }
 
 RunDirectory::RunDirectory(RunDirectory&& other) noexcept
     : path_(std::move(other.path_)),
       run_id_(std::move(other.run_id_)),
       info_(std::move(other.info_)),
-      metrics_(other.metrics_),
-      metrics_lines_(other.metrics_lines_),
+      metrics_(std::move(other.metrics_)),
       crashed_runs_(std::move(other.crashed_runs_)),
-      observer_(other.observer_) {
-  other.metrics_ = nullptr;
-}
+      observer_(other.observer_) {}
 
 void RunDirectory::observe(RunObserver* observer) {
   observer_ = observer;
   if (observer_) observer_->info_written(path_, info_);
+  metrics_->observe(observer);
 }
 
-RunDirectory::~RunDirectory() {
-  if (metrics_ != nullptr) std::fclose(metrics_);
-}
+// The metrics writer finishes its queue before the file closes.
+RunDirectory::~RunDirectory() = default;
 
-void RunDirectory::append_metrics(const nlohmann::json& metrics) {
-  fs::path metrics_path = path_ / "metrics.jsonl";
-  nlohmann::json record = metrics;
+void RunDirectory::append_metrics(nlohmann::json record) {
   record["time"] = std::round(unix_seconds_now() * 1e3) / 1e3;
-  std::string line = record.dump() + "\n";
-  int error = io::injected_write_fault(metrics_path);
-  if (error == 0 && (std::fwrite(line.data(), 1, line.size(), metrics_) != line.size() ||
-                     std::fflush(metrics_) != 0)) {
-    error = errno;
-  }
-  if (error != 0) {
-    // What did not fit must not be half-written on the next try.
-    std::clearerr(metrics_);
-    fail(kUnknownSite,
-         fmt::format("cannot write {}: {}", metrics_path.string(), std::strerror(error)),
-         error == ENOSPC ? "free space on that file system" : "");
-  }
-  ++metrics_lines_;
-  if (observer_) observer_->metrics_appended(info_, record);
+  metrics_->append(std::move(record));
 }
 
 void RunDirectory::write_info() {
+  if (metrics_) metrics_->flush();
+  write_run_json();
+}
+
+void RunDirectory::write_run_json() {
   std::string text = info_.dump(2) + "\n";
   try {
     write_text(path_ / "run.json", text);
@@ -291,6 +278,8 @@ void RunDirectory::write_info() {
 }
 
 void RunDirectory::finish_completed() {
+  // A metrics line that could not be written fails the run instead.
+  if (metrics_) metrics_->flush();
   info_["status"] = "completed";
   info_["finished_at"] = utc_timestamp();
   write_info();
@@ -312,8 +301,14 @@ std::string RunDirectory::finish_interrupted(const std::string& signal_name,
 
 std::string RunDirectory::finish_unfinished() noexcept {
   try {
+    // The lines that can still be written go first; one that cannot is already part of
+    // the error being recorded, or matters less than recording it.
+    if (metrics_) metrics_->flush();
+  } catch (const std::exception&) {
+  }
+  try {
     info_["finished_at"] = utc_timestamp();
-    write_info();
+    write_run_json();
     return "";
   } catch (const std::exception& error) {
     return error.what();

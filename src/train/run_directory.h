@@ -6,23 +6,17 @@
 // or failed run for a finished one: only "completed" runs are.
 #pragma once
 
-#include <cstdio>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
-namespace kiln::train {
+#include "train/metrics_log.h"
+#include "train/run_observer.h"
 
-// Told of each write a RunDirectory makes (run tracking), after the write succeeded. It
-// must not throw: recording a run elsewhere never stops it.
-class RunObserver {
- public:
-  virtual ~RunObserver() = default;
-  virtual void info_written(const std::filesystem::path& run_dir, const nlohmann::json& info) = 0;
-  virtual void metrics_appended(const nlohmann::json& info, const nlohmann::json& record) = 0;
-};
+namespace kiln::train {
 
 class RunDirectory {
  public:
@@ -54,13 +48,15 @@ class RunDirectory {
   // run.json first.
   void observe(RunObserver* observer);
 
-  // Appends one line to metrics.jsonl (flushed, so that a crash keeps what was written),
-  // with the wall time added as "time" (Unix seconds).
-  // A failed write is an error naming metrics.jsonl and the reason.
-  void append_metrics(const nlohmann::json& record);
-  // Lines in metrics.jsonl so far.
-  int64_t metrics_lines() const { return metrics_lines_; }
-  // Rewrites run.json with the current info (atomically; in place if that fails).
+  // Queues one line for metrics.jsonl, with the wall time added as "time" (Unix seconds);
+  // a background writer appends and flushes it within MetricsLog::kWriteInterval. A failed
+  // write is an error naming metrics.jsonl and the reason, thrown by the next call that
+  // touches the metrics (this one, metrics_lines(), write_info()).
+  void append_metrics(nlohmann::json record);
+  // Lines in metrics.jsonl, once everything queued is written.
+  int64_t metrics_lines() { return metrics_->lines(); }
+  // Writes what metrics are queued, then rewrites run.json with the current info
+  // (atomically; in place if that fails): a reader of a finished run.json finds every line.
   void write_info();
   // Sets status "completed" and writes run.json.
   void finish_completed();
@@ -73,12 +69,12 @@ class RunDirectory {
  private:
   RunDirectory(std::filesystem::path path, std::string run_id, nlohmann::json info);
   void open_metrics();
+  void write_run_json();
   std::string finish_unfinished() noexcept;
   std::filesystem::path path_;
   std::string run_id_;
   nlohmann::json info_;
-  std::FILE* metrics_ = nullptr;
-  int64_t metrics_lines_ = 0;
+  std::unique_ptr<MetricsLog> metrics_;
   std::vector<std::filesystem::path> crashed_runs_;
   RunObserver* observer_ = nullptr;
 };

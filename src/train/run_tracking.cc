@@ -69,6 +69,7 @@ RunTracking::~RunTracking() {
 }
 
 void RunTracking::info_written(const fs::path& run_dir, const nlohmann::json& info) {
+  std::lock_guard lock(mutex_);
   run_dir_ = run_dir;
   last_info_ = info;
   if (catalog_) catalog_->record_run(run_record(run_dir, info));
@@ -98,7 +99,8 @@ void RunTracking::info_written(const fs::path& run_dir, const nlohmann::json& in
   }
 }
 
-void RunTracking::metrics_appended(const nlohmann::json& info, const nlohmann::json& record) {
+void RunTracking::metrics_appended(const nlohmann::json& record) {
+  std::lock_guard lock(mutex_);
   std::vector<track::MetricPoint> points = metric_points(record);
   if (points.empty()) return;
   if (tensorboard_) {
@@ -116,12 +118,14 @@ void RunTracking::metrics_appended(const nlohmann::json& info, const nlohmann::j
     }
   }
   if (catalog_) {
-    std::string key = fmt::format("{}/{}", info.value("experiment", ""), info.value("run_id", ""));
+    std::string key =
+        fmt::format("{}/{}", last_info_.value("experiment", ""), last_info_.value("run_id", ""));
     catalog_->add_metrics(std::move(key), std::move(points));
   }
 }
 
 void RunTracking::reopened(const fs::path& run_dir, const nlohmann::json& info) {
+  std::lock_guard lock(mutex_);
   if (!catalog_) return;
   track::RunRecord record = run_record(run_dir, info);
   std::string key = record.key();
@@ -134,6 +138,7 @@ void RunTracking::reopened(const fs::path& run_dir, const nlohmann::json& info) 
 }
 
 void RunTracking::other_run_changed(const fs::path& run_dir) {
+  std::lock_guard lock(mutex_);
   if (!catalog_) return;
   try {
     catalog_->record_run(run_record(run_dir, read_run_json(run_dir)));
@@ -143,6 +148,7 @@ void RunTracking::other_run_changed(const fs::path& run_dir) {
 }
 
 std::vector<std::string> RunTracking::finish() {
+  std::lock_guard lock(mutex_);
   finished_ = true;
   if (tensorboard_) {
     tensorboard_->flush();

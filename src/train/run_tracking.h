@@ -2,11 +2,13 @@
 // (runs/kiln.db, through a background CatalogRecorder) and TensorBoard event files. It
 // observes the RunDirectory: every run.json written updates the run's catalog row, every
 // metrics.jsonl line becomes metric points. Tracking never stops or slows a run: a failure
-// is kept and finish() returns it, for the run to report.
+// is kept and finish() returns it, for the run to report. Its methods may be called from any
+// thread (metrics arrive on the metrics writer's).
 #pragma once
 
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,7 +29,7 @@ class RunTracking : public RunObserver {
   ~RunTracking() override;
 
   void info_written(const std::filesystem::path& run_dir, const nlohmann::json& info) override;
-  void metrics_appended(const nlohmann::json& info, const nlohmann::json& record) override;
+  void metrics_appended(const nlohmann::json& record) override;
   // A run reopened by `kiln resume`: its catalog metrics become those of the metrics.jsonl
   // lines kept.
   void reopened(const std::filesystem::path& run_dir, const nlohmann::json& info);
@@ -44,6 +46,7 @@ class RunTracking : public RunObserver {
   const nlohmann::json& mlflow_summary() const { return mlflow_summary_; }
 
  private:
+  std::mutex mutex_;
   TrackingConfig config_;
   std::filesystem::path catalog_path_;
   std::optional<track::CatalogRecorder> catalog_;
