@@ -154,7 +154,7 @@ RunDirectory RunDirectory::create(const fs::path& runs_dir, const std::string& e
   run.crashed_runs_ = std::move(crashed);
   try {
     write_text(run.path_ / "config.toml", resolved_config);
-    run.open_metrics();
+    run.open_metrics("w", 0);
   } catch (const std::exception& failure) {
     (void)run.finish_failed(failure.what());
     throw;
@@ -216,26 +216,21 @@ RunDirectory RunDirectory::reopen(const fs::path& path, nlohmann::json run_info,
   std::string run_id = run_info.value("run_id", path.filename().string());
   RunDirectory run(path, run_id, std::move(run_info));
   run.write_info();
-  std::FILE* file = std::fopen(metrics_path.c_str(), "a");
-  if (file == nullptr) {
-    fail(kUnknownSite,
-         fmt::format("cannot open {}: {}", metrics_path.string(), std::strerror(errno)));
-  }
-  run.metrics_ = std::make_unique<MetricsLog>(metrics_path, file, lines);
+  run.open_metrics("a", lines);
   return run;
 }
 
 RunDirectory::RunDirectory(fs::path path, std::string run_id, nlohmann::json info)
     : path_(std::move(path)), run_id_(std::move(run_id)), info_(std::move(info)) {}
 
-void RunDirectory::open_metrics() {
+void RunDirectory::open_metrics(const char* mode, int64_t lines) {
   fs::path metrics_path = path_ / "metrics.jsonl";
-  std::FILE* file = std::fopen(metrics_path.c_str(), "w");
+  std::FILE* file = std::fopen(metrics_path.c_str(), mode);
   if (file == nullptr) {
-    fail(kUnknownSite,
-         fmt::format("cannot create {}: {}", metrics_path.string(), std::strerror(errno)));
+    fail(kUnknownSite, fmt::format("cannot {} {}: {}", mode[0] == 'w' ? "create" : "open",
+                                   metrics_path.string(), std::strerror(errno)));
   }
-  metrics_ = std::make_unique<MetricsLog>(metrics_path, file, 0);
+  metrics_ = std::make_unique<MetricsLog>(metrics_path, file, lines);
 }
 
 RunDirectory::RunDirectory(RunDirectory&& other) noexcept
@@ -278,8 +273,8 @@ void RunDirectory::write_run_json() {
 }
 
 void RunDirectory::finish_completed() {
-  // A metrics line that could not be written fails the run instead.
-  if (metrics_) metrics_->flush();
+  // write_info writes the queued metrics first: a line that cannot be written throws
+  // there, and the run is recorded as failed instead.
   info_["status"] = "completed";
   info_["finished_at"] = utc_timestamp();
   write_info();

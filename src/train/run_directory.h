@@ -68,7 +68,9 @@ class RunDirectory {
 
  private:
   RunDirectory(std::filesystem::path path, std::string run_id, nlohmann::json info);
-  void open_metrics();
+  // Opens metrics.jsonl with fopen `mode` ("w" for a new run, "a" to continue one that
+  // holds `lines` lines) and starts its writer.
+  void open_metrics(const char* mode, int64_t lines);
   void write_run_json();
   std::string finish_unfinished() noexcept;
   std::filesystem::path path_;

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -36,6 +37,22 @@ std::vector<nlohmann::json> read_lines(const fs::path& path) {
   std::ifstream in(path);
   for (std::string line; std::getline(in, line);) lines.push_back(nlohmann::json::parse(line));
   return lines;
+}
+
+// Fails every write to metrics.jsonl with ENOSPC (TearDown removes the hook).
+void fail_metrics_writes() {
+  io::set_write_fault_for_testing(
+      [](const fs::path& path) { return path.filename() == "metrics.jsonl" ? ENOSPC : 0; });
+}
+
+// What `action` throws as a kiln::Error, or "" when it does not throw.
+std::string error_of(const std::function<void()>& action) {
+  try {
+    action();
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "";
 }
 
 // Records what it is told and on which thread.
@@ -134,15 +151,9 @@ TEST_F(MetricsLogTest, AFailedWriteSurfacesOnceNamingTheFileAndKeepsTheLinesBefo
   MetricsLog log(path_, open(), 0);
   log.append({{"step", 1}});
   log.flush();
-  io::set_write_fault_for_testing(
-      [](const fs::path& path) { return path.filename() == "metrics.jsonl" ? ENOSPC : 0; });
+  fail_metrics_writes();
   log.append({{"step", 2}});
-  std::string message;
-  try {
-    log.flush();
-  } catch (const Error& error) {
-    message = error.what();
-  }
+  std::string message = error_of([&] { log.flush(); });
   EXPECT_THAT(message, HasSubstr("cannot write " + path_.string()));
   EXPECT_THAT(message, HasSubstr("No space left on device"));
   io::set_write_fault_for_testing(nullptr);
@@ -192,15 +203,9 @@ TEST_F(MetricsLogTest, RunJsonIsWrittenAfterTheLinesBeforeIt) {
 // A failed metrics write fails the run at its end at the latest, and run.json says so.
 TEST_F(MetricsLogTest, AMetricsWriteThatFailsAtTheEndFailsTheRun) {
   RunDirectory run = RunDirectory::create(dir_ / "runs", "exp", "", std::string(64, '0'), {});
-  io::set_write_fault_for_testing(
-      [](const fs::path& path) { return path.filename() == "metrics.jsonl" ? ENOSPC : 0; });
+  fail_metrics_writes();
   run.append_metrics({{"step", 1}});
-  std::string message;
-  try {
-    run.finish_completed();
-  } catch (const Error& error) {
-    message = error.what();
-  }
+  std::string message = error_of([&] { run.finish_completed(); });
   EXPECT_THAT(message, HasSubstr("metrics.jsonl"));
   io::set_write_fault_for_testing(nullptr);
   EXPECT_EQ(run.finish_failed(message), "");
