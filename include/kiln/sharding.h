@@ -13,12 +13,16 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <initializer_list>
 #include <optional>
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "kiln/array.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
 #include "kiln/shape.h"
@@ -123,5 +127,81 @@ std::string visualize_sharding(const Shape& shape, const NamedSharding& sharding
                                CallSite site = {});
 // The same for a sharded array; an array on one device is drawn as one block.
 std::string visualize_sharding(const Array& x, CallSite site = {});
+
+// ----- shard_map and collectives (docs/sharding.md, *shard_map*) -------------------------
+
+// A function of flat lists of arrays, what shard_map maps over the devices.
+using SpmdFunction = std::function<std::vector<Array>(const std::vector<Array>&)>;
+
+// jax.shard_map: the returned function splits argument i by in_specs[i] over `mesh`, runs
+// `f` on every device with that device's blocks (f sees the block shapes, and may call the
+// collectives below over the mesh's axes), and assembles result j from the devices' results
+// by out_specs[j]: sharded arrays whose types carry those specs. A result whose spec does not
+// split it over some mesh axis must be the same on every device along that axis (a psum or
+// pmean over it makes it so); shard_map checks this when it traces f. It composes with
+// grad, vmap and jit. Collectives inside scan, cond or while_loop in f are not supported yet.
+SpmdFunction shard_map(SpmdFunction f, Mesh mesh, std::vector<PartitionSpec> in_specs,
+                       std::vector<PartitionSpec> out_specs, CallSite site = {});
+
+// The mesh axes a collective runs over: "data", or {"data", "model"} (the first the major
+// digit of a device's index in the group).
+struct AxisNames {
+  AxisNames(const char* name) : names{name} {}             // NOLINT: implicit
+  AxisNames(std::string name) : names{std::move(name)} {}  // NOLINT: implicit
+  AxisNames(std::initializer_list<std::string> list) : names(list) {}
+  std::vector<std::string> names;
+};
+
+// Inside shard_map's f. Every reduction adds (or compares) the group's values in the
+// order of their index along the axes, whatever devices hold them.
+// The sum over the devices along `axes` (lax.psum); every device gets it.
+Array psum(const Array& x, const AxisNames& axes, CallSite site = {});
+// The mean (lax.pmean), of floating-point arrays.
+Array pmean(const Array& x, const AxisNames& axes, CallSite site = {});
+// The maximum (lax.pmax).
+Array pmax(const Array& x, const AxisNames& axes, CallSite site = {});
+// Every device's x, stacked on a new axis `axis` (tiled: concatenated along `axis`).
+Array all_gather(const Array& x, const AxisNames& axes, int64_t axis = 0, bool tiled = false,
+                 CallSite site = {});
+// psum, of which device i keeps part i along `dimension` (tiled: a block of size / n;
+// otherwise entry i, the dimension removed): a reduce-scatter.
+Array psum_scatter(const Array& x, const AxisNames& axes, int64_t dimension = 0, bool tiled = false,
+                   CallSite site = {});
+// Block j of x along split_axis goes to device j, which concatenates the blocks it
+// receives along concat_axis in device order (lax.all_to_all with tiled=True).
+Array all_to_all(const Array& x, const AxisNames& axes, int64_t split_axis, int64_t concat_axis,
+                 CallSite site = {});
+// Device `source` sends x to device `destination`, for each pair (indices along the axes);
+// a device no pair sends to gets zeros (lax.ppermute).
+Array ppermute(const Array& x, const AxisNames& axes,
+               const std::vector<std::pair<int64_t, int64_t>>& permutation, CallSite site = {});
+// This device's index along `axes`, an i32 scalar (lax.axis_index).
+Array axis_index(const AxisNames& axes, CallSite site = {});
+
+// ----- how collectives run (docs/sharding.md, *Collective algorithms*) ----------------------
+
+// reference: through the group's first device (the plain meaning, for checking); tree: up and
+// down a pairwise tree (log2 n steps); ring: reduce-scatter, then a ring all-gather (2 (n-1)/n
+// of the bytes per device). kAuto, the default, takes the tree for all-reduces (between
+// the logical devices of one process it is the faster at every size, docs/performance.md)
+// and the ring for the others. Every algorithm combines values in the
+// same order, so the choice changes time and traffic, never the bits. KILN_COLLECTIVES=
+// auto|ref|tree|ring sets the initial choice.
+enum class CollectiveAlgorithm { kAuto, kReference, kTree, kRing };
+void set_collective_algorithm(CollectiveAlgorithm algorithm);
+CollectiveAlgorithm collective_algorithm();
+
+// What the collectives moved in and out of one logical device since the process started
+// (or reset_collective_traffic): bytes and transfers.
+struct DeviceTraffic {
+  int device = 0;
+  int64_t bytes_sent = 0;
+  int64_t bytes_received = 0;
+  int64_t sends = 0;
+  int64_t receives = 0;
+};
+// One entry per device of the process, in id order.
+std::vector<DeviceTraffic> collective_traffic();
+void reset_collective_traffic();
 
 }  // namespace kiln

@@ -1,5 +1,6 @@
-// `kiln bench ops`: kiln's eager ops beside what a user would pick instead, measured in
-// one run, alternating A and B and reporting ratios pair by pair (the machine is noisy).
+// `kiln bench ops|collectives|step|machine`: kiln beside what a user would pick instead (or
+// one algorithm beside another), measured in one run, alternating A and B and reporting
+// ratios pair by pair (the machine is noisy).
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -7,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "base/compute_pool.h"
+#include "cli/bench_collectives.h"
 #include "cli/bench_ops.h"
 #include "cli/bench_step.h"
 #include "cli/commands.h"
@@ -28,10 +30,27 @@ Runner add_bench_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30))
       ->capture_default_str();
   ops->add_flag("--quick", options->quick, "Fewer repeats and smaller sizes (a smoke test)");
+  auto* collectives = bench->add_subcommand(
+      "collectives",
+      "psum vs psum_scatter + all_gather and the tree vs the ring on 2 and 4 logical devices, "
+      "4 KiB to 64 MiB per device: time, algorithm and bus bandwidth, bytes sent per device "
+      "against the ring formula (needs KILN_CPU_DEVICES=4)");
+  auto collective_options = std::make_shared<BenchCollectivesOptions>();
+  collectives->add_option("--repeats", collective_options->repeats, "Timed A/B pairs per size")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  collectives
+      ->add_option("--max-bytes", collective_options->max_bytes,
+                   "The largest array per device, in bytes")
+      ->check(CLI::Range(int64_t{4096}, int64_t{1} << 30))
+      ->capture_default_str();
+  collectives->add_flag("--quick", collective_options->quick,
+                        "Every 16x in size instead of 4x (a smoke test)");
   auto step = std::make_shared<std::function<int()>>();
   auto machine = std::make_shared<std::function<int()>>();
   add_bench_step_commands(*bench, step.get(), machine.get());
-  return [options, ops, bench, step, machine] {
+  return [options, collective_options, bench, step, machine] {
+    if (bench->got_subcommand("collectives")) return run_bench_collectives(*collective_options);
     if (bench->got_subcommand("step")) return (*step)();
     if (bench->got_subcommand("machine")) return (*machine)();
     return run_bench_ops(*options);

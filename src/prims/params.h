@@ -330,12 +330,58 @@ struct WhileParams {
   friend auto operator<=>(const WhileParams&, const WhileParams&) = default;
 };
 
-using Params =
-    std::variant<NoParams, ConvertParams, BroadcastInDimParams, ReshapeParams, TransposeParams,
-                 SliceParams, DynamicSliceParams, ConcatenateParams, PadParams, IotaParams,
-                 GatherParams, ScatterParams, ReduceParams, ArgReduceParams, CumsumParams,
-                 DotGeneralParams, ConvParams, ReduceWindowParams, CustomVjpParams, SortParams,
-                 CheckpointNameParams, ScanParams, CondParams, WhileParams>;
+// ----- SPMD (src/prims/spmd_rules.cc, src/sharding/) --------------------------------------
+// A collective over mesh axes `axes` ("data", or "data,model" with the major axis first)
+// of the enclosing shard_map, whose sizes multiply to `axis_size`: the devices that agree
+// on every other axis form a group of axis_size members, indexed by their coordinates
+// along `axes`. dimension: all_gather's axis, psum_scatter's scatter dimension,
+// all_to_all's concat axis; split_dimension: all_to_all's split axis. tiled: all_gather
+// and all_to_all concatenate (and psum_scatter splits) along the dimension instead of
+// adding (removing) one of size axis_size. permutation: ppermute's (source, destination)
+// pairs of group indices, flattened.
+struct CollectiveParams {
+  std::string axes;
+  int64_t axis_size = 1;
+  int64_t dimension = 0;
+  int64_t split_dimension = 0;
+  bool tiled = false;
+  Dims permutation;
+  static constexpr auto fields() {
+    return std::tuple{Field{"axes", &CollectiveParams::axes},
+                      Field{"axis_size", &CollectiveParams::axis_size},
+                      Field{"dimension", &CollectiveParams::dimension},
+                      Field{"split_dimension", &CollectiveParams::split_dimension},
+                      Field{"tiled", &CollectiveParams::tiled},
+                      Field{"permutation", &CollectiveParams::permutation}};
+  }
+  friend auto operator<=>(const CollectiveParams&, const CollectiveParams&) = default;
+};
+
+// shard_map: `body` runs on every device of the mesh ("data=2,model=2", row-major over
+// `devices`, their ids) on that device's blocks of the operands, split by `in_specs`
+// ("{data,_} {_}", one spec per operand); its results are the blocks of the results,
+// assembled by `out_specs`. The body's types are the blocks'.
+struct ShardMapParams {
+  ProgramRef body;
+  std::string mesh;
+  Dims devices;
+  std::string in_specs;
+  std::string out_specs;
+  static constexpr auto fields() {
+    return std::tuple{Field{"body", &ShardMapParams::body}, Field{"mesh", &ShardMapParams::mesh},
+                      Field{"devices", &ShardMapParams::devices},
+                      Field{"in_specs", &ShardMapParams::in_specs},
+                      Field{"out_specs", &ShardMapParams::out_specs}};
+  }
+  friend auto operator<=>(const ShardMapParams&, const ShardMapParams&) = default;
+};
+
+using Params = std::variant<NoParams, ConvertParams, BroadcastInDimParams, ReshapeParams,
+                            TransposeParams, SliceParams, DynamicSliceParams, ConcatenateParams,
+                            PadParams, IotaParams, GatherParams, ScatterParams, ReduceParams,
+                            ArgReduceParams, CumsumParams, DotGeneralParams, ConvParams,
+                            ReduceWindowParams, CustomVjpParams, SortParams, CheckpointNameParams,
+                            ScanParams, CondParams, WhileParams, CollectiveParams, ShardMapParams>;
 
 std::string_view index_mode_name(IndexMode mode);
 

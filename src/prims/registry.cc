@@ -55,6 +55,8 @@ const PrimTable& register_all() {
     register_control_flow_transforms(table);
     register_batch_rules(table);
     register_remat_prims(table);
+    register_spmd_rules(table);
+    register_spmd_transforms(table);
     register_cost_rules(table);
     register_traced_cost_rules(table);
   });

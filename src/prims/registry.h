@@ -42,7 +42,8 @@ enum class Family : uint8_t {
   kRandom,
   kSort,
   kCustom,
-  kControlFlow
+  kControlFlow,
+  kSpmd  // collectives and shard_map: they need a mesh (src/sharding/)
 };
 
 // Static facts of a primitive, a column of prim_list.def.
@@ -203,6 +204,8 @@ void register_batch_rules(PrimTable& table);
 void register_cost_rules(PrimTable& table);
 void register_traced_cost_rules(PrimTable& table);  // primitives defined by ops (impl)
 void register_remat_prims(PrimTable& table);
+void register_spmd_rules(PrimTable& table);       // shape rules (prims/spmd_rules.cc)
+void register_spmd_transforms(PrimTable& table);  // impl, VJP, batching (src/sharding/)
 void register_cpu_kernels(PrimTable& table);
 
 // Shared checks for the rules.

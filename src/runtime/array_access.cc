@@ -137,6 +137,23 @@ HostArray assemble(const ShardedArray& sharded, CallSite site) {
 
 }  // namespace
 
+Array gathered_for_eager(const ShardedArray& sharded, CallSite site) {
+  const AbstractValue& global = sharded.aval();
+  AbstractValue whole(global.shape, global.dtype, global.weak_type);
+  const ShardedArray::Shard& first = sharded.shards().front();
+  const DeviceArray& first_block = concrete(first.array, site, "gather");
+  if (first.limit == global.shape.dims()) {  // every device holds the whole array
+    return Array(std::make_shared<DeviceArray>(std::move(whole), first_block.device(),
+                                               first_block.buffer(), first_block.ready(),
+                                               /*committed=*/false));
+  }
+  HostArray host = assemble(sharded, site);
+  Array gathered = from_host_bytes(host.bytes.data(), whole, first_block.device(), site);
+  const auto& array = static_cast<const DeviceArray&>(*gathered.impl());
+  return Array(std::make_shared<DeviceArray>(std::move(whole), array.device(), array.buffer(),
+                                             array.ready(), /*committed=*/false));
+}
+
 HostArray Array::to_host(CallSite site) const {
   if (const ShardedArray* sharded = as_sharded(*this)) return assemble(*sharded, site);
   const DeviceArray& array = concrete(*this, site, "to_host");

@@ -16,6 +16,7 @@
 #include "runtime/allocator.h"
 #include "runtime/completion.h"
 #include "runtime/cpu_device.h"
+#include "runtime/sharded_array.h"
 
 namespace kiln {
 
@@ -49,6 +50,11 @@ class DeviceArray final : public ArrayImpl {
 // it is already there).
 Array copy_to_device(const DeviceArray& array, const Array& handle, CpuDevice& device,
                      bool committed);
+
+// A sharded array as one array for an eager op: a replicated one's first copy (no copy is
+// made), else the blocks assembled onto the first block's device. Uncommitted, so that it
+// follows the op's other operands.
+Array gathered_for_eager(const ShardedArray& sharded, CallSite site);
 
 // The DeviceArray behind `array`, or a clear error if it is not concrete (a tracer used
 // outside its transformation).

@@ -41,11 +41,20 @@ CpuDevice& target_device(const PrimDef& prim, std::span<const Array> inputs, Cal
   return *placement.device;
 }
 
+bool has_sharded_operand(std::span<const Array> inputs) {
+  for (const Array& input : inputs) {
+    if (dynamic_cast<const DeviceArray*>(input.impl()) == nullptr && as_sharded(input) != nullptr)
+      return true;
+  }
+  return false;
+}
+
 class EagerInterpreter final : public Interpreter {
  public:
   std::vector<Array> apply(const PrimDef& prim, std::span<const Array> inputs, const Params& params,
                            std::vector<AbstractValue> out_avals, CallSite site) override {
     if (prim.impl != nullptr) return prim.impl(inputs, params, site);
+    if (has_sharded_operand(inputs)) return apply_gathered(prim, inputs, params, out_avals, site);
     bool committed = false;
     CpuDevice& device = target_device(prim, inputs, site, committed);
 
@@ -130,6 +139,24 @@ class EagerInterpreter final : public Interpreter {
       }
     });
     return outputs;
+  }
+
+ private:
+  // An op on a sharded array runs on one device, on the gathered array: right, not fast.
+  // Ops on every device at once are what shard_map (and, later, jit's sharding
+  // propagation) are for (docs/sharding.md).
+  std::vector<Array> apply_gathered(const PrimDef& prim, std::span<const Array> inputs,
+                                    const Params& params, std::vector<AbstractValue> out_avals,
+                                    CallSite site) {
+    std::vector<Array> gathered;
+    gathered.reserve(inputs.size());
+    for (const Array& input : inputs) {
+      const ShardedArray* sharded = as_sharded(input);
+      gathered.push_back(sharded != nullptr ? gathered_for_eager(*sharded, site) : input);
+    }
+    // A rule that passes its operand's type through would otherwise call the result sharded.
+    for (AbstractValue& aval : out_avals) aval.sharding = ShardingSpec();
+    return apply(prim, gathered, params, std::move(out_avals), site);
   }
 };
 

@@ -5,6 +5,7 @@
 #include "kiln/ops.h"
 #include "kiln/sharding.h"
 #include "runtime/sharded_array.h"
+#include "sharding/sharded_blocks.h"
 
 namespace kiln {
 namespace {
@@ -34,6 +35,19 @@ Array device_put(const Array& x, const NamedSharding& sharding, CallSite site) {
     Array part = block.start.empty() ? whole : slice(whole, block.start, block.limit, strides);
     pieces.push_back({device_put(part, *sharding.mesh().devices()[static_cast<size_t>(i)], site),
                       block.start, block.limit});
+  }
+  return Array(std::make_shared<NamedShardedArray>(std::move(aval), std::move(pieces), sharding));
+}
+
+Array assemble_sharded(AbstractValue aval, std::vector<Array> blocks, const NamedSharding& sharding,
+                       CallSite site) {
+  aval.sharding = sharding.spec_for(aval.shape, site);
+  std::vector<ShardedArray::Shard> pieces;
+  for (int64_t i = 0; i < sharding.mesh().size(); ++i) {
+    ShardBlock block = sharding.block(aval.shape, i, site);
+    Device& target = *sharding.mesh().devices()[static_cast<size_t>(i)];
+    pieces.push_back(
+        {device_put(blocks[static_cast<size_t>(i)], target, site), block.start, block.limit});
   }
   return Array(std::make_shared<NamedShardedArray>(std::move(aval), std::move(pieces), sharding));
 }

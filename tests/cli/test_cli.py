@@ -70,6 +70,22 @@ class Cli(unittest.TestCase):
                         "dispatch overhead", "under-reports"):
             self.assertIn(section, out)
 
+    def test_bench_collectives_counts_the_ring_formula(self):
+        out = run("bench", "collectives", "--quick", "--repeats", "1", "--max-bytes", "65536",
+                  env={"KILN_CPU_DEVICES": "4"}).stdout
+        self.assertIn("## 2 devices", out)
+        self.assertIn("## 4 devices", out)
+        rows = [line.split() for line in out.splitlines() if line.strip().endswith(("4096", "6144",
+                                                                                   "65536", "98304"))]
+        # size, unit, ..., sent/dev, formula: the measured bytes are the formula's.
+        self.assertEqual(len(rows), 4, out)
+        for row in rows:
+            self.assertEqual(row[-2], row[-1], row)
+        result = run("bench", "collectives", "--quick", env={"KILN_CPU_DEVICES": "2"}, check=False)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("runs on 2 and 4 logical devices; this process has 2", result.stderr)
+        self.assertIn("KILN_CPU_DEVICES=4 kiln bench collectives", result.stderr)
+
     def test_usage_errors(self):
         self.assertNotEqual(run(check=False).returncode, 0)
         self.assertNotEqual(run("frobnicate", check=False).returncode, 0)

@@ -238,13 +238,20 @@ TEST(ShardedArray, GridBlocksAssembleInOrder) {
   EXPECT_EQ(shards(columns)[3].shape(), (Shape{6, 1}));
 }
 
-TEST(ShardedArray, EagerOpsSayTheyTakeOneDevice) {
+TEST(ShardedArray, EagerOpsRunOnTheGatheredArray) {
   Mesh mesh({{"data", 4}});
-  Array y = device_put(numbered(Shape{8}), NamedSharding(mesh, {{"data"}}));
-  EXPECT_TRUE(
-      fails_with([&] { (void)(y + 1.0f); },
-                 {"f32[8]{data} is sharded over 4 devices; this takes an array on one device",
-                  "kiln::device_put(x, kiln::device(0)) gathers it"}));
+  Array x = numbered(Shape{8});
+  Array y = device_put(x, NamedSharding(mesh, {{"data"}}));
+  Array sum = y + 1.0f;
+  EXPECT_FALSE(sharding_of(sum).has_value());
+  EXPECT_EQ(sum.aval().to_string(), "f32[8]");
+  EXPECT_EQ(sum.to_vector<float>(), (x + 1.0f).to_vector<float>());
+  // The gathered array is not committed: it follows a committed operand's device.
+  Array on_two = device_put(from_host<float>({1.0f}, Shape{1}), device(2));
+  EXPECT_EQ(device_of(y * on_two), &device(2));
+  // A replicated array's first copy is used as it is.
+  Array whole = device_put(x, NamedSharding(mesh, {}));
+  EXPECT_EQ((whole - x).to_vector<float>(), std::vector<float>(8, 0.0f));
   EXPECT_THAT(y.to_string(), ::testing::HasSubstr("f32[8]{data}"));
   EXPECT_THAT(visualize_sharding(y), ::testing::HasSubstr("| cpu:0 | cpu:1 | cpu:2 | cpu:3 |"));
   EXPECT_TRUE(fails_with([&] { device_put(numbered(Shape{6}), NamedSharding(mesh, {{"data"}})); },

@@ -1,7 +1,7 @@
 """A reader of kiln's program text (docs/ir.md) for the Python peer checks: the programs of
 tests/transforms/jax_programs.kp become Program objects that jax_transforms_check.py turns
-into JAX functions. It reads what the checks need (inputs, literals, params, nested
-programs), not the whole grammar: declared constants (which have no values) and scope
+into JAX functions. It reads what the checks need (inputs, literals, params, strings, nested
+programs, sharded types), not the whole grammar: declared constants (which have no values) and scope
 comments are refused or skipped.
 
     read_program_file(path, dtype) -> [ProgramSpec]   each program with every f32 as dtype
@@ -12,13 +12,14 @@ from dataclasses import dataclass, field
 PUNCTUATION = set("{}()[],;:=~.")
 RESERVED = {"lambda", "let", "in", "true", "false", "none", "nan", "inf"}
 LITERAL_WORDS = {"true", "false", "nan", "inf"}
-TOKEN = re.compile(r"\s+|#[^\n]*|[A-Za-z_]\w*|-?(?:inf|nan|\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)|.")
+TOKEN = re.compile(r'\s+|#[^\n]*|"[^"]*"|[A-Za-z_]\w*|-?(?:inf|nan|\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)|.')
 
 
 @dataclass
 class Type:
     dtype: str
     shape: tuple
+    sharding: str = None  # "{data,_}" for a sharded type (the outputs of shard_map)
 
 
 @dataclass
@@ -127,7 +128,13 @@ class Parser:
             if self.peek() == ",":
                 self.next()
         self.expect("]")
-        return Type(dtype, tuple(sizes))
+        sharding = None
+        if self.peek() == "{" and self.peek(1) != "lambda":
+            parts = []
+            while parts[-1:] != ["}"]:
+                parts.append(self.next())
+            sharding = "".join(parts)
+        return Type(dtype, tuple(sizes), sharding)
 
     def binder(self):
         name = self.next()
@@ -169,6 +176,8 @@ class Parser:
             self.expect(")")
             return tuple(items)
         self.next()
+        if token.startswith('"'):
+            return token[1:-1]  # a string: shard_map's mesh and specs, a collective's axes
         if is_number(token):
             return int(token)
         if token in ("true", "false"):
