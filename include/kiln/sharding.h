@@ -56,6 +56,8 @@ class Mesh {
   Dims coordinates(int64_t index) const;
   // "Mesh{data: 2, model: 2}"
   std::string to_string() const;
+  // "data, model": the axes' names, for messages.
+  std::string axis_names() const;
 
   friend bool operator==(const Mesh&, const Mesh&) = default;
 

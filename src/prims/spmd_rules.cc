@@ -129,7 +129,8 @@ std::vector<AbstractValue> axis_index_rule(std::span<const AbstractValue>, const
 }
 
 // A reduction combines axis_size values per element; every collective moves its operand
-// and result once (the bytes a ring sends are counted by the sharding layer).
+// and result once (the bytes that cross between devices are counted as they move, by
+// the sharding layer: kiln::collective_traffic).
 Cost reducing_cost(std::span<const AbstractValue> inputs, std::span<const AbstractValue> outputs,
                    const Params& params) {
   Cost result = cost::moves_all(inputs, outputs);

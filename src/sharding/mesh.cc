@@ -82,12 +82,16 @@ std::optional<size_t> Mesh::find_axis(std::string_view name) const {
 int64_t Mesh::axis_size(std::string_view name, CallSite site) const {
   std::optional<size_t> axis = find_axis(name);
   if (!axis) {
-    std::vector<std::string> names;
-    for (const MeshAxis& a : axes_) names.push_back(a.name);
     fail(site, fmt::format("{} has no axis '{}'", to_string(), name),
-         fmt::format("its axes are {}", fmt::join(names, ", ")));
+         fmt::format("its axes are {}", axis_names()));
   }
   return axes_[*axis].size;
+}
+
+std::string Mesh::axis_names() const {
+  std::vector<std::string> names;
+  for (const MeshAxis& axis : axes_) names.push_back(axis.name);
+  return fmt::format("{}", fmt::join(names, ", "));
 }
 
 Dims Mesh::coordinates(int64_t index) const {

@@ -17,13 +17,11 @@ NamedSharding::NamedSharding(Mesh mesh, PartitionSpec spec, CallSite site)
   for (size_t dim = 0; dim < spec_.dims.size(); ++dim) {
     for (const std::string& axis : spec_.dims[dim]) {
       if (!mesh_.find_axis(axis)) {
-        std::vector<std::string> names;
-        for (const MeshAxis& a : mesh_.axes()) names.push_back(a.name);
         fail(site,
              fmt::format("the spec {} splits dimension {} over mesh axis '{}', which {} does not "
                          "have",
                          spec_.to_string(), dim, axis, mesh_.to_string()),
-             fmt::format("the mesh's axes are {}", fmt::join(names, ", ")));
+             fmt::format("the mesh's axes are {}", mesh_.axis_names()));
       }
     }
   }

@@ -143,7 +143,6 @@ std::vector<Array> shard_map_vjp(const VjpArgs& args) {
   if (wanted.empty()) return cts;
   std::vector<AbstractValue> types = control_flow::input_types(body);
   std::vector<Array> output_cts;
-  std::vector<ShardingSpec> in_specs(0);
   for (size_t j = 0; j < body.outputs.size(); ++j) {
     const AbstractValue& block = body.aval(body.outputs[j]);
     if (!is_floating(block.dtype)) continue;

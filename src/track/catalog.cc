@@ -297,16 +297,18 @@ RunRow Catalog::find(const std::string& spec) {
 }
 
 std::map<std::string, std::string> Catalog::params(const std::string& run_key) {
-  std::map<std::string, std::string> result;
-  SqliteStatement rows = db_.prepare("SELECT key, value FROM params WHERE run_key=?1");
-  rows.bind(1, run_key);
-  while (rows.step()) result[rows.text(0)] = rows.text(1);
-  return result;
+  return key_values("params", run_key);
 }
 
 std::map<std::string, std::string> Catalog::tags(const std::string& run_key) {
+  return key_values("tags", run_key);
+}
+
+std::map<std::string, std::string> Catalog::key_values(std::string_view table,
+                                                       const std::string& run_key) {
   std::map<std::string, std::string> result;
-  SqliteStatement rows = db_.prepare("SELECT key, value FROM tags WHERE run_key=?1");
+  SqliteStatement rows =
+      db_.prepare(fmt::format("SELECT key, value FROM {} WHERE run_key=?1", table));
   rows.bind(1, run_key);
   while (rows.step()) result[rows.text(0)] = rows.text(1);
   return result;

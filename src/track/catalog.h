@@ -16,6 +16,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -122,6 +123,8 @@ class Catalog {
   std::vector<MetricPoint> metrics(const std::string& run_key, const std::string& key = "");
 
  private:
+  // The key/value rows of table `table` ("params" or "tags": never user text) for a run.
+  std::map<std::string, std::string> key_values(std::string_view table, const std::string& run_key);
   void migrate();
   SqliteDb db_;
   int schema_version_ = 0;

@@ -87,7 +87,8 @@ TEST(DataParallel, SameBitsOnOneTwoAndFourDevices) {
               numbered(Shape{8, 2}) * 0.03f - 0.25f, zeros(Shape{2})};
   Array x = sin(numbered(Shape{kBatch, 5}) * 0.37f);
   Array y = cos(numbered(Shape{kBatch, 2}) * 0.11f);
-  Params direct = grad([&](const Params& q) { return chunk_loss(q, x, y) / static_cast<double>(kBatch); })(p);
+  Params direct =
+      grad([&](const Params& q) { return chunk_loss(q, x, y) / static_cast<double>(kBatch); })(p);
   Params chunked = gradient(p, x, y, 4);
   for (size_t i = 0; i < p.size(); ++i) {
     std::vector<double> a = values_of(direct[i]), b = values_of(chunked[i]);
