@@ -72,10 +72,14 @@ void RunTracking::info_written(const fs::path& run_dir, const nlohmann::json& in
   std::lock_guard lock(mutex_);
   run_dir_ = run_dir;
   last_info_ = info;
-  if (catalog_) catalog_->record_run(run_record(run_dir, info));
-  if (!config_.mlflow_uri.empty() && !mlflow_started_) {
+  // config.toml is read once per run.json write, for the catalog and a starting MLflow run.
+  const bool starts_mlflow = !config_.mlflow_uri.empty() && !mlflow_started_;
+  std::optional<track::RunRecord> recorded;
+  if (catalog_ || starts_mlflow) recorded = run_record(run_dir, info);
+  if (catalog_) catalog_->record_run(*recorded);
+  if (starts_mlflow) {
     mlflow_started_ = true;
-    track::RunRecord record = run_record(run_dir, info);
+    const track::RunRecord& record = *recorded;
     track::MlflowOptions options;
     options.uri = config_.mlflow_uri;
     options.experiment =
