@@ -137,5 +137,12 @@ std::vector<std::byte> encode(const TestArray& array);
 TestArray decode(const AbstractValue& aval, const void* data);
 // The test array as a kiln Array on the default device.
 Array to_array(const TestArray& input);
+TestArray to_test_array(const Array& array);
+
+// For the columns that run a case on several examples (batching, sharding): example b of
+// an operand is the case's values rotated by b places, so that examples differ; a case is
+// small enough when its operands hold at most 2048 elements in all.
+TestArray rotated_example(const TestArray& input, int64_t b);
+bool small_enough(const OpCase& c);
 
 }  // namespace kiln::testing

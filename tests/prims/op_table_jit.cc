@@ -30,7 +30,7 @@ std::string bit_difference(const Array& got, const Array& want) {
   return "";
 }
 
-bool small_enough(const OpCase& c) {
+bool within_jit_size(const OpCase& c) {
   int64_t elements = 0;
   for (const TestArray& input : c.inputs) elements += input.aval.num_elements();
   return elements <= (1 << 17);  // large enough for several tiles and chunks
@@ -42,7 +42,7 @@ TEST_P(Jit, CompiledResultEqualsEagerBitForBit) {
   const OpRow& row = GetParam();
   int checked = 0;
   for (const OpCase& c : row.cases()) {
-    if (!small_enough(c)) continue;
+    if (!within_jit_size(c)) continue;
     std::vector<Array> operands;
     for (const TestArray& input : c.inputs) operands.push_back(to_array(input));
     for (bool then_neg : {false, true}) {

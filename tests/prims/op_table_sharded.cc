@@ -17,35 +17,15 @@
 namespace kiln::testing {
 namespace {
 
-TestArray to_test_array(const Array& array) {
-  HostArray host = array.to_host();
-  return decode(host.aval, host.bytes.data());
-}
-
-TestArray example(const TestArray& input, int64_t b) {
-  TestArray out = input;
-  if (!out.values.empty()) {
-    auto shift = static_cast<ptrdiff_t>(b % static_cast<int64_t>(out.values.size()));
-    std::rotate(out.values.begin(), out.values.begin() + shift, out.values.end());
-  }
-  return out;
-}
-
 Array stacked(const TestArray& input, int64_t count) {
   TestArray out = input;
   out.aval.shape.dims().insert_at(0, count);
   out.values.clear();
   for (int64_t b = 0; b < count; ++b) {
-    TestArray one = example(input, b);
+    TestArray one = rotated_example(input, b);
     out.values.insert(out.values.end(), one.values.begin(), one.values.end());
   }
   return to_array(out);
-}
-
-bool small_enough(const OpCase& c) {
-  int64_t elements = 0;
-  for (const TestArray& input : c.inputs) elements += input.aval.num_elements();
-  return elements <= 2048;
 }
 
 // Example `b` of a result stacked on axis 0.
@@ -78,7 +58,7 @@ TEST_P(ShardedColumn, ShardMapOnTwoAndFourDevicesMatchesOneDevice) {
       std::vector<std::vector<Array>> expected;
       for (int64_t b = 0; b < count; ++b) {
         std::vector<Array> one;
-        for (const TestArray& input : c.inputs) one.push_back(to_array(example(input, b)));
+        for (const TestArray& input : c.inputs) one.push_back(to_array(rotated_example(input, b)));
         expected.push_back(bind(row.prim, one, c.params, CallSite()));
       }
       std::vector<PartitionSpec> out_specs(

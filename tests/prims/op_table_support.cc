@@ -1,4 +1,5 @@
 // Building, running and comparing op_table cases (see op_table.h).
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -276,6 +277,26 @@ std::string compare(const TestArray& actual, const TestArray& expected, Toleranc
   }
   if (mismatches > 5) report += fmt::format("\n  ... {} mismatches in all", mismatches);
   return report;
+}
+
+TestArray to_test_array(const Array& array) {
+  HostArray host = array.to_host();
+  return decode(host.aval, host.bytes.data());
+}
+
+TestArray rotated_example(const TestArray& input, int64_t b) {
+  TestArray out = input;
+  if (!out.values.empty()) {
+    auto shift = static_cast<ptrdiff_t>(b % static_cast<int64_t>(out.values.size()));
+    std::rotate(out.values.begin(), out.values.begin() + shift, out.values.end());
+  }
+  return out;
+}
+
+bool small_enough(const OpCase& c) {
+  int64_t elements = 0;
+  for (const TestArray& input : c.inputs) elements += input.aval.num_elements();
+  return elements <= 2048;
 }
 
 bool same_bits(const TestArray& a, const TestArray& b) {

@@ -17,28 +17,13 @@ namespace {
 
 constexpr int64_t kBatch = 3;
 
-TestArray to_test_array(const Array& array) {
-  HostArray host = array.to_host();
-  return decode(host.aval, host.bytes.data());
-}
-
-// Example b of a batched operand: the case's values rotated by b places.
-TestArray example(const TestArray& input, int64_t b) {
-  TestArray out = input;
-  if (!out.values.empty()) {
-    auto shift = static_cast<ptrdiff_t>(b % static_cast<int64_t>(out.values.size()));
-    std::rotate(out.values.begin(), out.values.begin() + shift, out.values.end());
-  }
-  return out;
-}
-
 // The examples stacked on axis `dim`.
 Array batched(const TestArray& input, int64_t dim) {
   TestArray stacked = input;
   stacked.aval.shape.dims().insert_at(0, kBatch);
   stacked.values.clear();
   for (int64_t b = 0; b < kBatch; ++b) {
-    TestArray one = example(input, b);
+    TestArray one = rotated_example(input, b);
     stacked.values.insert(stacked.values.end(), one.values.begin(), one.values.end());
   }
   Array first = to_array(stacked);
@@ -70,12 +55,6 @@ std::vector<Mapping> mappings_for(const OpCase& c) {
     mappings.push_back({"on the last axis", {c.inputs[0].aval.shape.rank()}});
   }
   return mappings;
-}
-
-bool small_enough(const OpCase& c) {
-  int64_t elements = 0;
-  for (const TestArray& input : c.inputs) elements += input.aval.num_elements();
-  return elements <= 2048;
 }
 
 class Batching : public ::testing::TestWithParam<OpRow> {};
@@ -112,7 +91,7 @@ TEST_P(Batching, VmapMatchesALoopOverExamples) {
       for (int64_t b = 0; b < kBatch; ++b) {
         std::vector<Array> one;
         for (size_t i = 0; i < c.inputs.size(); ++i) {
-          one.push_back(to_array(mapping.axes[i] ? example(c.inputs[i], b) : c.inputs[i]));
+          one.push_back(to_array(mapping.axes[i] ? rotated_example(c.inputs[i], b) : c.inputs[i]));
         }
         std::vector<Array> expected = bind(row.prim, one, c.params, CallSite());
         ASSERT_EQ(expected.size(), results.size()) << where;
