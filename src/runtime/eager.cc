@@ -54,7 +54,9 @@ class EagerInterpreter final : public Interpreter {
   std::vector<Array> apply(const PrimDef& prim, std::span<const Array> inputs, const Params& params,
                            std::vector<AbstractValue> out_avals, CallSite site) override {
     if (prim.impl != nullptr) return prim.impl(inputs, params, site);
-    if (has_sharded_operand(inputs)) return apply_gathered(prim, inputs, params, out_avals, site);
+    if (has_sharded_operand(inputs)) {
+      return apply_gathered(prim, inputs, params, std::move(out_avals), site);
+    }
     bool committed = false;
     CpuDevice& device = target_device(prim, inputs, site, committed);
 

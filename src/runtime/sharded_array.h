@@ -2,8 +2,9 @@
 // says how it is split) and, per device, a committed array holding one block. The sharding
 // layer makes them (kiln::device_put(x, NamedSharding), kiln/sharding.h) and keeps its
 // mesh in a subclass; the runtime reads them through this base: their values (to_host
-// assembles the blocks), their placement, and waiting for them. Eager ops take arrays on
-// one device: concrete() refuses a sharded array by name.
+// assembles the blocks), their placement, and waiting for them. An eager op on a sharded
+// array runs on the array gathered onto one device (gathered_for_eager, device_array.h);
+// concrete() refuses one by name where a single device's buffer is needed.
 #pragma once
 
 #include <vector>

@@ -18,6 +18,8 @@ namespace kiln::spmd {
 namespace {
 
 using AxisMask = uint64_t;
+// Each axis is a bit of an AxisMask; no real mesh comes near.
+constexpr size_t kMaxMeshAxes = 16;
 
 AxisMask mask_of(const std::vector<AxisText>& mesh, const std::vector<std::string>& axes) {
   AxisMask mask = 0;
@@ -94,8 +96,25 @@ ShardMapLayout shard_map_layout(const ShardMapParams& p, const RuleContext& cont
   layout.in_specs = parse_specs(p.in_specs);
   layout.out_specs = parse_specs(p.out_specs);
   if (p.body.program == nullptr) context.fail("has no body");
+  // Program text can say anything: a mesh is refused here before its axes become bits of
+  // a mask (varying_outputs) or its sizes are multiplied.
+  if (layout.mesh.empty()) context.fail("the mesh has no axes", "as in mesh=\"data=4\"");
+  if (layout.mesh.size() > kMaxMeshAxes) {
+    context.fail(
+        fmt::format("the mesh has {} axes, more than {}", layout.mesh.size(), kMaxMeshAxes));
+  }
   int64_t devices = 1;
-  for (const AxisText& axis : layout.mesh) devices *= axis.size;
+  for (size_t a = 0; a < layout.mesh.size(); ++a) {
+    for (size_t b = 0; b < a; ++b) {
+      if (layout.mesh[a].name == layout.mesh[b].name) {
+        context.fail(
+            fmt::format("mesh axis '{}' appears twice in {}", layout.mesh[a].name, p.mesh));
+      }
+    }
+    if (__builtin_mul_overflow(devices, layout.mesh[a].size, &devices)) {
+      context.fail(fmt::format("the mesh {} has more than 2^63 devices", p.mesh));
+    }
+  }
   if (static_cast<int64_t>(p.devices.size()) != devices) {
     context.fail(fmt::format("mesh {} has {} devices, but {} device ids are given", p.mesh, devices,
                              p.devices.size()));

@@ -8,6 +8,8 @@
 
 #include <numeric>
 
+#include <fmt/format.h>
+
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
@@ -268,6 +270,29 @@ TEST(ShardMapProgram, PrintsParsesAndRuns) {
   EXPECT_EQ(print_program(parsed), text);
   std::vector<Array> inputs = {w, x};
   EXPECT_EQ(values_of(eval_program(parsed, inputs, CallSite())[0]), values_of(sharded_loss(w, x)));
+}
+
+TEST(ShardMapProgram, MeshesThatCannotBeAreRefusedByName) {
+  // A one-input identity shard_map over `mesh` with `devices` ids, as program text.
+  auto text = [](std::string_view mesh, std::string_view devices) {
+    return fmt::format(
+        "{{ lambda ; a:f32[4]. let b:f32[4]{{_}} = shard_map[body={{ lambda ; a:f32[4]. let "
+        "in (a) }} mesh=\"{}\" devices=({}) in_specs=\"{{}}\" out_specs=\"{{}}\"] a in (b) }}",
+        mesh, devices);
+  };
+  auto verified = [](const std::string& program) { verify(parse_program(program)); };
+  EXPECT_NO_THROW(verified(text("data=2", "0,1")));
+  EXPECT_TRUE(fails_with([&] { verified(text("data=2,data=2", "0,1,2,3")); },
+                         {"mesh axis 'data' appears twice in data=2,data=2"}));
+  EXPECT_TRUE(
+      fails_with([&] { verified(text("a=9223372036854775807,b=9223372036854775807", "0")); },
+                 {"has more than 2^63 devices"}));
+  std::string many;
+  for (int a = 0; a < 17; ++a) many += fmt::format("{}x{}=1", a == 0 ? "" : ",", a);
+  EXPECT_TRUE(
+      fails_with([&] { verified(text(many, "0")); }, {"the mesh has 17 axes, more than 16"}));
+  EXPECT_TRUE(fails_with([&] { verified(text("data=2", "0")); },
+                         {"mesh data=2 has 2 devices, but 1 device ids are given"}));
 }
 
 // ----- misuse -----------------------------------------------------------------------------
