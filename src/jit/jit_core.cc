@@ -11,6 +11,7 @@
 #include "kiln/jit.h"
 #include "prims/bind.h"
 #include "runtime/device_array.h"
+#include "runtime/sharded_array.h"
 
 namespace kiln {
 namespace detail {
@@ -97,11 +98,29 @@ std::string leaf_name(const CallSignature& signature, size_t index) {
 // the device, as an eager op's operands must (uncommitted ones follow them).
 // The device the call runs on (see target_of()); arguments committed to two devices are an
 // error naming both by argument and leaf.
+// Sharded arguments (on a mesh) do not take part: only a program that runs equation by
+// equation reads them, and there they reach shard_map, which places its operands itself.
+// A program compiled into one device's kernels cannot read one.
 TargetDevice placement_of(const std::string& name, const CallSignature& signature,
-                          std::span<const Array> leaves, CallSite site) {
-  TargetDevice placement = target_of(leaves, site, "jit");
+                          std::span<const Array> leaves, bool interpreted, CallSite site) {
+  std::vector<Array> on_one_device;
+  std::vector<size_t> index;  // of each in `leaves`
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (as_sharded(leaves[i]) == nullptr) {
+      on_one_device.push_back(leaves[i]);
+      index.push_back(i);
+    } else if (!interpreted) {
+      fail(site,
+           fmt::format("jit '{}': {} ({}) is sharded over several devices; a compiled program "
+                       "takes sharded arguments only into shard_map",
+                       name, leaf_name(signature, i), leaves[i].aval().to_string()),
+           "pass it to kiln::shard_map inside the function, or device_put it to one device "
+           "first");
+    }
+  }
+  TargetDevice placement = target_of(on_one_device, site, "jit");
   if (placement.conflict) {
-    auto [a, b] = *placement.conflict;
+    size_t a = index[placement.conflict->first], b = index[placement.conflict->second];
     const DeviceArray& first = concrete(leaves[a], site, "jit");
     const DeviceArray& other = concrete(leaves[b], site, "jit");
     fail(site,
@@ -230,7 +249,8 @@ std::shared_ptr<const JitCore::Entry> JitCore::compile(CallSignature signature,
 }
 
 std::vector<Array> JitCore::run(const Entry& entry, std::span<const Array> leaves, CallSite site) {
-  TargetDevice placement = placement_of(options_.name, entry.signature, leaves, site);
+  TargetDevice placement =
+      placement_of(options_.name, entry.signature, leaves, entry.executable->interpreted(), site);
   int64_t used = 0, unusable = 0;
   std::vector<Array> outputs = entry.executable->run(leaves, placement, site, used, unusable);
   if (used != 0 || unusable != 0) {

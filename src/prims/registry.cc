@@ -57,6 +57,7 @@ const PrimTable& register_all() {
     register_remat_prims(table);
     register_spmd_rules(table);
     register_spmd_transforms(table);
+    register_compiled_spmd(table);
     register_cost_rules(table);
     register_traced_cost_rules(table);
   });

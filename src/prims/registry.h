@@ -206,6 +206,7 @@ void register_traced_cost_rules(PrimTable& table);  // primitives defined by ops
 void register_remat_prims(PrimTable& table);
 void register_spmd_rules(PrimTable& table);       // shape rules (prims/spmd_rules.cc)
 void register_spmd_transforms(PrimTable& table);  // impl, VJP, batching (src/sharding/)
+void register_compiled_spmd(PrimTable& table);    // shard_map's compiled impl (src/jit/)
 void register_cpu_kernels(PrimTable& table);
 
 // Shared checks for the rules.

@@ -27,71 +27,89 @@ Mesh mesh_of(const std::vector<AxisText>& axes, const Dims& device_ids, CallSite
 
 }  // namespace
 
-std::vector<Array> shard_map_impl(std::span<const Array> inputs, const Params& params,
-                                  CallSite site) {
-  const auto& p = std::get<ShardMapParams>(params);
+LockstepRun begin_lockstep(std::span<const Array> inputs, const ShardMapParams& params,
+                           CallSite site) {
   RuleContext context{prim_def(PrimId::shard_map), site};
-  ShardMapLayout layout = shard_map_layout(p, context);
-  Mesh mesh = mesh_of(layout.mesh, p.devices, site);
-  const Program& body = *p.body.program;
+  ShardMapLayout layout = shard_map_layout(params, context);
+  Mesh mesh = mesh_of(layout.mesh, params.devices, site);
+  const Program& body = *params.body.program;
   auto devices = static_cast<size_t>(mesh.size());
-  // env[d][var]: device d's value of each body variable.
-  std::vector<std::vector<Array>> env(devices, std::vector<Array>(body.num_vars()));
+  LockstepRun run{params, std::move(layout), std::move(mesh),
+                  std::vector<std::vector<Array>>(devices, std::vector<Array>(body.num_vars()))};
   for (size_t i = 0; i < inputs.size(); ++i) {
-    NamedSharding sharding(mesh, layout.in_specs[i], site);
+    NamedSharding sharding(run.mesh, run.layout.in_specs[i], site);
     std::optional<NamedSharding> current = sharding_of(inputs[i]);
     Array placed =
         current && *current == sharding ? inputs[i] : device_put(inputs[i], sharding, site);
     std::vector<Array> blocks = shards(placed, site);
-    for (size_t d = 0; d < devices; ++d) env[d][static_cast<size_t>(body.inputs[i])] = blocks[d];
+    for (size_t d = 0; d < devices; ++d) {
+      run.env[d][static_cast<size_t>(body.inputs[i])] = blocks[d];
+    }
   }
   for (size_t c = 0; c < body.constants.size(); ++c) {
     for (size_t d = 0; d < devices; ++d) {
-      env[d][static_cast<size_t>(body.constants[c])] = body.constant_values[c];
+      run.env[d][static_cast<size_t>(body.constants[c])] = body.constant_values[c];
     }
   }
-  std::vector<Array> operands;
-  for (const Equation& equation : body.equations) {
-    ScopeOverride scope(equation.scope);
-    const PrimDef& prim = prim_def(equation.prim);
-    if (prim.family == Family::kSpmd) {
-      if (equation.prim == PrimId::shard_map) {
-        fail(equation.site, "shard_map: a shard_map inside another is not supported");
-      }
-      std::vector<Array> values;
-      for (size_t d = 0; d < devices; ++d) {
-        values.push_back(equation.inputs.empty() ? Array()
-                                                 : env[d][static_cast<size_t>(equation.inputs[0])]);
-      }
-      std::vector<Array> results =
-          run_collective(equation.prim, std::get<CollectiveParams>(equation.params), layout.mesh,
-                         mesh.devices(), values, equation.site);
-      for (size_t d = 0; d < devices; ++d) {
-        env[d][static_cast<size_t>(equation.outputs[0])] = std::move(results[d]);
-      }
-      continue;
-    }
-    for (size_t d = 0; d < devices; ++d) {
-      operands.clear();
-      for (VarId var : equation.inputs) operands.push_back(env[d][static_cast<size_t>(var)]);
-      std::vector<Array> results = bind(equation.prim, operands, equation.params, equation.site);
-      for (size_t r = 0; r < results.size(); ++r) {
-        env[d][static_cast<size_t>(equation.outputs[r])] = std::move(results[r]);
-      }
-    }
+  return run;
+}
+
+void run_collective_equation(LockstepRun& run, const Equation& equation) {
+  if (equation.prim == PrimId::shard_map) {
+    fail(equation.site, "shard_map: a shard_map inside another is not supported");
   }
+  std::vector<Array> values;
+  for (std::vector<Array>& device_env : run.env) {
+    values.push_back(equation.inputs.empty() ? Array()
+                                             : device_env[static_cast<size_t>(equation.inputs[0])]);
+  }
+  std::vector<Array> results =
+      run_collective(equation.prim, std::get<CollectiveParams>(equation.params), run.layout.mesh,
+                     run.mesh.devices(), values, equation.site);
+  for (size_t d = 0; d < run.env.size(); ++d) {
+    run.env[d][static_cast<size_t>(equation.outputs[0])] = std::move(results[d]);
+  }
+}
+
+std::vector<Array> finish_lockstep(LockstepRun& run, std::span<const Array> inputs, CallSite site) {
+  RuleContext context{prim_def(PrimId::shard_map), site};
+  const Program& body = *run.params.body.program;
   std::vector<AbstractValue> in_types;
   for (const Array& input : inputs) in_types.push_back(input.aval());
-  std::vector<AbstractValue> out_types = shard_map_rule(in_types, params, context);
+  std::vector<AbstractValue> out_types = shard_map_rule(in_types, Params(run.params), context);
   std::vector<Array> outputs;
   for (size_t j = 0; j < body.outputs.size(); ++j) {
-    NamedSharding sharding(mesh, out_types[j].sharding, site);
+    NamedSharding sharding(run.mesh, out_types[j].sharding, site);
     std::vector<Array> blocks;
-    for (size_t d = 0; d < devices; ++d)
-      blocks.push_back(env[d][static_cast<size_t>(body.outputs[j])]);
+    for (std::vector<Array>& device_env : run.env) {
+      blocks.push_back(device_env[static_cast<size_t>(body.outputs[j])]);
+    }
     outputs.push_back(assemble_sharded(out_types[j], std::move(blocks), sharding, site));
   }
   return outputs;
+}
+
+std::vector<Array> shard_map_impl(std::span<const Array> inputs, const Params& params,
+                                  CallSite site) {
+  const auto& p = std::get<ShardMapParams>(params);
+  LockstepRun run = begin_lockstep(inputs, p, site);
+  std::vector<Array> operands;
+  for (const Equation& equation : p.body.program->equations) {
+    ScopeOverride scope(equation.scope);
+    if (prim_def(equation.prim).family == Family::kSpmd) {
+      run_collective_equation(run, equation);
+      continue;
+    }
+    for (std::vector<Array>& device_env : run.env) {
+      operands.clear();
+      for (VarId var : equation.inputs) operands.push_back(device_env[static_cast<size_t>(var)]);
+      std::vector<Array> results = bind(equation.prim, operands, equation.params, equation.site);
+      for (size_t r = 0; r < results.size(); ++r) {
+        device_env[static_cast<size_t>(equation.outputs[r])] = std::move(results[r]);
+      }
+    }
+  }
+  return finish_lockstep(run, inputs, site);
 }
 
 std::vector<Array> collective_outside_shard_map(std::span<const Array>, const Params& params,

@@ -408,6 +408,26 @@ void check_last_batch(const TrainLoopConfig& train, const std::string& source_na
   }
 }
 
+// The device count is checked when the run starts (it is the machine's, not the file's).
+void check_mesh(const TrainConfig& config, const std::string& source_name) {
+  const MeshConfig& mesh = config.mesh;
+  if (mesh.data == 0) return;
+  if (mesh.chunks % mesh.data != 0) {
+    error(source_name,
+          fmt::format("mesh.chunks = {} is not a multiple of mesh.data = {}: every device takes "
+                      "the same number of chunks",
+                      mesh.chunks, mesh.data),
+          fmt::format("e.g. mesh.chunks = {}",
+                      mesh.data * ((mesh.chunks + mesh.data - 1) / mesh.data)));
+  }
+  if (config.train.batch_size % mesh.chunks != 0) {
+    error(source_name,
+          fmt::format("train.batch_size = {} does not split into mesh.chunks = {} equal chunks",
+                      config.train.batch_size, mesh.chunks),
+          "choose a batch size that is a multiple of mesh.chunks");
+  }
+}
+
 }  // namespace
 
 TrainConfig parse_config(const std::string& text, const std::string& source_name,
@@ -443,6 +463,7 @@ TrainConfig parse_config(const std::string& text, const std::string& source_name
   for (const std::string& override_text : overrides) apply_override(override_text, config);
   check_schedule(config.optim, source_name);
   check_last_batch(config.train, source_name);
+  check_mesh(config, source_name);
   return config;
 }
 

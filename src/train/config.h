@@ -145,6 +145,13 @@ struct TrackingConfig {
   friend bool operator==(const TrackingConfig&, const TrackingConfig&) = default;
 };
 
+// [mesh]: data-parallel training over logical devices (docs/training.md, *Data parallel*).
+struct MeshConfig {
+  int64_t data = 0;    // devices on the `data` axis (0: one device, no mesh)
+  int64_t chunks = 4;  // equal parts of each batch, the unit of the gradient's sum order
+  friend bool operator==(const MeshConfig&, const MeshConfig&) = default;
+};
+
 struct TrainConfig {
   ExperimentConfig experiment;
   DataConfig data;
@@ -152,6 +159,7 @@ struct TrainConfig {
   OptimConfig optim;
   TrainLoopConfig train;
   TrackingConfig tracking;
+  MeshConfig mesh;
   std::string source;  // the file it was read from, for messages
   // Compares `source` and the layers' lines too.
   friend bool operator==(const TrainConfig&, const TrainConfig&) = default;

@@ -40,8 +40,10 @@ T from_value(const Value& value) {
 // A section key bound to `config.*section.*member`.
 template <class S, class T>
 Key key(S TrainConfig::*section, T S::*member, std::string_view name, std::string_view help,
-        Constraint constraint = {}, std::vector<std::string_view> aliases = {}) {
+        Constraint constraint = {}, std::vector<std::string_view> aliases = {},
+        std::function<Value(const TrainConfig&)> identity_get = {}) {
   Key key;
+  key.identity_get = std::move(identity_get);
   key.name = name;
   key.type = type_of<T>();
   key.help = help;
@@ -163,6 +165,11 @@ Constraint pair_of_positive() {
   Constraint constraint = at_most(at_least(1), kMaxWindow);
   constraint.length = 2;
   return constraint;
+}
+
+// mesh.data in the run identity: any mesh size computes the same bits; none does not.
+Value data_parallel(const TrainConfig& config) {
+  return std::string(config.mesh.data > 0 ? "any" : "none");
 }
 
 std::vector<Section> make_sections() {
@@ -395,6 +402,16 @@ std::vector<Section> make_sections() {
             "a savepoint that cannot be written (full disk): `stop` the run, or `continue` "
             "without it (earlier savepoints are kept either way)",
             one_of({"stop", "continue"}))}},
+      {"mesh",
+       "Data-parallel training over logical CPU devices (KILN_CPU_DEVICES); docs/training.md.",
+       {key(&C::mesh, &MeshConfig::data, "data",
+            "devices on the mesh axis `data`, each taking an equal share of every batch (0: "
+            "one device, no mesh; 1 runs the data-parallel step on one device)",
+            at_most(at_least(0), 1024), {"data_parallel", "devices", "dp"}, data_parallel),
+        key(&C::mesh, &MeshConfig::chunks, "chunks",
+            "equal parts of each batch whose gradients are added in a fixed tree: a multiple of "
+            "`data`, and the same value gives the same bits on 1, 2, 4... devices",
+            at_most(at_least(1), kMaxBatch), {"num_chunks", "microbatches"})}},
       {"tracking",
        "Where the run is recorded besides its directory (docs/tracking.md). Not part of the run "
        "identity.",

@@ -62,6 +62,10 @@ struct Field {
   // Shown in the docs instead of the struct's default when that depends on context.
   std::string_view default_doc;
   std::function<Value(const Owner&)> get;
+  // What the run identity (identity_toml) records for the key, when that is less than its
+  // value: mesh.data only says whether the step is data parallel, since every mesh size
+  // gives the same bits (so a run may resume on another). Unset: `get`.
+  std::function<Value(const Owner&)> identity_get;
   std::function<void(Owner&, const Value&)> set;
 };
 using Key = Field<TrainConfig>;

@@ -81,7 +81,8 @@ std::string toml_of(const TrainConfig& config, bool identity_only) {
     }
     text += fmt::format("[{}]\n", section.name);
     for (const Key& key : section.keys) {
-      text += line_with_help(key.name, schema::format_value(key.get(config)), key.help);
+      const auto& get = identity_only && key.identity_get ? key.identity_get : key.get;
+      text += line_with_help(key.name, schema::format_value(get(config)), key.help);
     }
   }
   return text;

@@ -4,9 +4,12 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "kiln/error.h"
 #include "kiln/nn/losses.h"
 #include "kiln/ops.h"
+#include "kiln/sharding.h"
 #include "kiln/transforms.h"
 
 namespace kiln::train {
@@ -46,43 +49,86 @@ Array masked_correct_count(const Array& logits, const Array& labels, const Array
 
 }  // namespace
 
+StepResult finish_step(const optim::GradientTransformation& optimizer, bool skip_nonfinite,
+                       const Tree& params, const Tree& model_state, const Tree& opt_state,
+                       const Array& loss, const Array& correct, const Tree& grads,
+                       const Tree& new_model_state) {
+  auto [updates, new_opt_state] = optimizer.update(grads, opt_state, params);
+  Tree new_params = optim::apply_updates(params, updates);
+  Tree next_model_state = new_model_state;
+  Array nonfinite = nonfinite_flags(grads);
+  if (skip_nonfinite) {
+    Array ok = is_finite(loss) & (sum(astype(nonfinite, DType::i32)) == 0);
+    new_params = keep_if(ok, new_params, params);
+    next_model_state = keep_if(ok, next_model_state, model_state);
+    new_opt_state = keep_if(ok, new_opt_state, opt_state);
+  }
+  std::optional<Array> lr = optimizer.learning_rate(new_opt_state);
+  Tree metrics = Tree::dict({{"correct", correct},
+                             {"loss", loss},
+                             {"lr", lr ? *lr : zeros({})},
+                             {"nonfinite", nonfinite}});
+  return StepResult(new_params, next_model_state, new_opt_state, metrics);
+}
+
+namespace {
+
+// One device: the batch's mean loss and its gradient in one pass.
+StepFunction single_device_step(nn::Module model, optim::GradientTransformation optimizer,
+                                StepOptions options) {
+  return [model, optimizer, skip_nonfinite = options.skip_nonfinite, masked = options.masked](
+             const Tree& params, const Tree& model_state, const Tree& opt_state,
+             const Array& images, const Array& labels, const Array& key, const Array& mask) {
+    auto loss_fn = [&](const Tree& p) {
+      nn::ApplyOptions options;
+      options.train = true;
+      options.key = key;
+      nn::ApplyResult out = model.apply(nn::Variables{p, model_state}, images, options);
+      Array loss =
+          masked ? masked_mean_loss(out.y, labels, mask) : nn::softmax_cross_entropy(out.y, labels);
+      Array correct =
+          masked ? masked_correct_count(out.y, labels, mask) : nn::correct_count(out.y, labels);
+      Tree aux = Tree::dict({{"correct", correct}, {"state", out.state}});
+      return std::make_pair(loss, aux);
+    };
+    auto [value, grads] = value_and_grad(loss_fn, HasAux{})(params);
+    const auto& [loss, aux] = value;
+    return finish_step(optimizer, skip_nonfinite, params, model_state, opt_state, loss,
+                       aux["correct"].leaf(), grads, aux["state"]);
+  };
+}
+
+// The data-parallel step's state lives replicated on the mesh between steps; a state that
+// arrives on one device (the first step, a resumed run) is placed so before the step, so
+// that every step has one signature and compiles once.
+Tree replicated(const Tree& tree, const Mesh& mesh) {
+  if (tree.num_leaves() == 0) return tree;
+  return tree_map(
+      [&mesh](const Array& leaf) {
+        NamedSharding everywhere(
+            mesh, PartitionSpec(std::vector<std::vector<std::string>>(leaf.shape().dims().size())));
+        std::optional<NamedSharding> current = sharding_of(leaf);
+        return current && *current == everywhere ? leaf : device_put(leaf, everywhere);
+      },
+      tree);
+}
+
+}  // namespace
+
+Tree on_one_device(const Tree& tree) {
+  if (tree.num_leaves() == 0) return tree;
+  return tree_map([](const Array& leaf) { return sharding_of(leaf) ? shards(leaf).front() : leaf; },
+                  tree);
+}
+
 TrainStep::TrainStep(nn::Module model, optim::GradientTransformation optimizer, StepOptions options)
     : masked_(options.masked),
+      chunks_(options.data_devices > 0 ? options.chunks : 0),
+      mesh_(options.data_devices > 0 ? std::optional<Mesh>(Mesh({{"data", options.data_devices}}))
+                                     : std::nullopt),
       no_mask_(zeros({})),
-      step_(Fn([model, optimizer, skip_nonfinite = options.skip_nonfinite, masked = options.masked](
-                   const Tree& params, const Tree& model_state, const Tree& opt_state,
-                   const Array& images, const Array& labels, const Array& key, const Array& mask) {
-              auto loss_fn = [&](const Tree& p) {
-                nn::ApplyOptions options;
-                options.train = true;
-                options.key = key;
-                nn::ApplyResult out = model.apply(nn::Variables{p, model_state}, images, options);
-                Array loss = masked ? masked_mean_loss(out.y, labels, mask)
-                                    : nn::softmax_cross_entropy(out.y, labels);
-                Array correct = masked ? masked_correct_count(out.y, labels, mask)
-                                       : nn::correct_count(out.y, labels);
-                Tree aux = Tree::dict({{"correct", correct}, {"state", out.state}});
-                return std::make_pair(loss, aux);
-              };
-              auto [value, grads] = value_and_grad(loss_fn, HasAux{})(params);
-              const auto& [loss, aux] = value;
-              auto [updates, new_opt_state] = optimizer.update(grads, opt_state, params);
-              Tree new_params = optim::apply_updates(params, updates);
-              Tree new_model_state = aux["state"];
-              Array nonfinite = nonfinite_flags(grads);
-              if (skip_nonfinite) {
-                Array ok = is_finite(loss) & (sum(astype(nonfinite, DType::i32)) == 0);
-                new_params = keep_if(ok, new_params, params);
-                new_model_state = keep_if(ok, new_model_state, model_state);
-                new_opt_state = keep_if(ok, new_opt_state, opt_state);
-              }
-              std::optional<Array> lr = optimizer.learning_rate(new_opt_state);
-              Tree metrics = Tree::dict({{"correct", aux["correct"]},
-                                         {"loss", loss},
-                                         {"lr", lr ? *lr : zeros({})},
-                                         {"nonfinite", nonfinite}});
-              return Result(new_params, new_model_state, new_opt_state, metrics);
-            }),
+      step_(options.data_devices > 0 ? data_parallel_step(model, optimizer, options)
+                                     : single_device_step(model, optimizer, options),
             JitOptions()
                 .named("train_step")
                 .donating({0, 1, 2})
@@ -91,6 +137,18 @@ TrainStep::TrainStep(nn::Module model, optim::GradientTransformation optimizer, 
 StepMetrics TrainStep::run(TrainState& state, const Array& images, const Array& labels,
                            const Array& key, const Array& mask) const {
   KILN_CHECK(masked_ == mask.defined());
+  if (chunks_ > 0 && (images.rank() == 0 || images.dim(0) % chunks_ != 0)) {
+    fail(kUnknownSite,
+         fmt::format("train step: a batch of {} rows does not split into mesh.chunks = {} equal "
+                     "chunks",
+                     images.rank() == 0 ? 0 : images.dim(0), chunks_),
+         "choose train.batch_size divisible by mesh.chunks, and set train.drop_remainder or "
+         "train.pad_remainder when the last batch of an epoch would not divide");
+  }
+  if (chunks_ > 0) {
+    state = TrainState{replicated(state.params, *mesh_), replicated(state.model_state, *mesh_),
+                       replicated(state.opt_state, *mesh_)};
+  }
   auto [params, model_state, opt_state, metrics] =
       step_(state.params, state.model_state, state.opt_state, images, labels, key,
             masked_ ? mask : no_mask_);
@@ -119,7 +177,8 @@ EvalStep::EvalStep(nn::Module model, bool flush_denormals)
             JitOptions().named("eval_step").flushing_denormals(flush_denormals)) {}
 
 EvalSums EvalStep::run(const TrainState& state, const Array& images, const Array& labels) const {
-  auto [loss_sum, correct] = eval_(state.params, state.model_state, images, labels);
+  auto [loss_sum, correct] =
+      eval_(on_one_device(state.params), on_one_device(state.model_state), images, labels);
   return EvalSums{loss_sum, correct};
 }
 

@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <tuple>
 
 #include "kiln/array.h"
 #include "kiln/jit.h"
 #include "kiln/nn/module.h"
 #include "kiln/optim.h"
+#include "kiln/sharding.h"
 #include "kiln/tree.h"
 
 namespace kiln::train {
@@ -41,7 +43,30 @@ struct StepOptions {
   // Every batch comes with a mask (train.pad_remainder): the loss is the mean over the
   // rows whose mask is 1, and only those count as correct.
   bool masked = false;
+  // Data parallel over a mesh of this many devices (axis `data`; 0: one device, no mesh).
+  // The batch is split into `chunks` equal chunks; each device takes chunks / data_devices
+  // of them, and their gradients are added in the pairwise tree over the chunk index that
+  // psum continues across the devices, so that the same config gives the same bits on
+  // every power-of-two mesh size that divides `chunks` (docs/training.md, *Data parallel*).
+  int64_t data_devices = 0;
+  int64_t chunks = 4;
 };
+
+// The step's function before jit: (params, model state, optimizer state, images, labels,
+// key, mask) to (params, model state, optimizer state, metrics).
+using StepResult = std::tuple<Tree, Tree, Tree, Tree>;
+using StepFunction = std::function<StepResult(const Tree&, const Tree&, const Tree&, const Array&,
+                                              const Array&, const Array&, const Array&)>;
+
+// The data-parallel step (data_parallel_step.cc).
+StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation optimizer,
+                                StepOptions options);
+// What both steps do once the batch's loss and gradients are known: the optimizer update,
+// the non-finite check (and the skip it may ask for), and the metrics.
+StepResult finish_step(const optim::GradientTransformation& optimizer, bool skip_nonfinite,
+                       const Tree& params, const Tree& model_state, const Tree& opt_state,
+                       const Array& loss, const Array& correct, const Tree& grads,
+                       const Tree& new_model_state);
 
 class TrainStep {
  public:
@@ -56,13 +81,16 @@ class TrainStep {
                     const Array& key, const Array& mask = Array()) const;
 
  private:
-  using Result = std::tuple<Tree, Tree, Tree, Tree>;
-  using Fn = std::function<Result(const Tree&, const Tree&, const Tree&, const Array&, const Array&,
-                                  const Array&, const Array&)>;
+  using Fn = StepFunction;
   bool masked_;
-  Array no_mask_;  // what the unmasked step receives in the mask's place (unused)
+  int64_t chunks_;            // 0: not data parallel
+  std::optional<Mesh> mesh_;  // the data-parallel step's
+  Array no_mask_;             // what the unmasked step receives in the mask's place (unused)
   Jitted<Fn> step_;
 };
+
+// Each leaf on one device: a replicated leaf's block on the mesh's first device (no copy).
+Tree on_one_device(const Tree& tree);
 
 struct EvalSums {
   Array loss_sum;  // f32[]: summed per-example loss

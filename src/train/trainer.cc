@@ -106,6 +106,27 @@ EvalResult evaluate(const EvalStep& eval, const TrainState& state,
   return EvalResult{loss_sum / count, static_cast<double>(correct) / count};
 }
 
+// [mesh] against this machine and this dataset, before any work starts.
+void check_mesh_fits(const TrainConfig& c, int64_t train_examples) {
+  if (c.mesh.data == 0) return;
+  auto available = static_cast<int64_t>(devices().size());
+  if (c.mesh.data > available) {
+    fail(kUnknownSite,
+         fmt::format("{}: mesh.data = {} needs {} devices; this process has {}", c.source,
+                     c.mesh.data, c.mesh.data, available),
+         fmt::format("start it with KILN_CPU_DEVICES={} (logical CPU devices), or lower mesh.data",
+                     c.mesh.data));
+  }
+  int64_t last = train_examples % c.train.batch_size;
+  if (!c.train.drop_remainder && !c.train.pad_remainder && last % c.mesh.chunks != 0) {
+    fail(kUnknownSite,
+         fmt::format("{}: each epoch's last batch has {} examples, which do not split into "
+                     "mesh.chunks = {} equal chunks",
+                     c.source, last, c.mesh.chunks),
+         "set train.pad_remainder = true (every example trains) or train.drop_remainder = true");
+  }
+}
+
 // The classifier must map an image to 10 logits; say so before any work starts.
 void check_model_output(const nn::Module& model, const AbstractValue& input, int64_t classes) {
   AbstractValue output = model.output_type(input);
@@ -261,6 +282,7 @@ void Run::prepare() {
   input_ = AbstractValue(Shape{std::span<const int64_t>(input_shape)}, DType::f32);
   check_model_output(*model_, input_, dataset.num_classes);
   check_layers(c, input_, dataset.train.size(), total_steps_);
+  check_mesh_fits(c, dataset.train.size());
   check_schedule_range(c.optim, total_steps_);
   optimizer_.emplace(build_optimizer(c.optim, total_steps_));
 
@@ -408,6 +430,8 @@ void Run::train_epochs() {
   step_options.skip_nonfinite = c.train.on_nonfinite == "skip";
   step_options.flush_denormals = c.train.flush_denormals;
   step_options.masked = c.train.pad_remainder;
+  step_options.data_devices = c.mesh.data;
+  step_options.chunks = c.mesh.chunks;
   TrainStep step(*model_, *optimizer_, step_options);
   EvalStep eval(*model_, c.train.flush_denormals);
   std::deque<PendingStep> pending;
@@ -505,7 +529,14 @@ nlohmann::json Run::timing_report(const JitStats& stats, double loop_seconds,
   };
   nlohmann::json placement = nlohmann::json::array();
   int64_t misplaced = 0;
+  // Whole on the default device, or with [mesh] whole on each of the mesh's devices.
   std::string requested = default_device().to_string();
+  if (config_.mesh.data > 0) {
+    requested.clear();
+    for (int64_t d = 0; d < config_.mesh.data; ++d) {
+      requested += (d == 0 ? "" : ",") + devices()[static_cast<size_t>(d)]->to_string();
+    }
+  }
   std::vector<Array> leaves = state_.params.leaves();
   for (size_t i = 0; i < leaves.size(); ++i) {
     Placement where = kiln::placement(leaves[i]);
@@ -513,8 +544,7 @@ nlohmann::json Run::timing_report(const JitStats& stats, double loop_seconds,
     for (const PlacementPiece& piece : where.pieces) {
       devices += (devices.empty() ? "" : ",") + piece.device->to_string();
     }
-    // Until sharding, every parameter is requested whole on the default device.
-    bool ok = where.pieces.size() == 1 && devices == requested;
+    bool ok = devices == requested;
     misplaced += !ok;
     placement.push_back({{"param", param_paths_[i]},
                          {"shape", where.aval.to_string()},

@@ -1,0 +1,198 @@
+// `kiln train` with [mesh] (data parallel over 4 logical CPU devices, ctest
+// train_data_parallel): the same config gives bit-identical weights on 1, 2 and 4 devices,
+// with dropout, batch norm and a padded last batch too; a run resumes on another mesh size
+// and ends with the same bits; what cannot work is refused, naming the key.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "io/atomic_file.h"
+#include "io/savepoint.h"
+#include "kiln/device.h"
+#include "kiln/error.h"
+#include "train/config.h"
+#include "train/run_test_util.h"
+#include "train/trainer.h"
+
+namespace kiln::train {
+namespace {
+
+namespace fs = std::filesystem;
+using run_test::quiet;
+using run_test::read_json;
+using testing::HasSubstr;
+
+// The MLP example on 1024 training and 500 test images, one epoch of 8 steps.
+TrainConfig small_mlp(const fs::path& runs, std::vector<std::string> extra = {}) {
+  std::vector<std::string> overrides = {"data.train_limit=1024", "data.test_limit=500",
+                                        "train.epochs=1",
+                                        fmt::format("experiment.runs_dir=\"{}\"", runs.string())};
+  overrides.insert(overrides.end(), extra.begin(), extra.end());
+  return load_config(fs::path(KILN_SOURCE_DIR) / "examples/fashion_mnist_mlp.toml", overrides);
+}
+
+// A model with dropout and batch norm (randomness and model state in the step).
+fs::path write_regularized_config(const fs::path& runs) {
+  fs::path path = runs / "regularized.toml";
+  fs::create_directories(runs);
+  std::ofstream(path) << "[experiment]\nname = \"regularized\"\nruns_dir = \"" << runs.string()
+                      << "\"\n[data]\ntrain_limit = 1000\ntest_limit = 300\n"
+                         "[train]\nepochs = 1\nbatch_size = 64\ndrop_remainder = true\n"
+                         "[[model.layers]]\ntype = \"flatten\"\n"
+                         "[[model.layers]]\ntype = \"dense\"\nfeatures = 32\n"
+                         "[[model.layers]]\ntype = \"batch_norm\"\n"
+                         "[[model.layers]]\ntype = \"relu\"\n"
+                         "[[model.layers]]\ntype = \"dropout\"\nrate = 0.3\n"
+                         "[[model.layers]]\ntype = \"dense\"\nfeatures = 10\n";
+  return path;
+}
+
+std::string error_of(const TrainConfig& config) {
+  try {
+    train(config, quiet());
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+std::string load_error(const fs::path& runs, std::vector<std::string> extra) {
+  try {
+    small_mlp(runs, std::move(extra));
+  } catch (const Error& error) {
+    return error.what();
+  }
+  return "(no error)";
+}
+
+class DataParallelTraining : public testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_GE(devices().size(), 4u) << "run with KILN_CPU_DEVICES=4 (ctest train_data_parallel)";
+  }
+};
+
+TEST_F(DataParallelTraining, SameWeightsOnOneTwoAndFourDevices) {
+  fs::path runs = run_test::fresh_dir("dp", "same");
+  std::vector<TrainSummary> summaries;
+  for (int data : {1, 2, 4}) {
+    summaries.push_back(train(small_mlp(runs, {fmt::format("mesh.data={}", data)}), quiet()));
+  }
+  EXPECT_EQ(summaries[0].steps, 8);
+  for (size_t i = 1; i < summaries.size(); ++i) {
+    EXPECT_EQ(summaries[i].params_sha256, summaries[0].params_sha256) << "mesh size " << (1 << i);
+    EXPECT_EQ(summaries[i].test_accuracy, summaries[0].test_accuracy);
+  }
+  // The same training as on one device without a mesh, rounded differently (the loss is a
+  // sum over chunks, divided once): other bits, the same learning.
+  TrainSummary single = train(small_mlp(runs), quiet());
+  EXPECT_NE(single.params_sha256, summaries[0].params_sha256);
+  EXPECT_NEAR(single.test_accuracy, summaries[0].test_accuracy, 0.03);
+  // Another chunk count adds in another order: the comparison above can fail.
+  TrainSummary eight = train(small_mlp(runs, {"mesh.data=2", "mesh.chunks=8"}), quiet());
+  EXPECT_NE(eight.params_sha256, summaries[0].params_sha256);
+  // Each parameter lives whole on each of the mesh's devices, and the step compiles once.
+  nlohmann::json info = read_json(summaries[2].run_dir / "run.json");
+  EXPECT_EQ(info["timing"]["misplaced_params"], 0);
+  EXPECT_EQ(info["timing"]["placement"][0]["devices"], "cpu:0,cpu:1,cpu:2,cpu:3");
+  EXPECT_EQ(info["jit"]["compiles"], 1);
+  fs::remove_all(runs);
+}
+
+TEST_F(DataParallelTraining, DropoutAndBatchNormGiveTheSameBits) {
+  fs::path runs = run_test::fresh_dir("dp", "regularized");
+  fs::path config = write_regularized_config(runs);
+  // 1000 examples in batches of 64: 15 steps, the last 40 examples left out.
+  TrainSummary one = train(load_config(config, {"mesh.data=1"}), quiet());
+  TrainSummary four = train(load_config(config, {"mesh.data=4"}), quiet());
+  EXPECT_EQ(one.steps, 15);
+  EXPECT_EQ(one.params_sha256, four.params_sha256);
+  EXPECT_EQ(one.test_accuracy, four.test_accuracy);
+  EXPECT_GT(one.test_accuracy, 0.3);  // chance is 0.1
+  fs::remove_all(runs);
+}
+
+TEST_F(DataParallelTraining, ARunResumesOnAnotherMeshSizeWithTheSameBits) {
+  fs::path runs = run_test::fresh_dir("dp", "resume");
+  std::vector<std::string> two_epochs = {"mesh.data=4", "train.epochs=2", "train.savepoint_every=4",
+                                         "train.savepoint_keep_every=4"};
+  TrainSummary straight = train(small_mlp(runs, two_epochs), quiet());
+  // Killed after the savepoint of step 4 (mid-epoch): the later ones and the weights gone.
+  fs::path copy = runs / "killed" / straight.run_dir.filename();
+  fs::create_directories(copy.parent_path());
+  fs::copy(straight.run_dir, copy, fs::copy_options::recursive);
+  for (const auto& entry : savepoint::list_committed(copy / "savepoints")) {
+    if (entry.step > 4) fs::remove_all(entry.path);
+  }
+  fs::remove(copy / "params.safetensors");
+  nlohmann::json info = read_json(copy / "run.json");
+  info["status"] = "running";
+  info["pid"] = 999999999;
+  io::write_file_atomically(copy / "run.json", info.dump(2));
+  // mesh.data is not part of the run identity: no --allow-changed needed.
+  ResumeOptions on_two;
+  on_two.overrides = {"mesh.data=2"};
+  TrainSummary resumed = resume(copy, on_two, quiet());
+  EXPECT_EQ(resumed.resumed_from_step, 4);
+  EXPECT_EQ(resumed.steps, 16);
+  EXPECT_EQ(resumed.params_sha256, straight.params_sha256);
+  // Leaving the mesh changes what the step computes: that is a change of identity.
+  fs::path again = runs / "again" / straight.run_dir.filename();
+  fs::create_directories(again.parent_path());
+  fs::copy(copy, again, fs::copy_options::recursive);
+  for (const auto& entry : savepoint::list_committed(again / "savepoints")) {
+    if (entry.step > 4) fs::remove_all(entry.path);
+  }
+  nlohmann::json again_info = read_json(again / "run.json");
+  again_info["status"] = "running";
+  again_info["pid"] = 999999999;
+  io::write_file_atomically(again / "run.json", again_info.dump(2));
+  ResumeOptions without_mesh;
+  without_mesh.overrides = {"mesh.data=0"};
+  std::string message;
+  try {
+    resume(again, without_mesh, quiet());
+  } catch (const Error& error) {
+    message = error.what();
+  }
+  EXPECT_THAT(message, HasSubstr("mesh"));
+  fs::remove_all(runs);
+}
+
+TEST_F(DataParallelTraining, WhatCannotWorkIsRefusedNamingTheKey) {
+  fs::path runs = run_test::fresh_dir("dp", "errors");
+  EXPECT_THAT(load_error(runs, {"mesh.data=4", "mesh.chunks=6"}),
+              HasSubstr("mesh.chunks = 6 is not a multiple of mesh.data = 4"));
+  EXPECT_THAT(load_error(runs, {"mesh.data=2", "mesh.chunks=6"}),
+              HasSubstr("train.batch_size = 128 does not split into mesh.chunks = 6"));
+  EXPECT_THAT(load_error(runs, {"mesh.data=-1"}), HasSubstr("mesh.data"));
+  // More devices than the process has: the message says how to get them.
+  std::string too_many = error_of(small_mlp(runs, {"mesh.data=8", "mesh.chunks=8"}));
+  EXPECT_THAT(too_many, HasSubstr("mesh.data = 8 needs 8 devices; this process has 4"));
+  EXPECT_THAT(too_many, HasSubstr("KILN_CPU_DEVICES=8"));
+  // 1000 examples in batches of 128 leave 104; 16 chunks of 104 rows do not divide.
+  std::string last =
+      error_of(small_mlp(runs, {"data.train_limit=1000", "mesh.data=2", "mesh.chunks=16"}));
+  EXPECT_THAT(last, HasSubstr("last batch has 104 examples"));
+  EXPECT_THAT(last, HasSubstr("train.pad_remainder"));
+  EXPECT_FALSE(fs::exists(runs)) << "a refused run leaves nothing on disk";
+  // Padding the last batch makes the same run work.
+  TrainSummary padded = train(small_mlp(runs, {"data.train_limit=1000", "mesh.data=2",
+                                               "mesh.chunks=16", "train.pad_remainder=true"}),
+                              quiet());
+  EXPECT_EQ(padded.steps, 8);
+  // The padded rows are left out of the sums: one device gives the same bits.
+  TrainSummary padded_one = train(small_mlp(runs, {"data.train_limit=1000", "mesh.data=1",
+                                                   "mesh.chunks=16", "train.pad_remainder=true"}),
+                                  quiet());
+  EXPECT_EQ(padded_one.params_sha256, padded.params_sha256);
+  fs::remove_all(runs);
+}
+
+}  // namespace
+}  // namespace kiln::train
