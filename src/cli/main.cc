@@ -11,6 +11,7 @@
 
 #include "base/edit_distance.h"
 #include "cli/commands.h"
+#include "dist/processes.h"
 #include "kiln/error.h"
 #include "kiln/version.h"
 
@@ -44,9 +45,26 @@ bool unknown_command(const CLI::App& app, int argc, char** argv) {
   return true;
 }
 
+// "rank 1: " before an error in a job of several ranks, whose messages interleave.
+std::string rank_prefix() {
+  return kiln::dist::size() > 1 ? "rank " + std::to_string(kiln::dist::rank()) + ": " : "";
+}
+
 }  // namespace
 
+// Runs the command. In a job of several ranks (mpirun), an error on this rank stops them
+// all: the others would otherwise wait for it at their next exchange.
+int run_command(int argc, char** argv);
+
 int main(int argc, char** argv) {
+  kiln::dist::start_if_launched(&argc, &argv);
+  int code = run_command(argc, argv);
+  if (code != 0 && kiln::dist::size() > 1) kiln::dist::abort_job(code);
+  kiln::dist::stop();
+  return code;
+}
+
+int run_command(int argc, char** argv) {
   CLI::App app{"kiln: train neural networks fast, at any scale, reproducibly.", "kiln"};
   app.require_subcommand(1);
   app.set_version_flag("--version", std::string("kiln ") + kiln::kVersion);
@@ -84,12 +102,12 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("runs")) return runs();
     if (app.got_subcommand("report")) return report();
   } catch (const kiln::Error& error) {
-    std::fprintf(stderr, "error: %s\n", error.what());
+    std::fprintf(stderr, "%serror: %s\n", rank_prefix().c_str(), error.what());
     return 1;
   } catch (const std::exception& error) {
     // Not kiln's own errors (a file system or allocation failure): still a message and a
     // non-zero status rather than std::terminate.
-    std::fprintf(stderr, "error: %s\n", error.what());
+    std::fprintf(stderr, "%serror: %s\n", rank_prefix().c_str(), error.what());
     return 1;
   }
   return 0;

@@ -18,6 +18,7 @@
 
 #include "cli/commands.h"
 #include "cli/process_age.h"
+#include "dist/processes.h"
 #include "train/config.h"
 #include "train/progress.h"
 #include "train/trainer.h"
@@ -98,15 +99,17 @@ int run_and_report(const std::function<train::TrainSummary()>& body) {
                               summary.run_dir.string(), summary.steps, summary.params_sha256));
       return 0;
     }
-    print_summary(summary);
+    // In an MPI job every rank has the same summary; rank 0 prints it.
+    if (dist::rank() == 0) print_summary(summary);
     return 0;
   } catch (const train::NonFiniteError& error) {
-    train::print_best_effort(stderr, fmt::format("error: {}\n", error.what()));
+    if (dist::rank() == 0)
+      train::print_best_effort(stderr, fmt::format("error: {}\n", error.what()));
     return 2;
   } catch (const train::InterruptedError& interrupted) {
     std::string text = fmt::format("interrupted: {}\n", interrupted.what());
     if (!interrupted.run_dir().empty()) text += interrupted.run_dir().string() + "\n";
-    train::print_best_effort(stderr, text);
+    if (dist::rank() == 0) train::print_best_effort(stderr, text);
     return 128 + interrupted.signal();  // as a shell reports a process killed by it
   }
 }

@@ -411,7 +411,21 @@ void check_last_batch(const TrainLoopConfig& train, const std::string& source_na
 // The device count is checked when the run starts (it is the machine's, not the file's).
 void check_mesh(const TrainConfig& config, const std::string& source_name) {
   const MeshConfig& mesh = config.mesh;
-  if (mesh.data == 0) return;
+  if (mesh.data == 0) {
+    if (mesh.shard_params) {
+      error(source_name, "mesh.shard_params = true needs a mesh: mesh.data is 0",
+            "set mesh.data to the number of devices to split over");
+    }
+    return;
+  }
+  if (mesh.shard_params && config.optim.clip_global_norm > 0) {
+    error(source_name,
+          fmt::format("mesh.shard_params = true with optim.clip_global_norm = {}: the global "
+                      "norm of gradients split over devices is not supported yet",
+                      config.optim.clip_global_norm),
+          "set optim.clip_global_norm = 0, or mesh.shard_params = false (replicated params "
+          "clip as on one device)");
+  }
   if (mesh.chunks % mesh.data != 0) {
     error(source_name,
           fmt::format("mesh.chunks = {} is not a multiple of mesh.data = {}: every device takes "

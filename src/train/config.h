@@ -147,8 +147,9 @@ struct TrackingConfig {
 
 // [mesh]: data-parallel training over logical devices (docs/training.md, *Data parallel*).
 struct MeshConfig {
-  int64_t data = 0;    // devices on the `data` axis (0: one device, no mesh)
-  int64_t chunks = 4;  // equal parts of each batch, the unit of the gradient's sum order
+  int64_t data = 0;           // devices on the `data` axis (0: one device, no mesh)
+  int64_t chunks = 4;         // equal parts of each batch, the unit of the gradient's sum order
+  bool shard_params = false;  // FSDP: params and optimizer state split over the devices
   friend bool operator==(const MeshConfig&, const MeshConfig&) = default;
 };
 

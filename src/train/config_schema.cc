@@ -172,6 +172,12 @@ Value data_parallel(const TrainConfig& config) {
   return std::string(config.mesh.data > 0 ? "any" : "none");
 }
 
+// mesh.shard_params in the run identity: split or replicated, the step computes the same
+// bits.
+Value sharded_or_not(const TrainConfig& /*config*/) {
+  return std::string("any");
+}
+
 std::vector<Section> make_sections() {
   using C = TrainConfig;
   Key layers;
@@ -411,7 +417,11 @@ std::vector<Section> make_sections() {
         key(&C::mesh, &MeshConfig::chunks, "chunks",
             "equal parts of each batch whose gradients are added in a fixed tree: a multiple of "
             "`data`, and the same value gives the same bits on 1, 2, 4... devices",
-            at_most(at_least(1), kMaxBatch), {"num_chunks", "microbatches"})}},
+            at_most(at_least(1), kMaxBatch), {"num_chunks", "microbatches"}),
+        key(&C::mesh, &MeshConfig::shard_params, "shard_params",
+            "split params and optimizer state over the devices along their first dimension "
+            "(FSDP, ZeRO-3: each device holds 1/data of them); the same bits as replicated",
+            {}, {"fsdp", "zero3", "shard_optimizer_state"}, sharded_or_not)}},
       {"tracking",
        "Where the run is recorded besides its directory (docs/tracking.md). Not part of the run "
        "identity.",

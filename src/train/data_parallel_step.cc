@@ -5,6 +5,13 @@
 // that tree across the devices (docs/sharding.md, *Canonical order*): with a fixed number
 // of chunks, one device and four add the same numbers in the same order, so they give the
 // same bits. Every device then runs the same optimizer update on the same sums.
+//
+// With StepOptions::shard_params (FSDP, ZeRO-3), every params and optimizer-state leaf
+// whose first dimension divides by the mesh size is split along it instead: the step
+// all_gathers the params before the forward pass and psum_scatters their gradients, so
+// each device keeps and updates only its block. psum_scatter adds in the same canonical
+// tree as psum and the optimizers are elementwise, so the bits are those of replicated
+// data parallelism.
 #include <fmt/format.h>
 
 #include <utility>
@@ -16,39 +23,16 @@
 #include "kiln/random.h"
 #include "kiln/sharding.h"
 #include "kiln/transforms.h"
+#include "train/data_parallel_parts.h"
 #include "train/train_step.h"
 
 namespace kiln::train {
-namespace {
-
-constexpr const char* kAxis = "data";
-
-// parts[lo, hi) added as the collectives add: the left part the largest power of two
-// below the count.
-template <typename T, typename Add>
-T pairwise_sum(const std::vector<T>& parts, size_t lo, size_t hi, const Add& add) {
-  if (hi - lo == 1) return parts[lo];
-  size_t left = 1;
-  while (left * 2 < hi - lo) left *= 2;
-  return add(pairwise_sum(parts, lo, lo + left, add), pairwise_sum(parts, lo + left, hi, add));
-}
-
-template <typename T, typename Add>
-T pairwise_sum(const std::vector<T>& parts, const Add& add) {
-  return pairwise_sum(parts, 0, parts.size(), add);
-}
 
 Tree tree_add(const Tree& a, const Tree& b) {
   if (a.num_leaves() == 0) return a;
   return tree_map([](const Array& x, const Array& y) { return x + y; }, a, b);
 }
 
-Tree tree_psum(const Tree& t) {
-  if (t.num_leaves() == 0) return t;
-  return tree_map([](const Array& x) { return psum(x, kAxis); }, t);
-}
-
-// Rows [begin, end) of x, whatever its rank.
 Array rows(const Array& x, int64_t begin, int64_t end) {
   Dims start(static_cast<size_t>(x.rank()), 0);
   Dims limit = x.shape().dims();
@@ -59,18 +43,86 @@ Array rows(const Array& x, int64_t begin, int64_t end) {
 
 PartitionSpec split_rows(int64_t rank) {
   std::vector<std::vector<std::string>> dims(static_cast<size_t>(rank));
-  dims[0] = {kAxis};
+  dims[0] = {kDataAxis};
   return PartitionSpec(std::move(dims));
 }
 
-// What one chunk contributes: sums, divided only once every chunk is in.
-struct ChunkSums {
-  Array loss;     // f32[]: summed per-example loss (masked rows add exact zeros)
-  Array correct;  // i32[]
-  Array count;    // f32[]: the rows that count (the mask's sum; the rows without a mask)
-  Tree grads;     // of `loss`
-  Tree state;     // the model state after this chunk (batch norm's running statistics)
-};
+bool splits_over(const Shape& shape, int64_t devices) {
+  return shape.rank() >= 1 && shape.dims()[0] > 0 && shape.dims()[0] % devices == 0;
+}
+
+ChunkSums add_sums(const ChunkSums& a, const ChunkSums& b) {
+  return ChunkSums{a.loss + b.loss, a.correct + b.correct, a.count + b.count,
+                   tree_add(a.grads, b.grads), tree_add(a.state, b.state)};
+}
+
+ChunkSums device_chunk_sums(const nn::Module& model, const Tree& params, const Tree& state,
+                            const Array& x, const Array& y, const Array& keys, const Array& mask) {
+  const bool masked = mask.defined();
+  const int64_t local_chunks = keys.dim(0);
+  const int64_t chunk_rows = x.dim(0) / local_chunks;
+  std::vector<ChunkSums> parts;
+  for (int64_t c = 0; c < local_chunks; ++c) {
+    Array xc = rows(x, c * chunk_rows, (c + 1) * chunk_rows);
+    Array yc = rows(y, c * chunk_rows, (c + 1) * chunk_rows);
+    Array mc = masked ? rows(mask, c * chunk_rows, (c + 1) * chunk_rows) : Array();
+    auto loss_fn = [&](const Tree& q) {
+      nn::ApplyOptions apply;
+      apply.train = true;
+      apply.key = random::key_at(keys, c);
+      nn::ApplyResult out = model.apply(nn::Variables{q, state}, xc, apply);
+      Array per_example = nn::softmax_cross_entropy_per_example(out.y, yc);
+      Array hit = astype(equal(argmax(out.y, -1, DType::i32), yc), DType::i32);
+      Array loss = masked ? sum(per_example * mc) : sum(per_example);
+      Array correct = masked ? sum(hit * astype(mc, DType::i32)) : sum(hit);
+      return std::make_pair(loss, Tree::dict({{"correct", correct}, {"state", out.state}}));
+    };
+    auto [value, grads] = value_and_grad(loss_fn, HasAux{})(params);
+    const auto& [loss, aux] = value;
+    Array count = masked ? sum(mc) : full({}, static_cast<double>(chunk_rows));
+    parts.push_back(ChunkSums{loss, aux["correct"].leaf(), count, grads, aux["state"]});
+  }
+  return pairwise_sum(parts, add_sums);
+}
+
+StepResult apply_sums(const optim::GradientTransformation& optimizer, bool skip_nonfinite,
+                      const Tree& params, const Tree& model_state, const Tree& opt_state,
+                      const ChunkSums& sums, int64_t chunks,
+                      const std::function<Array(const Array&)>& global_flags) {
+  Array loss = sums.loss / sums.count;
+  Tree grads = sums.grads;
+  if (grads.num_leaves() > 0) {
+    grads = tree_map([&sums](const Array& g) { return g / sums.count; }, grads);
+  }
+  // Batch norm's statistics: the mean over the chunks of each chunk's update.
+  Tree new_state = sums.state;
+  if (new_state.num_leaves() > 0) {
+    auto n = static_cast<double>(chunks);
+    new_state = tree_map([n](const Array& s) { return s / n; }, new_state);
+  }
+  return finish_step(optimizer, skip_nonfinite, params, model_state, opt_state, loss, sums.correct,
+                     grads, new_state, global_flags);
+}
+
+Tree to_tree(const ChunkSums& sums) {
+  return Tree::dict({{"correct", sums.correct},
+                     {"count", sums.count},
+                     {"grads", sums.grads},
+                     {"loss", sums.loss},
+                     {"state", sums.state}});
+}
+
+ChunkSums from_tree(const Tree& tree) {
+  return ChunkSums{tree["loss"].leaf(), tree["correct"].leaf(), tree["count"].leaf(), tree["grads"],
+                   tree["state"]};
+}
+
+namespace {
+
+Tree tree_psum(const Tree& t) {
+  if (t.num_leaves() == 0) return t;
+  return tree_map([](const Array& x) { return psum(x, kDataAxis); }, t);
+}
 
 }  // namespace
 
@@ -88,62 +140,50 @@ StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation 
     const auto num_params = static_cast<size_t>(params_def.num_leaves());
     const auto num_state = static_cast<size_t>(state_def.num_leaves());
     const auto num_opt = static_cast<size_t>(opt_def.num_leaves());
+    std::vector<Array> param_leaves = params.leaves(), opt_leaves = opt_state.leaves();
+    std::vector<bool> param_split, opt_split;
+    for (const Array& leaf : param_leaves) {
+      param_split.push_back(options.shard_params && splits_over(leaf.shape(), devices));
+    }
+    for (const Array& leaf : opt_leaves) {
+      opt_split.push_back(options.shard_params && splits_over(leaf.shape(), devices));
+    }
 
     SpmdFunction body = [=](const std::vector<Array>& in) {
       auto tree_at = [&in](const TreeDef& def, size_t begin, size_t count) {
         return unflatten(def, std::span(in).subspan(begin, count));
       };
       Tree p = tree_at(params_def, 0, num_params);
+      // The whole params, for the forward and backward passes.
+      std::vector<Array> whole(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(num_params));
+      for (size_t i = 0; i < num_params; ++i) {
+        if (param_split[i]) whole[i] = all_gather(whole[i], kDataAxis, 0, true);
+      }
+      Tree p_whole = unflatten(params_def, whole);
       Tree state = tree_at(state_def, num_params, num_state);
       Tree opt = tree_at(opt_def, num_params + num_state, num_opt);
       size_t at = num_params + num_state + num_opt;
       const Array& x = in[at];
       const Array& y = in[at + 1];
       const Array& keys = in[at + 2];
-      const int64_t local_chunks = keys.dim(0);
-      const int64_t chunk_rows = x.dim(0) / local_chunks;
-
-      std::vector<ChunkSums> parts;
-      for (int64_t c = 0; c < local_chunks; ++c) {
-        Array xc = rows(x, c * chunk_rows, (c + 1) * chunk_rows);
-        Array yc = rows(y, c * chunk_rows, (c + 1) * chunk_rows);
-        Array mc = masked ? rows(in[at + 3], c * chunk_rows, (c + 1) * chunk_rows) : Array();
-        auto loss_fn = [&](const Tree& q) {
-          nn::ApplyOptions apply;
-          apply.train = true;
-          apply.key = random::key_at(keys, c);
-          nn::ApplyResult out = model.apply(nn::Variables{q, state}, xc, apply);
-          Array per_example = nn::softmax_cross_entropy_per_example(out.y, yc);
-          Array hit = astype(equal(argmax(out.y, -1, DType::i32), yc), DType::i32);
-          Array loss = masked ? sum(per_example * mc) : sum(per_example);
-          Array correct = masked ? sum(hit * astype(mc, DType::i32)) : sum(hit);
-          return std::make_pair(loss, Tree::dict({{"correct", correct}, {"state", out.state}}));
-        };
-        auto [value, grads] = value_and_grad(loss_fn, HasAux{})(p);
-        const auto& [loss, aux] = value;
-        Array count = masked ? sum(mc) : full({}, static_cast<double>(chunk_rows));
-        parts.push_back(ChunkSums{loss, aux["correct"].leaf(), count, grads, aux["state"]});
+      ChunkSums local =
+          device_chunk_sums(model, p_whole, state, x, y, keys, masked ? in[at + 3] : Array());
+      // Each device's block of the summed gradient where its params are split.
+      std::vector<Array> grad_leaves = local.grads.leaves();
+      for (size_t i = 0; i < grad_leaves.size(); ++i) {
+        grad_leaves[i] = param_split[i] ? psum_scatter(grad_leaves[i], kDataAxis, 0, true)
+                                        : psum(grad_leaves[i], kDataAxis);
       }
-      auto add = [](const ChunkSums& a, const ChunkSums& b) {
-        return ChunkSums{a.loss + b.loss, a.correct + b.correct, a.count + b.count,
-                         tree_add(a.grads, b.grads), tree_add(a.state, b.state)};
+      ChunkSums global{psum(local.loss, kDataAxis), psum(local.correct, kDataAxis),
+                       psum(local.count, kDataAxis), unflatten(params_def, grad_leaves),
+                       tree_psum(local.state)};
+      // Blocks of one gradient on several devices: non-finite anywhere is non-finite.
+      auto everywhere = [shard = options.shard_params](const Array& flags) {
+        if (!shard || flags.size() == 0) return flags;
+        return greater(psum(astype(flags, DType::i32), kDataAxis), zeros({}, DType::i32));
       };
-      ChunkSums local = pairwise_sum(parts, add);
-      Array count = psum(local.count, kAxis);
-      Array loss = psum(local.loss, kAxis) / count;
-      Array correct = psum(local.correct, kAxis);
-      Tree grads = tree_psum(local.grads);
-      if (grads.num_leaves() > 0) {
-        grads = tree_map([&count](const Array& g) { return g / count; }, grads);
-      }
-      // Batch norm's statistics: the mean over the chunks of each chunk's update.
-      Tree new_state = tree_psum(local.state);
-      if (new_state.num_leaves() > 0) {
-        auto n = static_cast<double>(chunks);
-        new_state = tree_map([n](const Array& s) { return s / n; }, new_state);
-      }
-      auto [new_params, next_state, new_opt, metrics] = finish_step(
-          optimizer, options.skip_nonfinite, p, state, opt, loss, correct, grads, new_state);
+      auto [new_params, next_state, new_opt, metrics] =
+          apply_sums(optimizer, options.skip_nonfinite, p, state, opt, global, chunks, everywhere);
       KILN_CHECK(new_opt.structure() == opt_def, "the optimizer changed its state's structure");
       std::vector<Array> out = new_params.leaves();
       for (const Tree* t : {&next_state, &new_opt}) {
@@ -161,7 +201,14 @@ StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation 
       std::vector<Array> leaves = t->leaves();
       args.insert(args.end(), leaves.begin(), leaves.end());
     }
-    std::vector<PartitionSpec> in_specs(args.size(), PartitionSpec());
+    std::vector<PartitionSpec> in_specs;
+    for (size_t i = 0; i < num_params; ++i) {
+      in_specs.push_back(param_split[i] ? split_rows(param_leaves[i].rank()) : PartitionSpec());
+    }
+    in_specs.resize(num_params + num_state, PartitionSpec());
+    for (size_t i = 0; i < num_opt; ++i) {
+      in_specs.push_back(opt_split[i] ? split_rows(opt_leaves[i].rank()) : PartitionSpec());
+    }
     args.push_back(images);
     in_specs.push_back(split_rows(images.rank()));
     args.push_back(labels);
@@ -172,8 +219,12 @@ StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation 
       args.push_back(mask);
       in_specs.push_back(split_rows(mask.rank()));
     }
-    std::vector<PartitionSpec> out_specs(num_params + num_state + num_opt + 4, PartitionSpec());
-    std::vector<Array> out = shard_map(body, Mesh({{kAxis, devices}}), in_specs, out_specs)(args);
+    std::vector<PartitionSpec> out_specs(
+        in_specs.begin(),
+        in_specs.begin() + static_cast<std::ptrdiff_t>(num_params + num_state + num_opt));
+    out_specs.resize(out_specs.size() + 4, PartitionSpec());
+    std::vector<Array> out =
+        shard_map(body, Mesh({{kDataAxis, devices}}), in_specs, out_specs)(args);
     auto tree_at = [&out](const TreeDef& def, size_t begin, size_t count) {
       return unflatten(def, std::span(out).subspan(begin, count));
     };

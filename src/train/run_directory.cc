@@ -40,14 +40,29 @@ void write_text(const fs::path& path, const std::string& text) {
   io::write_file_atomically(path, text);
 }
 
-// A process's start time (clock ticks since boot, field 22 of /proc/<pid>/stat), which
-// tells a live process from a later one that reused its id; -1 when unknown.
-int64_t process_start_ticks(int64_t pid) {
+// The fields of /proc/<pid>/stat after the command name's closing parenthesis (the name
+// may hold spaces and parentheses), from field 3 (the state) on; empty when unknown.
+std::string process_stat_fields(int64_t pid) {
   std::ifstream stat(fmt::format("/proc/{}/stat", pid));
   std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
   size_t close = text.rfind(')');
-  if (close == std::string::npos || close + 2 > text.size()) return -1;
-  std::istringstream fields(text.substr(close + 2));
+  if (close == std::string::npos || close + 2 > text.size()) return {};
+  return text.substr(close + 2);
+}
+
+// A process that has exited but was not reaped yet: its id still answers kill(pid, 0).
+// Under mpirun a rank killed with its job lingers like this until someone reaps it.
+bool process_is_zombie(int64_t pid) {
+  std::string fields = process_stat_fields(pid);
+  return !fields.empty() && (fields[0] == 'Z' || fields[0] == 'X');
+}
+
+// A process's start time (clock ticks since boot, field 22 of /proc/<pid>/stat), which
+// tells a live process from a later one that reused its id; -1 when unknown.
+int64_t process_start_ticks(int64_t pid) {
+  std::string text = process_stat_fields(pid);
+  if (text.empty()) return -1;
+  std::istringstream fields(text);
   std::string field;
   // starttime is the 20th field after the command name's closing parenthesis.
   for (int i = 0; i < 20 && fields >> field; ++i) {
@@ -67,6 +82,7 @@ bool owner_is_gone(const nlohmann::json& info, const std::string& host) {
   int64_t pid = info["pid"].get<int64_t>();
   if (pid <= 0) return false;
   if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return true;
+  if (process_is_zombie(pid)) return true;
   int64_t recorded = info.value("pid_start_ticks", int64_t{-1});
   int64_t now = process_start_ticks(pid);
   return recorded >= 0 && now >= 0 && recorded != now;  // the id was reused
@@ -233,15 +249,26 @@ void RunDirectory::open_metrics(const char* mode, int64_t lines) {
   metrics_ = std::make_unique<MetricsLog>(metrics_path, file, lines);
 }
 
+RunDirectory RunDirectory::follower(const fs::path& path, nlohmann::json run_info,
+                                    int64_t metrics_lines) {
+  RunDirectory run(path, path.filename().string(), std::move(run_info));
+  run.writes_ = false;
+  run.follower_lines_ = metrics_lines;
+  return run;
+}
+
 RunDirectory::RunDirectory(RunDirectory&& other) noexcept
     : path_(std::move(other.path_)),
       run_id_(std::move(other.run_id_)),
       info_(std::move(other.info_)),
       metrics_(std::move(other.metrics_)),
       crashed_runs_(std::move(other.crashed_runs_)),
-      observer_(other.observer_) {}
+      observer_(other.observer_),
+      writes_(other.writes_),
+      follower_lines_(other.follower_lines_) {}
 
 void RunDirectory::observe(RunObserver* observer) {
+  if (!writes_) return;
   observer_ = observer;
   if (observer_) observer_->info_written(path_, info_);
   metrics_->observe(observer);
@@ -251,11 +278,16 @@ void RunDirectory::observe(RunObserver* observer) {
 RunDirectory::~RunDirectory() = default;
 
 void RunDirectory::append_metrics(nlohmann::json record) {
+  if (!writes_) {
+    ++follower_lines_;
+    return;
+  }
   record["time"] = std::round(unix_seconds_now() * 1e3) / 1e3;
   metrics_->append(std::move(record));
 }
 
 void RunDirectory::write_info() {
+  if (!writes_) return;
   if (metrics_) metrics_->flush();
   write_run_json();
 }
@@ -295,6 +327,7 @@ std::string RunDirectory::finish_interrupted(const std::string& signal_name,
 }
 
 std::string RunDirectory::finish_unfinished() noexcept {
+  if (!writes_) return "";
   try {
     // The lines that can still be written go first; one that cannot is already part of
     // the error being recorded, or matters less than recording it.

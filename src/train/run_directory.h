@@ -34,6 +34,13 @@ class RunDirectory {
   // sets run.json's status back to "running" under this process, and appends from there.
   static RunDirectory reopen(const std::filesystem::path& path, nlohmann::json run_info,
                              int64_t metrics_lines);
+  // Rank r > 0 of an MPI job: a view of rank 0's run directory at `path` that writes
+  // nothing (only rank 0 writes a run's files and its catalog entry). Metrics lines are
+  // counted, not written.
+  static RunDirectory follower(const std::filesystem::path& path, nlohmann::json run_info,
+                               int64_t metrics_lines);
+  bool writes() const { return writes_; }
+
   RunDirectory(RunDirectory&&) noexcept;
   RunDirectory& operator=(RunDirectory&&) = delete;
   ~RunDirectory();
@@ -54,7 +61,7 @@ class RunDirectory {
   // touches the metrics (this one, metrics_lines(), write_info()).
   void append_metrics(nlohmann::json record);
   // Lines in metrics.jsonl, once everything queued is written.
-  int64_t metrics_lines() { return metrics_->lines(); }
+  int64_t metrics_lines() { return writes_ ? metrics_->lines() : follower_lines_; }
   // Writes what metrics are queued, then rewrites run.json with the current info
   // (atomically; in place if that fails): a reader of a finished run.json finds every line.
   void write_info();
@@ -79,6 +86,8 @@ class RunDirectory {
   std::unique_ptr<MetricsLog> metrics_;
   std::vector<std::filesystem::path> crashed_runs_;
   RunObserver* observer_ = nullptr;
+  bool writes_ = true;
+  int64_t follower_lines_ = 0;  // a follower's metrics lines
 };
 
 // Marks each run under experiment_dir whose run.json says "running" but whose process is

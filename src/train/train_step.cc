@@ -6,11 +6,13 @@
 
 #include <fmt/format.h>
 
+#include "kiln/device.h"
 #include "kiln/error.h"
 #include "kiln/nn/losses.h"
 #include "kiln/ops.h"
 #include "kiln/sharding.h"
 #include "kiln/transforms.h"
+#include "train/process_parallel_step.h"
 
 namespace kiln::train {
 namespace {
@@ -52,11 +54,13 @@ Array masked_correct_count(const Array& logits, const Array& labels, const Array
 StepResult finish_step(const optim::GradientTransformation& optimizer, bool skip_nonfinite,
                        const Tree& params, const Tree& model_state, const Tree& opt_state,
                        const Array& loss, const Array& correct, const Tree& grads,
-                       const Tree& new_model_state) {
+                       const Tree& new_model_state,
+                       const std::function<Array(const Array&)>& global_flags) {
   auto [updates, new_opt_state] = optimizer.update(grads, opt_state, params);
   Tree new_params = optim::apply_updates(params, updates);
   Tree next_model_state = new_model_state;
   Array nonfinite = nonfinite_flags(grads);
+  if (global_flags) nonfinite = global_flags(nonfinite);
   if (skip_nonfinite) {
     Array ok = is_finite(loss) & (sum(astype(nonfinite, DType::i32)) == 0);
     new_params = keep_if(ok, new_params, params);
@@ -98,41 +102,67 @@ StepFunction single_device_step(nn::Module model, optim::GradientTransformation 
   };
 }
 
-// The data-parallel step's state lives replicated on the mesh between steps; a state that
-// arrives on one device (the first step, a resumed run) is placed so before the step, so
-// that every step has one signature and compiles once.
-Tree replicated(const Tree& tree, const Mesh& mesh) {
+}  // namespace
+
+// The data-parallel step's state lives on the mesh between steps, each leaf replicated or
+// (`split`, FSDP) split along its first dimension; a state that arrives on one device (the
+// first step, a resumed run) is placed so before the step, so that every step has one
+// signature and compiles once.
+Tree placed_on(const Tree& tree, const Mesh& mesh, bool split) {
   if (tree.num_leaves() == 0) return tree;
   return tree_map(
-      [&mesh](const Array& leaf) {
-        NamedSharding everywhere(
-            mesh, PartitionSpec(std::vector<std::vector<std::string>>(leaf.shape().dims().size())));
+      [&mesh, split](const Array& leaf) {
+        std::vector<std::vector<std::string>> dims(leaf.shape().dims().size());
+        if (split && splits_over(leaf.shape(), mesh.size())) dims[0] = {"data"};
+        NamedSharding target(mesh, PartitionSpec(std::move(dims)));
         std::optional<NamedSharding> current = sharding_of(leaf);
-        return current && *current == everywhere ? leaf : device_put(leaf, everywhere);
+        return current && *current == target ? leaf : device_put(leaf, target);
       },
       tree);
+}
+
+namespace {
+
+bool replicated(const NamedSharding& sharding) {
+  for (const auto& axes : sharding.spec().dims) {
+    if (!axes.empty()) return false;
+  }
+  return true;
 }
 
 }  // namespace
 
 Tree on_one_device(const Tree& tree) {
   if (tree.num_leaves() == 0) return tree;
-  return tree_map([](const Array& leaf) { return sharding_of(leaf) ? shards(leaf).front() : leaf; },
-                  tree);
+  return tree_map(
+      [](const Array& leaf) {
+        std::optional<NamedSharding> sharding = sharding_of(leaf);
+        if (!sharding) return leaf;
+        return replicated(*sharding) ? shards(leaf).front() : device_put(leaf, device(0));
+      },
+      tree);
 }
 
 TrainStep::TrainStep(nn::Module model, optim::GradientTransformation optimizer, StepOptions options)
     : masked_(options.masked),
       chunks_(options.data_devices > 0 ? options.chunks : 0),
-      mesh_(options.data_devices > 0 ? std::optional<Mesh>(Mesh({{"data", options.data_devices}}))
-                                     : std::nullopt),
+      // In an MPI job, this process's part of the global mesh.
+      mesh_(options.data_devices > 0
+                ? std::optional<Mesh>(Mesh(
+                      {{"data", options.processes > 0 ? options.data_devices / options.processes
+                                                      : options.data_devices}}))
+                : std::nullopt),
+      shard_params_(options.shard_params),
       no_mask_(zeros({})),
       step_(options.data_devices > 0 ? data_parallel_step(model, optimizer, options)
                                      : single_device_step(model, optimizer, options),
             JitOptions()
                 .named("train_step")
                 .donating({0, 1, 2})
-                .flushing_denormals(options.flush_denormals)) {}
+                .flushing_denormals(options.flush_denormals)),
+      processes_(options.processes > 0
+                     ? std::make_shared<const ProcessParallelStep>(model, optimizer, options)
+                     : nullptr) {}
 
 StepMetrics TrainStep::run(TrainState& state, const Array& images, const Array& labels,
                            const Array& key, const Array& mask) const {
@@ -146,12 +176,14 @@ StepMetrics TrainStep::run(TrainState& state, const Array& images, const Array& 
          "train.pad_remainder when the last batch of an epoch would not divide");
   }
   if (chunks_ > 0) {
-    state = TrainState{replicated(state.params, *mesh_), replicated(state.model_state, *mesh_),
-                       replicated(state.opt_state, *mesh_)};
+    state = TrainState{placed_on(state.params, *mesh_, shard_params_),
+                       placed_on(state.model_state, *mesh_, false),
+                       placed_on(state.opt_state, *mesh_, shard_params_)};
   }
   auto [params, model_state, opt_state, metrics] =
-      step_(state.params, state.model_state, state.opt_state, images, labels, key,
-            masked_ ? mask : no_mask_);
+      processes_ ? processes_->run(state, images, labels, key, masked_ ? mask : no_mask_)
+                 : step_(state.params, state.model_state, state.opt_state, images, labels, key,
+                         masked_ ? mask : no_mask_);
   state = TrainState{std::move(params), std::move(model_state), std::move(opt_state)};
   return StepMetrics{metrics["loss"].leaf(), metrics["correct"].leaf(), metrics["lr"].leaf(),
                      metrics["nonfinite"].leaf()};
@@ -159,12 +191,14 @@ StepMetrics TrainStep::run(TrainState& state, const Array& images, const Array& 
 
 Compiled TrainStep::compiled(const TrainState& state, const Array& images, const Array& labels,
                              const Array& key, const Array& mask) const {
+  if (processes_)
+    return processes_->compiled(state, images, labels, key, masked_ ? mask : no_mask_);
   return step_.compile(state.params, state.model_state, state.opt_state, images, labels, key,
                        masked_ ? mask : no_mask_);
 }
 
 JitStats TrainStep::stats() const {
-  return step_.stats();
+  return processes_ ? processes_->stats() : step_.stats();
 }
 
 EvalStep::EvalStep(nn::Module model, bool flush_denormals)

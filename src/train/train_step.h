@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <tuple>
 
@@ -50,7 +51,19 @@ struct StepOptions {
   // every power-of-two mesh size that divides `chunks` (docs/training.md, *Data parallel*).
   int64_t data_devices = 0;
   int64_t chunks = 4;
+  // With a mesh: params and optimizer state split over the devices along their first
+  // dimension where it divides (FSDP); the same bits as replicated (mesh.shard_params).
+  bool shard_params = false;
+  // An MPI job of this many processes (0: none), of which this is `process_rank`: the
+  // global mesh of data_devices is split evenly among them, each running its share of the
+  // chunks on data_devices / processes local devices (process_parallel_step.h).
+  int64_t processes = 0;
+  int64_t process_rank = 0;
 };
+
+// Whether a params or optimizer-state leaf of this shape is split over `devices` with
+// StepOptions::shard_params: along its first dimension, when that divides evenly.
+bool splits_over(const Shape& shape, int64_t devices);
 
 // The step's function before jit: (params, model state, optimizer state, images, labels,
 // key, mask) to (params, model state, optimizer state, metrics).
@@ -62,11 +75,19 @@ using StepFunction = std::function<StepResult(const Tree&, const Tree&, const Tr
 StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation optimizer,
                                 StepOptions options);
 // What both steps do once the batch's loss and gradients are known: the optimizer update,
-// the non-finite check (and the skip it may ask for), and the metrics.
+// the non-finite check (and the skip it may ask for), and the metrics. `global_flags`
+// combines the per-parameter non-finite flags of gradients split over devices.
 StepResult finish_step(const optim::GradientTransformation& optimizer, bool skip_nonfinite,
                        const Tree& params, const Tree& model_state, const Tree& opt_state,
                        const Array& loss, const Array& correct, const Tree& grads,
-                       const Tree& new_model_state);
+                       const Tree& new_model_state,
+                       const std::function<Array(const Array&)>& global_flags = {});
+
+class ProcessParallelStep;
+
+// Each leaf of `tree` on `mesh`: replicated, or (`split`, FSDP) split along its first
+// dimension where splits_over says so; a leaf already placed so is returned as it is.
+Tree placed_on(const Tree& tree, const Mesh& mesh, bool split);
 
 class TrainStep {
  public:
@@ -85,11 +106,14 @@ class TrainStep {
   bool masked_;
   int64_t chunks_;            // 0: not data parallel
   std::optional<Mesh> mesh_;  // the data-parallel step's
-  Array no_mask_;             // what the unmasked step receives in the mask's place (unused)
+  bool shard_params_ = false;
+  Array no_mask_;  // what the unmasked step receives in the mask's place (unused)
   Jitted<Fn> step_;
+  std::shared_ptr<const ProcessParallelStep> processes_;  // instead of step_ in an MPI job
 };
 
-// Each leaf on one device: a replicated leaf's block on the mesh's first device (no copy).
+// Each leaf whole on one device: a replicated leaf's block on the mesh's first device (no
+// copy), a split one gathered there.
 Tree on_one_device(const Tree& tree);
 
 struct EvalSums {

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <deque>
 #include <fstream>
+#include <map>
 #include <numeric>
 #include <optional>
 #include <vector>
@@ -17,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dist/processes.h"
 #include "io/atomic_file.h"
 #include "io/savepoint.h"
 #include "io/savepoint_writer.h"
@@ -34,6 +36,7 @@
 #include "train/batches.h"
 #include "train/builders.h"
 #include "train/progress.h"
+#include "train/rank_agreement.h"
 #include "train/run_checks.h"
 #include "train/run_directory.h"
 #include "train/run_identity.h"
@@ -89,8 +92,10 @@ struct EvalResult {
   double accuracy = 0;
 };
 
-EvalResult evaluate(const EvalStep& eval, const TrainState& state,
+EvalResult evaluate(const EvalStep& eval, const TrainState& mesh_state,
                     const data::BatchAssembler& batches) {
+  // Params split over a mesh are gathered once, not for every batch.
+  TrainState state{on_one_device(mesh_state.params), on_one_device(mesh_state.model_state), Tree()};
   double loss_sum = 0;
   int64_t correct = 0;
   data::HostBatch host;
@@ -106,16 +111,44 @@ EvalResult evaluate(const EvalStep& eval, const TrainState& state,
   return EvalResult{loss_sum / count, static_cast<double>(correct) / count};
 }
 
+// An MPI job of `processes` ranks: one global mesh over all of them.
+void check_mesh_spans_processes(const TrainConfig& c, int64_t processes) {
+  if (c.mesh.data == 0 || c.mesh.data % processes != 0) {
+    fail(kUnknownSite,
+         fmt::format("{}: this job has {} processes (mpirun -np {}), so mesh.data must be a "
+                     "multiple of {}; it is {}",
+                     c.source, processes, processes, processes, c.mesh.data),
+         fmt::format("set mesh.data = {} (one device per process) or another multiple; each "
+                     "process then runs mesh.data / {} logical devices",
+                     processes, processes));
+  }
+  if (c.mesh.shard_params) {
+    fail(kUnknownSite,
+         fmt::format("{}: mesh.shard_params across processes is not built yet: FSDP splits "
+                     "params over the devices of one process",
+                     c.source),
+         "run it in one process (KILN_CPU_DEVICES = mesh.data), or set mesh.shard_params = "
+         "false for replicated data parallelism over the processes");
+  }
+}
+
 // [mesh] against this machine and this dataset, before any work starts.
 void check_mesh_fits(const TrainConfig& c, int64_t train_examples) {
+  const int64_t processes = dist::size();
+  if (processes > 1) check_mesh_spans_processes(c, processes);
   if (c.mesh.data == 0) return;
   auto available = static_cast<int64_t>(devices().size());
-  if (c.mesh.data > available) {
+  const int64_t local = c.mesh.data / processes;
+  if (local > available) {
     fail(kUnknownSite,
-         fmt::format("{}: mesh.data = {} needs {} devices; this process has {}", c.source,
-                     c.mesh.data, c.mesh.data, available),
+         processes > 1
+             ? fmt::format("{}: mesh.data = {} over {} processes needs {} devices in each; this "
+                           "process has {}",
+                           c.source, c.mesh.data, processes, local, available)
+             : fmt::format("{}: mesh.data = {} needs {} devices; this process has {}", c.source,
+                           c.mesh.data, c.mesh.data, available),
          fmt::format("start it with KILN_CPU_DEVICES={} (logical CPU devices), or lower mesh.data",
-                     c.mesh.data));
+                     local));
   }
   int64_t last = train_examples % c.train.batch_size;
   if (!c.train.drop_remainder && !c.train.pad_remainder && last % c.mesh.chunks != 0) {
@@ -217,7 +250,7 @@ class Run {
   // Waits for the trackers (bounded) and records what they could not send.
   void finish_tracking();
   void print(std::string_view text) const {
-    if (!options_.quiet) print_best_effort(stdout, text);
+    if (!options_.quiet && writes_) print_best_effort(stdout, text);
   }
 
   const TrainConfig& config_;
@@ -260,6 +293,8 @@ class Run {
   int64_t eval_syncs_ = 0;
   int64_t savepoint_syncs_ = 0;
   bool profiled_ = false;
+  // An MPI job: only rank 0 writes the run's files, its catalog entry and its output.
+  bool writes_ = dist::rank() == 0;
 };
 
 fs::path savepoints_dir(const fs::path& run_dir) {
@@ -292,6 +327,7 @@ void Run::prepare() {
   // recorded is the one the augmentation draws from.
   keys_ = RunKeys{augment_key, random::fold_in(root, 2)};
   identity_ = run_identity(identity_toml(c), dataset.identity, configured_kernels());
+  agree_on_identity(identity_);
   for (const auto& [path, leaf] : state_.params.leaves_with_paths()) param_paths_.push_back(path);
   backward_order_ = backward_order(param_paths_);
 }
@@ -318,8 +354,14 @@ void Run::start_run_directory() {
                            {"kiln_version", kKilnVersion},
                            {"kernels", identity_["kernels"]}}},
                          {"environment", track::run_environment()}};
+  if (!writes_) {
+    run_.emplace(RunDirectory::follower(from_rank_zero("run directory", ""), info, 0));
+    summary_.run_dir = run_->path();
+    return;
+  }
   run_.emplace(RunDirectory::create(c.experiment.runs_dir, c.experiment.name, resolved,
                                     identity_["config_sha256"].get<std::string>(), info));
+  from_rank_zero("run directory", run_->path().string());
   tracking_.emplace(c.tracking, c.experiment.runs_dir);
   for (const fs::path& crashed : run_->crashed_runs()) tracking_->other_run_changed(crashed);
   run_->observe(&*tracking_);
@@ -343,17 +385,18 @@ TrainSummary Run::execute() {
   }
   if (resume_) {
     reopen_run_directory();
-    profiler_.emplace(options_.trace_steps, start_step_, total_steps_);
+    profiler_.emplace(writes_ ? options_.trace_steps : std::optional<StepRange>(), start_step_,
+                      total_steps_);
   } else {
     // Checked before the run directory exists: a range outside the run writes nothing.
-    profiler_.emplace(options_.trace_steps, 0, total_steps_);
+    profiler_.emplace(writes_ ? options_.trace_steps : std::optional<StepRange>(), 0, total_steps_);
     start_run_directory();
   }
   profiler_->set_trace_path(run_->path() / "trace.json");
   start_savepoints();
-  Progress::Mode mode = options_.quiet         ? Progress::Mode::kSilent
-                        : options_.interactive ? Progress::Mode::kBar
-                                               : Progress::Mode::kLines;
+  Progress::Mode mode = options_.quiet || !writes_ ? Progress::Mode::kSilent
+                        : options_.interactive     ? Progress::Mode::kBar
+                                                   : Progress::Mode::kLines;
   progress_.emplace(mode, config_.train.log_every);
   try {
     train_epochs();
@@ -382,6 +425,7 @@ TrainSummary Run::execute() {
 }
 
 void Run::write_report() {
+  if (!writes_) return;
   try {
     track::write_run_report(run_->path());
   } catch (const std::exception& error) {
@@ -432,6 +476,11 @@ void Run::train_epochs() {
   step_options.masked = c.train.pad_remainder;
   step_options.data_devices = c.mesh.data;
   step_options.chunks = c.mesh.chunks;
+  step_options.shard_params = c.mesh.shard_params;
+  if (dist::active()) {
+    step_options.processes = dist::size();
+    step_options.process_rank = dist::rank();
+  }
   TrainStep step(*model_, *optimizer_, step_options);
   EvalStep eval(*model_, c.train.flush_denormals);
   std::deque<PendingStep> pending;
@@ -529,11 +578,12 @@ nlohmann::json Run::timing_report(const JitStats& stats, double loop_seconds,
   };
   nlohmann::json placement = nlohmann::json::array();
   int64_t misplaced = 0;
-  // Whole on the default device, or with [mesh] whole on each of the mesh's devices.
+  // Whole on the default device, or with [mesh] whole on each of the mesh's devices (in
+  // an MPI job, those of this process).
   std::string requested = default_device().to_string();
   if (config_.mesh.data > 0) {
     requested.clear();
-    for (int64_t d = 0; d < config_.mesh.data; ++d) {
+    for (int64_t d = 0; d < config_.mesh.data / dist::size(); ++d) {
       requested += (d == 0 ? "" : ",") + devices()[static_cast<size_t>(d)]->to_string();
     }
   }
@@ -552,8 +602,24 @@ nlohmann::json Run::timing_report(const JitStats& stats, double loop_seconds,
                          {"requested", requested},
                          {"ok", ok}});
   }
+  // What each device holds of params and optimizer state (mesh.shard_params divides it).
+  std::map<std::string, int64_t> state_bytes;
+  for (const Tree* tree : {&state_.params, &state_.opt_state}) {
+    for (const Array& leaf : tree->leaves()) {
+      for (const PlacementPiece& piece : kiln::placement(leaf).pieces) {
+        state_bytes[piece.device->to_string()] += piece.bytes;
+      }
+    }
+  }
+  int64_t most_state_bytes = 0;
+  for (const auto& [device, bytes] : state_bytes)
+    most_state_bytes = std::max(most_state_bytes, bytes);
   double median_s = steps.median_s;
   return {{"compile_seconds", stats.compile_seconds},
+          {"processes", dist::size()},
+          // What this rank sent to the others (the steps' sums and the agreements).
+          {"process_bytes_sent", dist::bytes_sent()},
+          {"state_bytes_per_device", most_state_bytes},
           {"compiles", stats.compiles},
           {"first_step_seconds", summary_.first_step_seconds},
           {"steady_steps", static_cast<int64_t>(step_seconds_.size())},
@@ -591,8 +657,8 @@ void Run::record_profile() {
 // Between steps: a stop request ends the run once the steps queued so far are recorded
 // and a savepoint of the state after them is written.
 void Run::stop_if_asked(int64_t step_number, DataPosition next, std::deque<PendingStep>& pending) {
-  if (!options_.stop_signal) return;
-  int signal = options_.stop_signal->load();
+  int signal = options_.stop_signal ? options_.stop_signal->load() : 0;
+  if (dist::size() > 1) signal = agreed_stop_signal(signal);
   if (signal == 0) return;
   std::string saved;
   try {
@@ -614,6 +680,9 @@ void Run::stop_if_asked(int64_t step_number, DataPosition next, std::deque<Pendi
 
 void Run::start_savepoints() {
   const TrainLoopConfig& t = config_.train;
+  last_savepoint_at_ = Clock::now();
+  // The state is replicated over the ranks: rank 0's savepoint holds all of it.
+  if (!writes_) return;
   // This process owns the run now: what an earlier one left half-written goes.
   savepoint::remove_uncommitted(savepoints_dir(run_->path()));
   if (t.savepoint_async) {
@@ -649,6 +718,7 @@ void Run::save_savepoint(int64_t step_number, DataPosition data, std::deque<Pend
       ++run.savepoints_started_;
     }
   } account{*this, began};
+  if (!writes_) return;
   // At most one save in flight, so at most one copy of the state on the host.
   if (writer_) {
     writer_->wait();
@@ -781,6 +851,19 @@ void Run::reopen_run_directory() {
                       {"data_sha256", identity_["data_sha256"]},
                       {"kiln_version", kKilnVersion},
                       {"kernels", identity_["kernels"]}};
+  // Every rank resumes from the same step (rank 0's savepoint is the one they all read).
+  std::string zero_step = from_rank_zero("resume step", std::to_string(start_step_));
+  if (zero_step != std::to_string(start_step_)) {
+    fail(kUnknownSite,
+         fmt::format("rank {} would resume {} from step {}, rank 0 from step {}", dist::rank(),
+                     resume_->run_dir.string(), start_step_, zero_step),
+         "every rank must see the same run directory (a shared file system)");
+  }
+  if (!writes_) {
+    run_.emplace(RunDirectory::follower(resume_->run_dir, info, metrics_lines));
+    summary_.run_dir = run_->path();
+    return;
+  }
   run_.emplace(RunDirectory::reopen(resume_->run_dir, info, metrics_lines));
   // The catalog beside the run: <runs_dir>/<experiment>/<run-id> -> <runs_dir>/kiln.db.
   fs::path run_dir = resume_->run_dir.lexically_normal();
@@ -923,7 +1006,7 @@ void Run::report_nonfinite(const PendingStep& pending, double loss,
 // A run that fails or is interrupted after a good epoch keeps that epoch's weights, under
 // names that cannot be taken for a finished run's. Best effort: the disk may be full.
 void Run::keep_last_good_state() {
-  if (!last_good_ || !run_) return;
+  if (!last_good_ || !run_ || !writes_) return;
   std::map<std::string, std::string> metadata = {{"format", "kiln params"},
                                                  {"experiment", config_.experiment.name},
                                                  {"epoch", std::to_string(last_good_->epoch)},
@@ -944,6 +1027,11 @@ void Run::keep_last_good_state() {
 }
 
 void Run::save_final() {
+  agree_on_params(state_.params);
+  if (!writes_) {
+    run_->finish_completed();
+    return;
+  }
   std::map<std::string, std::string> metadata = {{"format", "kiln params"},
                                                  {"experiment", config_.experiment.name},
                                                  {"steps", std::to_string(summary_.steps)}};
@@ -987,7 +1075,10 @@ TrainSummary train(const TrainConfig& config, const TrainOptions& options) {
 
 TrainSummary resume(const fs::path& run_dir, const ResumeOptions& resume,
                     const TrainOptions& options) {
-  nlohmann::json info = read_run_json(run_dir);
+  // In an MPI job rank 0 reads run.json for all: it rewrites run.json as it resumes, and
+  // a rank reading it then would find the run running.
+  nlohmann::json info = dist::rank() == 0 ? read_run_json(run_dir) : nlohmann::json();
+  if (dist::size() > 1) info = nlohmann::json::parse(from_rank_zero("run.json", info.dump()));
   std::string status = info.value("status", "");
   if (status == "completed") {
     TrainSummary summary;

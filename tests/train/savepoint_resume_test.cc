@@ -2,11 +2,15 @@
 // end, after a graceful stop) ends with the same bits as one that never stopped, params
 // and optimizer state alike; damaged savepoints are skipped with a note; a changed run
 // identity is refused with every difference listed; a failed save stops or is recorded.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <fstream>
@@ -17,11 +21,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/host_name.h"
 #include "io/atomic_file.h"
 #include "io/savepoint.h"
 #include "io/sha256.h"
 #include "kiln/error.h"
 #include "train/config.h"
+#include "train/run_directory.h"
 #include "train/run_test_util.h"
 #include "train/trainer.h"
 
@@ -249,6 +255,30 @@ TEST_F(Savepoints, ResumeRefusesWhatIsNotAResumableRun) {
               HasSubstr(fmt::format("run.json says it is running (pid {} on", getpid())));
   EXPECT_EQ(savepoint::list_committed(live / "savepoints").back().step, 6) << "nothing changed";
   fs::remove_all(where);
+}
+
+// A rank killed with its MPI job lingers unreaped (a zombie) for a while: it still answers
+// kill(pid, 0), but it is dead, and its run may be resumed at once.
+TEST(RunOwner, AnExitedButUnreapedProcessIsNotRunning) {
+  pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) _exit(0);
+  std::string state;
+  for (int i = 0; i < 1000 && state != "Z"; ++i) {  // until it has exited (at most ~1 s)
+    std::ifstream stat(fmt::format("/proc/{}/stat", child));
+    std::string text((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    size_t close = text.rfind(')');
+    state = close == std::string::npos ? "" : text.substr(close + 2, 1);
+    if (state != "Z") std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(state, "Z");
+  ASSERT_EQ(kill(child, 0), 0) << "a zombie still answers kill(pid, 0)";
+  nlohmann::json info = {
+      {"status", "running"}, {"pid", static_cast<int64_t>(child)}, {"host", host_name()}};
+  EXPECT_FALSE(run_may_be_running(info));
+  info["pid"] = static_cast<int64_t>(getpid());
+  EXPECT_TRUE(run_may_be_running(info)) << "this process is alive";
+  waitpid(child, nullptr, 0);
 }
 
 TEST_F(Savepoints, ResumingACompletedRunDoesNothing) {

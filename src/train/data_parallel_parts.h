@@ -1,0 +1,74 @@
+// What the data-parallel steps share: in one process (data_parallel_step.cc) and across
+// the processes of an MPI job (process_parallel_step.cc). Both add the chunks' sums in the
+// same pairwise tree over the chunk index, so that where the tree is cut (between chunks of
+// one device, between devices, between processes) does not change the bits.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "kiln/array.h"
+#include "kiln/nn/module.h"
+#include "kiln/sharding.h"
+#include "kiln/tree.h"
+#include "train/train_step.h"
+
+namespace kiln::train {
+
+inline constexpr const char* kDataAxis = "data";
+
+// parts[lo, hi) added as the collectives add: the left part the largest power of two
+// below the count.
+template <typename T, typename Add>
+T pairwise_sum(const std::vector<T>& parts, size_t lo, size_t hi, const Add& add) {
+  if (hi - lo == 1) return parts[lo];
+  size_t left = 1;
+  while (left * 2 < hi - lo) left *= 2;
+  return add(pairwise_sum(parts, lo, lo + left, add), pairwise_sum(parts, lo + left, hi, add));
+}
+
+template <typename T, typename Add>
+T pairwise_sum(const std::vector<T>& parts, const Add& add) {
+  return pairwise_sum(parts, 0, parts.size(), add);
+}
+
+Tree tree_add(const Tree& a, const Tree& b);
+
+// Rows [begin, end) of x, whatever its rank.
+Array rows(const Array& x, int64_t begin, int64_t end);
+
+// A PartitionSpec splitting the first of `rank` dimensions over the data axis.
+PartitionSpec split_rows(int64_t rank);
+
+// What chunks contribute: sums, divided only once every chunk is in.
+struct ChunkSums {
+  Array loss;     // f32[]: summed per-example loss (masked rows add exact zeros)
+  Array correct;  // i32[]
+  Array count;    // f32[]: the rows that count (the mask's sum; the rows without a mask)
+  Tree grads;     // of `loss`
+  Tree state;     // the model state after each chunk, summed (batch norm's statistics)
+};
+
+ChunkSums add_sums(const ChunkSums& a, const ChunkSums& b);
+
+// Inside a shard_map body: the sums over this device's chunks (keys.dim(0) of them, the
+// rows of x split evenly among them), each with the whole params `params`, added in the
+// pairwise tree over the chunk index. `mask` is undefined unless masked.
+ChunkSums device_chunk_sums(const nn::Module& model, const Tree& params, const Tree& state,
+                            const Array& x, const Array& y, const Array& keys, const Array& mask);
+
+// The step's end, once `sums` holds every chunk's: the mean loss and gradient, batch norm's
+// statistics averaged over the `chunks`, the optimizer update (finish_step). `global_flags`
+// as finish_step's.
+StepResult apply_sums(const optim::GradientTransformation& optimizer, bool skip_nonfinite,
+                      const Tree& params, const Tree& model_state, const Tree& opt_state,
+                      const ChunkSums& sums, int64_t chunks,
+                      const std::function<Array(const Array&)>& global_flags = {});
+
+// ChunkSums as one Tree and back (for jit signatures and the exchange between processes).
+Tree to_tree(const ChunkSums& sums);
+ChunkSums from_tree(const Tree& tree);
+
+}  // namespace kiln::train
