@@ -1,5 +1,6 @@
 // Dense (x @ kernel + bias over the last axis) and Embedding (a table lookup). A layer's
 // parameter i is drawn with random::fold_in(layer_key, i): kernel 0, bias 1, table 0.
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -7,7 +8,9 @@
 #include <fmt/format.h>
 
 #include "kiln/random.h"
+#include "kiln/sharding.h"
 #include "nn/module_impl.h"
+#include "sharding/spmd_context.h"
 
 namespace kiln::nn {
 namespace {
@@ -17,6 +20,27 @@ using detail::Scope;
 
 void check_initializer(const Initializer& init, std::string_view what, CallSite site) {
   if (!init) fail(site, fmt::format("{} is an empty Initializer", what));
+}
+
+// The size of `axis` while shard_map traces a body over a mesh that has it; 0 elsewhere.
+int64_t bound_axis_size(const std::string& axis) {
+  const std::vector<spmd::AxisText>* mesh = spmd::bound_axes();
+  if (mesh == nullptr) return 0;
+  auto found = std::find_if(mesh->begin(), mesh->end(),
+                            [&](const spmd::AxisText& a) { return a.name == axis; });
+  return found == mesh->end() ? 0 : found->size;
+}
+
+std::string_view split_name(TensorParallel parallel) {
+  switch (parallel) {
+    case TensorParallel::kColumn:
+      return "column";
+    case TensorParallel::kRow:
+      return "row";
+    case TensorParallel::kNone:
+      break;
+  }
+  return "none";
 }
 
 class DenseImpl final : public detail::ModuleImpl {
@@ -32,7 +56,12 @@ class DenseImpl final : public detail::ModuleImpl {
 
   std::string_view kind() const override { return "dense"; }
   std::string describe() const override {
-    return fmt::format("Dense({}{})", features_, options_.use_bias ? "" : ", no bias");
+    std::string split;
+    if (options_.parallel != TensorParallel::kNone) {
+      split =
+          fmt::format(", {}-split over {}", split_name(options_.parallel), options_.parallel_axis);
+    }
+    return fmt::format("Dense({}{}{})", features_, options_.use_bias ? "" : ", no bias", split);
   }
 
   AbstractValue output_type(const AbstractValue& input, const Scope& scope) const override {
@@ -55,6 +84,21 @@ class DenseImpl final : public detail::ModuleImpl {
   ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& /*options*/,
                     const Scope& scope) const override {
     output_type(x.aval(), scope);
+    // Split only where shard_map binds the axis; an axis of size 1 still takes the psum, so
+    // that the result is known to be the same along it.
+    const int64_t devices =
+        options_.parallel == TensorParallel::kNone ? 0 : bound_axis_size(options_.parallel_axis);
+    const bool column = devices > 0 && options_.parallel == TensorParallel::kColumn;
+    const bool row = devices > 0 && options_.parallel == TensorParallel::kRow;
+    if (column && features_ % devices != 0) {
+      fail(scope.site,
+           fmt::format("{}{}: {} features do not split evenly over the {} devices of mesh axis "
+                       "'{}'",
+                       scope.prefix(), describe(), features_, devices, options_.parallel_axis),
+           "choose features divisible by the axis size, or leave the layer unsplit");
+    }
+    // This device's share: the column-split layer computes features / n of the outputs.
+    const int64_t out = column ? features_ / devices : features_;
     int64_t in = x.dim(-1);
     const Tree& params = variables.params;
     detail::check_entries(params, names(), "params", scope, *this);
@@ -62,18 +106,21 @@ class DenseImpl final : public detail::ModuleImpl {
     // A kernel of the right features but another in-size means the input is what is wrong
     // (the usual mistake: a layer before this one changed), so say that.
     if (kernel_entry.is_leaf() && kernel_entry.leaf().rank() == 2 &&
-        kernel_entry.leaf().dim(1) == features_ && kernel_entry.leaf().dim(0) != in) {
+        kernel_entry.leaf().dim(1) == out && kernel_entry.leaf().dim(0) != in) {
       fail(scope.site,
            fmt::format("{}{} expects inputs whose last axis is {}, got {}", scope.prefix(),
                        describe(), kernel_entry.leaf().dim(0), x.aval().to_string()),
-           "the kernel was created for another input size: check the layers before this one, "
-           "or init again with the input type you apply to");
+           row ? "a row-split layer takes the output of a column-split one: check the layers "
+                 "before this one"
+               : "the kernel was created for another input size: check the layers before this "
+                 "one, or init again with the input type you apply to");
     }
-    const Array& kernel =
-        detail::param_leaf(params, "kernel", Shape{in, features_}, scope, *this, x);
+    const Array& kernel = detail::param_leaf(params, "kernel", Shape{in, out}, scope, *this, x);
     Array y = matmul(x, kernel, scope.site);
+    // Every device adds its rows' share of the product; the sum is the whole layer's.
+    if (row) y = psum(y, options_.parallel_axis, scope.site);
     if (options_.use_bias) {
-      y = add(y, detail::param_leaf(params, "bias", Shape{features_}, scope, *this, x), scope.site);
+      y = add(y, detail::param_leaf(params, "bias", Shape{out}, scope, *this, x), scope.site);
     }
     return ApplyResult{y, variables.state};
   }

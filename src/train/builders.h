@@ -5,10 +5,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "data/dataset.h"
 #include "kiln/nn/module.h"
 #include "kiln/optim.h"
+#include "kiln/sharding.h"
 #include "train/config.h"
 
 namespace kiln::train {
@@ -17,6 +20,10 @@ data::DatasetSpec build_dataset_spec(const DataConfig& config);
 nn::Module build_model(const ModelConfig& config);
 // One layer of it (build_model makes an nn::Sequential of these).
 nn::Module build_layer(const LayerConfig& layer);
+// The specs of the tensor-parallel dense layers' params over mesh axis `model`, by their
+// path in build_model's params (Sequential names layer i "dense_<i>"): a column-split
+// kernel {_, model} and bias {model}, a row-split kernel {model, _} (its bias replicated).
+std::map<std::string, PartitionSpec> tensor_parallel_specs(const ModelConfig& config);
 // total_steps: the run's length, for schedules that decay over the whole run.
 optim::Schedule build_schedule(const OptimConfig& config, int64_t total_steps);
 optim::GradientTransformation build_optimizer(const OptimConfig& config, int64_t total_steps);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -408,15 +409,98 @@ void check_last_batch(const TrainLoopConfig& train, const std::string& source_na
   }
 }
 
+bool is_activation(const LayerConfig& layer) {
+  static const std::vector<std::string_view> structural = {"dense",      "conv2d",     "max_pool",
+                                                           "avg_pool",   "flatten",    "dropout",
+                                                           "batch_norm", "layer_norm", "rms_norm"};
+  return std::find(structural.begin(), structural.end(), layer.type) == structural.end();
+}
+
+std::string layer_label(const ModelConfig& model, size_t i) {
+  return fmt::format("model.layers[{}] ({}, line {})", i, model.layers[i].type,
+                     model.layers[i].line);
+}
+
+// Tensor parallelism pairs layers as Megatron does: a column-split dense layer, activations
+// (which work on its block of the features), then a row-split dense layer that sums the
+// blocks' products back into whole features.
+void check_tensor_parallel(const TrainConfig& config, const std::string& source_name) {
+  const ModelConfig& model = config.model;
+  bool any_split = false;
+  // A column layer still waiting for its row layer (npos: none). Not a std::optional:
+  // GCC 12 warns that one read behind a check may be uninitialized.
+  constexpr size_t npos = std::numeric_limits<size_t>::max();
+  size_t open_column = npos;
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const LayerConfig& layer = model.layers[i];
+    if (layer.parallel == "column") {
+      any_split = true;
+      if (open_column != npos) {
+        error(source_name,
+              fmt::format("{}: parallel = \"column\" follows the column-split {} before a "
+                          "row-split layer took its output",
+                          layer_label(model, i), layer_label(model, open_column)),
+              "put a dense layer with parallel = \"row\" between them");
+      }
+      if (layer.features % config.mesh.model != 0) {
+        error(source_name,
+              fmt::format("{}: {} features do not split over mesh.model = {} devices",
+                          layer_label(model, i), layer.features, config.mesh.model),
+              "choose features divisible by mesh.model");
+      }
+      open_column = i;
+    } else if (layer.parallel == "row") {
+      any_split = true;
+      if (open_column == npos) {
+        error(source_name,
+              fmt::format("{}: parallel = \"row\" needs a column-split dense layer before it "
+                          "(with only activations between): its input is a block of features",
+                          layer_label(model, i)),
+              "set parallel = \"column\" on the dense layer before it, or remove parallel");
+      }
+      open_column = npos;
+    } else if (open_column != npos && !is_activation(layer)) {
+      error(source_name,
+            fmt::format("{} sits between the column-split {} and its row-split layer, where "
+                        "each device holds only a block of the features; only activations can",
+                        layer_label(model, i), layer_label(model, open_column)),
+            "move it after the row-split layer or before the column-split one");
+    }
+  }
+  if (open_column != npos) {
+    error(source_name,
+          fmt::format("{}: parallel = \"column\" has no row-split dense layer after it",
+                      layer_label(model, open_column)),
+          "set parallel = \"row\" on a later dense layer (only activations between)");
+  }
+  if (config.mesh.model > 1 && !any_split) {
+    error(source_name,
+          fmt::format("mesh.model = {} but no layer is split over it", config.mesh.model),
+          "set parallel = \"column\" and \"row\" on a pair of dense layers, or mesh.model = 1");
+  }
+}
+
 // The device count is checked when the run starts (it is the machine's, not the file's).
 void check_mesh(const TrainConfig& config, const std::string& source_name) {
   const MeshConfig& mesh = config.mesh;
+  check_tensor_parallel(config, source_name);
   if (mesh.data == 0) {
     if (mesh.shard_params) {
       error(source_name, "mesh.shard_params = true needs a mesh: mesh.data is 0",
             "set mesh.data to the number of devices to split over");
     }
+    if (mesh.model > 1) {
+      error(source_name, fmt::format("mesh.model = {} needs a mesh: mesh.data is 0", mesh.model),
+            "set mesh.data = 1 for tensor parallelism alone, or more for data x tensor");
+    }
     return;
+  }
+  if (mesh.shard_params && mesh.model > 1) {
+    error(source_name,
+          fmt::format("mesh.shard_params = true with mesh.model = {}: FSDP over the data axis "
+                      "of a tensor-parallel mesh is not built yet",
+                      mesh.model),
+          "set mesh.shard_params = false, or mesh.model = 1");
   }
   if (mesh.shard_params && config.optim.clip_global_norm > 0) {
     error(source_name,

@@ -25,6 +25,7 @@ struct LayerConfig {
   std::vector<int64_t> strides;      // conv2d, max_pool, avg_pool (default: 1 / window)
   std::string padding = "valid";     // conv2d, max_pool, avg_pool: valid or same
   double rate = 0;                   // dropout
+  std::string parallel = "none";     // dense: none, column or row (tensor parallel)
   int64_t line = 0;                  // where the layer starts in the file, for errors
   // Compares `line` too: clear it to compare configs read from different texts.
   friend bool operator==(const LayerConfig&, const LayerConfig&) = default;
@@ -150,6 +151,7 @@ struct MeshConfig {
   int64_t data = 0;           // devices on the `data` axis (0: one device, no mesh)
   int64_t chunks = 4;         // equal parts of each batch, the unit of the gradient's sum order
   bool shard_params = false;  // FSDP: params and optimizer state split over the devices
+  int64_t model = 1;          // devices on the `model` axis (tensor-parallel dense layers)
   friend bool operator==(const MeshConfig&, const MeshConfig&) = default;
 };
 

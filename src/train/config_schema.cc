@@ -409,7 +409,8 @@ std::vector<Section> make_sections() {
             "without it (earlier savepoints are kept either way)",
             one_of({"stop", "continue"}))}},
       {"mesh",
-       "Data-parallel training over logical CPU devices (KILN_CPU_DEVICES); docs/training.md.",
+       "Data- and tensor-parallel training over logical CPU devices (KILN_CPU_DEVICES); "
+       "docs/training.md.",
        {key(&C::mesh, &MeshConfig::data, "data",
             "devices on the mesh axis `data`, each taking an equal share of every batch (0: "
             "one device, no mesh; 1 runs the data-parallel step on one device)",
@@ -421,7 +422,12 @@ std::vector<Section> make_sections() {
         key(&C::mesh, &MeshConfig::shard_params, "shard_params",
             "split params and optimizer state over the devices along their first dimension "
             "(FSDP, ZeRO-3: each device holds 1/data of them); the same bits as replicated",
-            {}, {"fsdp", "zero3", "shard_optimizer_state"}, sharded_or_not)}},
+            {}, {"fsdp", "zero3", "shard_optimizer_state"}, sharded_or_not),
+        key(&C::mesh, &MeshConfig::model, "model",
+            "devices on the mesh axis `model`, over which dense layers with `parallel = "
+            "\"column\"` / `\"row\"` split their kernels (Megatron-style tensor parallelism); "
+            "the mesh then has data x model devices",
+            at_most(at_least(1), 1024), {"tensor_parallel", "tp"})}},
       {"tracking",
        "Where the run is recorded besides its directory (docs/tracking.md). Not part of the run "
        "identity.",
@@ -477,6 +483,11 @@ const std::vector<LayerField>& layer_fields() {
                   one_of({"valid", "same"})),
       layer_field(&LayerConfig::rate, "rate", "probability of zeroing each element in training",
                   fraction(), "required"),
+      layer_field(&LayerConfig::parallel, "parallel",
+                  "tensor parallel over mesh axis `model`: `column` splits the kernel's columns "
+                  "(and the bias), `row` its rows; a column layer is followed, after "
+                  "activations only, by a row layer",
+                  one_of({"none", "column", "row"})),
   };
   return *table;
 }
@@ -484,7 +495,7 @@ const std::vector<LayerField>& layer_fields() {
 const std::vector<LayerType>& layer_types() {
   // The activations are those nn::activation_by_name accepts (include/kiln/nn/activations.h).
   static const auto* table = new std::vector<LayerType>{
-      {"dense", "x @ kernel + bias over the last axis", {"features"}, {}},
+      {"dense", "x @ kernel + bias over the last axis", {"features"}, {"parallel"}},
       {"conv2d",
        "2-D convolution over NHWC input",
        {"features", "kernel_size"},

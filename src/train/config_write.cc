@@ -41,6 +41,9 @@ std::string layer_toml(const LayerConfig& layer) {
     // An empty array is an optional field left unset (strides: the type's default).
     const auto* array = std::get_if<std::vector<int64_t>>(&value);
     if (array && array->empty()) continue;
+    // Written only when split, so that an unsplit model's text, and the run identity made
+    // from it, stayed what they were before tensor parallelism.
+    if (field.name == "parallel" && layer.parallel == "none") continue;
     text += fmt::format("{} = {}\n", field.name, schema::format_value(value));
   }
   return text;

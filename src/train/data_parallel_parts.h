@@ -18,6 +18,16 @@
 namespace kiln::train {
 
 inline constexpr const char* kDataAxis = "data";
+// Tensor parallelism's axis (mesh.model): the split dense layers' DenseOptions::parallel_axis.
+inline constexpr const char* kModelAxis = "model";
+
+// The step's mesh: `data` devices, times `model` when tensor parallel.
+Mesh step_mesh(int64_t data_devices, int64_t model_devices);
+
+// Whether a spec splits no dimension.
+bool is_replicated(const PartitionSpec& spec);
+// Whether a spec splits a dimension over `axis`.
+bool splits_over_axis(const PartitionSpec& spec, const std::string& axis);
 
 // parts[lo, hi) added as the collectives add: the left part the largest power of two
 // below the count.
@@ -56,8 +66,11 @@ ChunkSums add_sums(const ChunkSums& a, const ChunkSums& b);
 // Inside a shard_map body: the sums over this device's chunks (keys.dim(0) of them, the
 // rows of x split evenly among them), each with the whole params `params`, added in the
 // pairwise tree over the chunk index. `mask` is undefined unless masked.
+// `loss_scale` multiplies the loss that is differentiated, not the one summed (tensor
+// parallelism's 1 / model_devices).
 ChunkSums device_chunk_sums(const nn::Module& model, const Tree& params, const Tree& state,
-                            const Array& x, const Array& y, const Array& keys, const Array& mask);
+                            const Array& x, const Array& y, const Array& keys, const Array& mask,
+                            double loss_scale = 1);
 
 // The step's end, once `sums` holds every chunk's: the mean loss and gradient, batch norm's
 // statistics averaged over the `chunks`, the optimizer update (finish_step). `global_flags`

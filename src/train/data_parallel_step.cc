@@ -12,6 +12,14 @@
 // each device keeps and updates only its block. psum_scatter adds in the same canonical
 // tree as psum and the optimizers are elementwise, so the bits are those of replicated
 // data parallelism.
+//
+// With StepOptions::model_devices > 1 (tensor parallel), the mesh has a second axis
+// `model`: the column- and row-split dense layers' params arrive as blocks over it and
+// the layers do their own psum (DenseOptions::parallel). Every device along `model`
+// computes the same loss and differentiates 1 / model_devices of it; the gradients of the
+// params they all hold are then summed over `model`. The row-split layer adds its partial
+// products in another order than one matmul, so the bits depend on model_devices (not on
+// the data axis's size).
 #include <fmt/format.h>
 
 #include <utility>
@@ -57,7 +65,8 @@ ChunkSums add_sums(const ChunkSums& a, const ChunkSums& b) {
 }
 
 ChunkSums device_chunk_sums(const nn::Module& model, const Tree& params, const Tree& state,
-                            const Array& x, const Array& y, const Array& keys, const Array& mask) {
+                            const Array& x, const Array& y, const Array& keys, const Array& mask,
+                            double loss_scale) {
   const bool masked = mask.defined();
   const int64_t local_chunks = keys.dim(0);
   const int64_t chunk_rows = x.dim(0) / local_chunks;
@@ -75,12 +84,14 @@ ChunkSums device_chunk_sums(const nn::Module& model, const Tree& params, const T
       Array hit = astype(equal(argmax(out.y, -1, DType::i32), yc), DType::i32);
       Array loss = masked ? sum(per_example * mc) : sum(per_example);
       Array correct = masked ? sum(hit * astype(mc, DType::i32)) : sum(hit);
-      return std::make_pair(loss, Tree::dict({{"correct", correct}, {"state", out.state}}));
+      Tree aux = Tree::dict({{"correct", correct}, {"loss", loss}, {"state", out.state}});
+      return std::make_pair(loss_scale == 1 ? loss : loss * loss_scale, aux);
     };
     auto [value, grads] = value_and_grad(loss_fn, HasAux{})(params);
-    const auto& [loss, aux] = value;
+    const Tree& aux = value.second;
     Array count = masked ? sum(mc) : full({}, static_cast<double>(chunk_rows));
-    parts.push_back(ChunkSums{loss, aux["correct"].leaf(), count, grads, aux["state"]});
+    parts.push_back(
+        ChunkSums{aux["loss"].leaf(), aux["correct"].leaf(), count, grads, aux["state"]});
   }
   return pairwise_sum(parts, add_sums);
 }
@@ -140,13 +151,13 @@ StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation 
     const auto num_params = static_cast<size_t>(params_def.num_leaves());
     const auto num_state = static_cast<size_t>(state_def.num_leaves());
     const auto num_opt = static_cast<size_t>(opt_def.num_leaves());
-    std::vector<Array> param_leaves = params.leaves(), opt_leaves = opt_state.leaves();
-    std::vector<bool> param_split, opt_split;
-    for (const Array& leaf : param_leaves) {
-      param_split.push_back(options.shard_params && splits_over(leaf.shape(), devices));
-    }
-    for (const Array& leaf : opt_leaves) {
-      opt_split.push_back(options.shard_params && splits_over(leaf.shape(), devices));
+    const int64_t model_devices = options.model_devices;
+    const bool tensor_parallel = model_devices > 1;
+    StateLayout layout = state_layout(params, opt_state, options);
+    // FSDP: the leaves split over `data`, gathered whole for the forward pass.
+    std::vector<bool> param_split;
+    for (const PartitionSpec& spec : layout.params) {
+      param_split.push_back(splits_over_axis(spec, kDataAxis));
     }
 
     SpmdFunction body = [=](const std::vector<Array>& in) {
@@ -167,20 +178,31 @@ StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation 
       const Array& y = in[at + 1];
       const Array& keys = in[at + 2];
       ChunkSums local =
-          device_chunk_sums(model, p_whole, state, x, y, keys, masked ? in[at + 3] : Array());
+          device_chunk_sums(model, p_whole, state, x, y, keys, masked ? in[at + 3] : Array(),
+                            1.0 / static_cast<double>(model_devices));
       // Each device's block of the summed gradient where its params are split.
       std::vector<Array> grad_leaves = local.grads.leaves();
       for (size_t i = 0; i < grad_leaves.size(); ++i) {
         grad_leaves[i] = param_split[i] ? psum_scatter(grad_leaves[i], kDataAxis, 0, true)
                                         : psum(grad_leaves[i], kDataAxis);
+        // Each device along `model` differentiated 1 / model_devices of the loss: a param
+        // they all hold gets the sum of their shares. After the data axis's sum, so that
+        // the order over the chunks is the same on any data size.
+        if (tensor_parallel && !splits_over_axis(layout.params[i], kModelAxis)) {
+          grad_leaves[i] = psum(grad_leaves[i], kModelAxis);
+        }
       }
       ChunkSums global{psum(local.loss, kDataAxis), psum(local.correct, kDataAxis),
                        psum(local.count, kDataAxis), unflatten(params_def, grad_leaves),
                        tree_psum(local.state)};
       // Blocks of one gradient on several devices: non-finite anywhere is non-finite.
-      auto everywhere = [shard = options.shard_params](const Array& flags) {
-        if (!shard || flags.size() == 0) return flags;
-        return greater(psum(astype(flags, DType::i32), kDataAxis), zeros({}, DType::i32));
+      // (The config refuses FSDP and tensor parallelism together.)
+      const char* split_axis = options.shard_params ? kDataAxis
+                               : tensor_parallel    ? kModelAxis
+                                                    : nullptr;
+      auto everywhere = [split_axis](const Array& flags) {
+        if (split_axis == nullptr || flags.size() == 0) return flags;
+        return greater(psum(astype(flags, DType::i32), split_axis), zeros({}, DType::i32));
       };
       auto [new_params, next_state, new_opt, metrics] =
           apply_sums(optimizer, options.skip_nonfinite, p, state, opt, global, chunks, everywhere);
@@ -201,14 +223,9 @@ StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation 
       std::vector<Array> leaves = t->leaves();
       args.insert(args.end(), leaves.begin(), leaves.end());
     }
-    std::vector<PartitionSpec> in_specs;
-    for (size_t i = 0; i < num_params; ++i) {
-      in_specs.push_back(param_split[i] ? split_rows(param_leaves[i].rank()) : PartitionSpec());
-    }
+    std::vector<PartitionSpec> in_specs = layout.params;
     in_specs.resize(num_params + num_state, PartitionSpec());
-    for (size_t i = 0; i < num_opt; ++i) {
-      in_specs.push_back(opt_split[i] ? split_rows(opt_leaves[i].rank()) : PartitionSpec());
-    }
+    in_specs.insert(in_specs.end(), layout.opt.begin(), layout.opt.end());
     args.push_back(images);
     in_specs.push_back(split_rows(images.rank()));
     args.push_back(labels);
@@ -224,7 +241,7 @@ StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation 
         in_specs.begin() + static_cast<std::ptrdiff_t>(num_params + num_state + num_opt));
     out_specs.resize(out_specs.size() + 4, PartitionSpec());
     std::vector<Array> out =
-        shard_map(body, Mesh({{kDataAxis, devices}}), in_specs, out_specs)(args);
+        shard_map(body, step_mesh(devices, model_devices), in_specs, out_specs)(args);
     auto tree_at = [&out](const TreeDef& def, size_t begin, size_t count) {
       return unflatten(def, std::span(out).subspan(begin, count));
     };

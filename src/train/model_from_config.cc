@@ -6,6 +6,7 @@
 
 #include "kiln/error.h"
 #include "train/builders.h"
+#include "train/data_parallel_parts.h"
 
 namespace kiln::train {
 namespace {
@@ -22,7 +23,13 @@ Dims dims_of(const std::vector<int64_t>& values) {
 
 nn::Module build_layer(const LayerConfig& layer) {
   const std::string& type = layer.type;
-  if (type == "dense") return nn::Dense(layer.features);
+  if (type == "dense") {
+    nn::DenseOptions options;
+    if (layer.parallel == "column") options.parallel = nn::TensorParallel::kColumn;
+    if (layer.parallel == "row") options.parallel = nn::TensorParallel::kRow;
+    options.parallel_axis = kModelAxis;
+    return nn::Dense(layer.features, options);
+  }
   if (type == "conv2d") {
     nn::Conv2DOptions options;
     if (!layer.strides.empty()) options.strides = dims_of(layer.strides);
@@ -49,6 +56,21 @@ nn::Module build_model(const ModelConfig& config) {
   layers.reserve(config.layers.size());
   for (const LayerConfig& layer : config.layers) layers.push_back(build_layer(layer));
   return nn::Sequential(std::move(layers));
+}
+
+std::map<std::string, PartitionSpec> tensor_parallel_specs(const ModelConfig& config) {
+  std::map<std::string, PartitionSpec> specs;
+  for (size_t i = 0; i < config.layers.size(); ++i) {
+    const LayerConfig& layer = config.layers[i];
+    std::string name = fmt::format("dense_{}", i);
+    if (layer.parallel == "column") {
+      specs.emplace(name + "/kernel", PartitionSpec{{}, {kModelAxis}});
+      specs.emplace(name + "/bias", PartitionSpec{{kModelAxis}});
+    } else if (layer.parallel == "row") {
+      specs.emplace(name + "/kernel", PartitionSpec{{kModelAxis}, {}});
+    }
+  }
+  return specs;
 }
 
 }  // namespace kiln::train

@@ -46,7 +46,10 @@ JitStats combined(const JitStats& a, const JitStats& b) {
 
 Tree sum_over_processes(const Tree& local, std::string_view what) {
   std::vector<Array> leaves = on_one_device(local).leaves();
+  size_t total_bytes = 0;
+  for (const Array& leaf : leaves) total_bytes += static_cast<size_t>(leaf.size_bytes());
   std::string mine;
+  mine.reserve(total_bytes);
   for (const Array& leaf : leaves) {
     HostArray host = leaf.to_host();
     mine.append(reinterpret_cast<const char*>(host.bytes.data()), host.bytes.size());
@@ -166,7 +169,8 @@ ProcessParallelStep::ProcessParallelStep(nn::Module model, optim::GradientTransf
                  .donating({0, 1, 2})
                  .flushing_denormals(options.flush_denormals)) {
   KILN_CHECK(options.processes > 0 && options.data_devices % options.processes == 0 &&
-             options.chunks % options.data_devices == 0 && !options.shard_params);
+             options.chunks % options.data_devices == 0 && !options.shard_params &&
+             options.model_devices == 1);
 }
 
 ProcessParallelStep::LocalRows ProcessParallelStep::local_rows(const Array& images,
@@ -190,7 +194,7 @@ StepResult ProcessParallelStep::run(const TrainState& state, const Array& images
       sums_(state.params, state.model_state, local.images, local.labels, local.keys, local.mask);
   Tree total = sum_over_processes(sums, "train step sums");
   // Replicated on this process's devices, as the apply half's other arguments are.
-  total = placed_on(total, mesh_, false);
+  total = placed_on(total, mesh_);
   return apply_(state.params, state.model_state, state.opt_state, total);
 }
 

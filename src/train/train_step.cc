@@ -1,6 +1,9 @@
 // Building the train and eval step functions and compiling them with jit.
 #include "train/train_step.h"
 
+#include <algorithm>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -12,6 +15,7 @@
 #include "kiln/ops.h"
 #include "kiln/sharding.h"
 #include "kiln/transforms.h"
+#include "train/data_parallel_parts.h"
 #include "train/process_parallel_step.h"
 
 namespace kiln::train {
@@ -104,33 +108,87 @@ StepFunction single_device_step(nn::Module model, optim::GradientTransformation 
 
 }  // namespace
 
-// The data-parallel step's state lives on the mesh between steps, each leaf replicated or
-// (`split`, FSDP) split along its first dimension; a state that arrives on one device (the
-// first step, a resumed run) is placed so before the step, so that every step has one
-// signature and compiles once.
-Tree placed_on(const Tree& tree, const Mesh& mesh, bool split) {
+// The data-parallel step's state lives on the mesh between steps, each leaf where its
+// StateLayout says; a state that arrives on one device (the first step, a resumed run) is
+// placed so before the step, so that every step has one signature and compiles once.
+Tree placed_on(const Tree& tree, const Mesh& mesh, const std::vector<PartitionSpec>& specs) {
   if (tree.num_leaves() == 0) return tree;
-  return tree_map(
-      [&mesh, split](const Array& leaf) {
-        std::vector<std::vector<std::string>> dims(leaf.shape().dims().size());
-        if (split && splits_over(leaf.shape(), mesh.size())) dims[0] = {"data"};
-        NamedSharding target(mesh, PartitionSpec(std::move(dims)));
-        std::optional<NamedSharding> current = sharding_of(leaf);
-        return current && *current == target ? leaf : device_put(leaf, target);
-      },
-      tree);
+  std::vector<Array> leaves = tree.leaves();
+  KILN_CHECK(specs.empty() || specs.size() == leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    NamedSharding target(mesh, specs.empty() ? PartitionSpec(std::vector<std::vector<std::string>>(
+                                                   leaves[i].shape().dims().size()))
+                                             : specs[i]);
+    std::optional<NamedSharding> current = sharding_of(leaves[i]);
+    if (!current || !(*current == target)) leaves[i] = device_put(leaves[i], target);
+  }
+  return unflatten(tree.structure(), leaves);
 }
 
 namespace {
 
-bool replicated(const NamedSharding& sharding) {
-  for (const auto& axes : sharding.spec().dims) {
+// Whether `path` is `suffix` or ends with "/" + suffix.
+bool ends_with_path(const std::string& path, const std::string& suffix) {
+  if (path.size() < suffix.size() ||
+      path.compare(path.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return false;
+  }
+  return path.size() == suffix.size() || path[path.size() - suffix.size() - 1] == '/';
+}
+
+PartitionSpec replicated_spec(int64_t rank) {
+  return PartitionSpec(std::vector<std::vector<std::string>>(static_cast<size_t>(rank)));
+}
+
+}  // namespace
+
+StateLayout state_layout(const Tree& params, const Tree& opt_state, const StepOptions& options) {
+  const int64_t data = options.data_devices;
+  auto fsdp = [&](const Array& leaf) {
+    return options.shard_params && splits_over(leaf.shape(), data) ? split_rows(leaf.rank())
+                                                                   : replicated_spec(leaf.rank());
+  };
+  StateLayout layout;
+  std::vector<std::pair<std::string, Array>> named_params =
+      params.num_leaves() > 0 ? params.leaves_with_paths()
+                              : std::vector<std::pair<std::string, Array>>{};
+  for (const auto& [path, leaf] : named_params) {
+    auto split = options.tensor_parallel.find(path);
+    layout.params.push_back(split != options.tensor_parallel.end() ? split->second : fsdp(leaf));
+  }
+  if (opt_state.num_leaves() == 0) return layout;
+  for (const auto& [path, leaf] : opt_state.leaves_with_paths()) {
+    // The longest param path that ends this one, with the same shape.
+    std::optional<size_t> owner;
+    for (size_t p = 0; p < named_params.size(); ++p) {
+      const auto& [param_path, param] = named_params[p];
+      if (param.shape() != leaf.shape() || !ends_with_path(path, param_path)) continue;
+      if (!owner || param_path.size() > named_params[*owner].first.size()) owner = p;
+    }
+    layout.opt.push_back(owner && !options.tensor_parallel.empty() ? layout.params[*owner]
+                                                                   : fsdp(leaf));
+  }
+  return layout;
+}
+
+bool is_replicated(const PartitionSpec& spec) {
+  for (const auto& axes : spec.dims) {
     if (!axes.empty()) return false;
   }
   return true;
 }
 
-}  // namespace
+bool splits_over_axis(const PartitionSpec& spec, const std::string& axis) {
+  for (const auto& axes : spec.dims) {
+    if (std::find(axes.begin(), axes.end(), axis) != axes.end()) return true;
+  }
+  return false;
+}
+
+Mesh step_mesh(int64_t data_devices, int64_t model_devices) {
+  if (model_devices > 1) return Mesh({{kDataAxis, data_devices}, {kModelAxis, model_devices}});
+  return Mesh({{kDataAxis, data_devices}});
+}
 
 Tree on_one_device(const Tree& tree) {
   if (tree.num_leaves() == 0) return tree;
@@ -138,7 +196,7 @@ Tree on_one_device(const Tree& tree) {
       [](const Array& leaf) {
         std::optional<NamedSharding> sharding = sharding_of(leaf);
         if (!sharding) return leaf;
-        return replicated(*sharding) ? shards(leaf).front() : device_put(leaf, device(0));
+        return is_replicated(sharding->spec()) ? shards(leaf).front() : device_put(leaf, device(0));
       },
       tree);
 }
@@ -148,11 +206,12 @@ TrainStep::TrainStep(nn::Module model, optim::GradientTransformation optimizer, 
       chunks_(options.data_devices > 0 ? options.chunks : 0),
       // In an MPI job, this process's part of the global mesh.
       mesh_(options.data_devices > 0
-                ? std::optional<Mesh>(Mesh(
-                      {{"data", options.processes > 0 ? options.data_devices / options.processes
-                                                      : options.data_devices}}))
+                ? std::optional<Mesh>(step_mesh(options.processes > 0
+                                                    ? options.data_devices / options.processes
+                                                    : options.data_devices,
+                                                options.model_devices))
                 : std::nullopt),
-      shard_params_(options.shard_params),
+      options_(options),
       no_mask_(zeros({})),
       step_(options.data_devices > 0 ? data_parallel_step(model, optimizer, options)
                                      : single_device_step(model, optimizer, options),
@@ -176,9 +235,10 @@ StepMetrics TrainStep::run(TrainState& state, const Array& images, const Array& 
          "train.pad_remainder when the last batch of an epoch would not divide");
   }
   if (chunks_ > 0) {
-    state = TrainState{placed_on(state.params, *mesh_, shard_params_),
-                       placed_on(state.model_state, *mesh_, false),
-                       placed_on(state.opt_state, *mesh_, shard_params_)};
+    if (!layout_) layout_ = state_layout(state.params, state.opt_state, options_);
+    state = TrainState{placed_on(state.params, *mesh_, layout_->params),
+                       placed_on(state.model_state, *mesh_),
+                       placed_on(state.opt_state, *mesh_, layout_->opt)};
   }
   auto [params, model_state, opt_state, metrics] =
       processes_ ? processes_->run(state, images, labels, key, masked_ ? mask : no_mask_)

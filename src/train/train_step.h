@@ -7,9 +7,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include "kiln/array.h"
 #include "kiln/jit.h"
@@ -54,6 +57,12 @@ struct StepOptions {
   // With a mesh: params and optimizer state split over the devices along their first
   // dimension where it divides (FSDP); the same bits as replicated (mesh.shard_params).
   bool shard_params = false;
+  // Tensor parallel over a second mesh axis `model` of this many devices (the mesh then
+  // has data_devices x model_devices): `tensor_parallel` gives the spec of each split
+  // param by its path (the column- and row-split dense layers' kernels and biases), and
+  // the loss each device differentiates is divided by model_devices (DenseOptions::parallel).
+  int64_t model_devices = 1;
+  std::map<std::string, PartitionSpec> tensor_parallel;
   // An MPI job of this many processes (0: none), of which this is `process_rank`: the
   // global mesh of data_devices is split evenly among them, each running its share of the
   // chunks on data_devices / processes local devices (process_parallel_step.h).
@@ -64,6 +73,18 @@ struct StepOptions {
 // Whether a params or optimizer-state leaf of this shape is split over `devices` with
 // StepOptions::shard_params: along its first dimension, when that divides evenly.
 bool splits_over(const Shape& shape, int64_t devices);
+
+// Where each params and optimizer-state leaf lives on the step's mesh, in leaf order.
+struct StateLayout {
+  std::vector<PartitionSpec> params;
+  std::vector<PartitionSpec> opt;
+};
+// Params: the spec StepOptions::tensor_parallel names for its path, else split along the
+// first dimension over `data` with shard_params where it divides, else replicated. An
+// optimizer-state leaf takes the spec of the param whose path ends its own (Adam's
+// "mu/dense_1/kernel" that of "dense_1/kernel") and whose shape it has; one that matches no
+// param follows the shard_params rule.
+StateLayout state_layout(const Tree& params, const Tree& opt_state, const StepOptions& options);
 
 // The step's function before jit: (params, model state, optimizer state, images, labels,
 // key, mask) to (params, model state, optimizer state, metrics).
@@ -85,9 +106,9 @@ StepResult finish_step(const optim::GradientTransformation& optimizer, bool skip
 
 class ProcessParallelStep;
 
-// Each leaf of `tree` on `mesh`: replicated, or (`split`, FSDP) split along its first
-// dimension where splits_over says so; a leaf already placed so is returned as it is.
-Tree placed_on(const Tree& tree, const Mesh& mesh, bool split);
+// Leaf i of `tree` on `mesh` by specs[i] (every leaf replicated when `specs` is empty); a
+// leaf already placed so is returned as it is.
+Tree placed_on(const Tree& tree, const Mesh& mesh, const std::vector<PartitionSpec>& specs = {});
 
 class TrainStep {
  public:
@@ -106,7 +127,10 @@ class TrainStep {
   bool masked_;
   int64_t chunks_;            // 0: not data parallel
   std::optional<Mesh> mesh_;  // the data-parallel step's
-  bool shard_params_ = false;
+  StepOptions options_;
+  // Where the state's leaves live on mesh_, known at the first step (the trees' structure
+  // does not change between steps).
+  mutable std::optional<StateLayout> layout_;
   Array no_mask_;  // what the unmasked step receives in the mask's place (unused)
   Jitted<Fn> step_;
   std::shared_ptr<const ProcessParallelStep> processes_;  // instead of step_ in an MPI job

@@ -137,16 +137,27 @@ void check_mesh_fits(const TrainConfig& c, int64_t train_examples) {
   const int64_t processes = dist::size();
   if (processes > 1) check_mesh_spans_processes(c, processes);
   if (c.mesh.data == 0) return;
+  if (dist::active() && c.mesh.model > 1) {
+    fail(kUnknownSite,
+         fmt::format("{}: mesh.model = {} in an MPI job is not built yet: tensor parallelism "
+                     "splits layers over the devices of one process",
+                     c.source, c.mesh.model),
+         "run it in one process (KILN_CPU_DEVICES = mesh.data x mesh.model), or set mesh.model "
+         "= 1 and the layers' parallel = \"none\"");
+  }
   auto available = static_cast<int64_t>(devices().size());
-  const int64_t local = c.mesh.data / processes;
+  // The mesh's devices in this process: its share of `data`, times `model`.
+  const int64_t local = c.mesh.data / processes * c.mesh.model;
   if (local > available) {
+    std::string tensor =
+        c.mesh.model > 1 ? fmt::format(" x mesh.model = {}", c.mesh.model) : std::string();
     fail(kUnknownSite,
          processes > 1
              ? fmt::format("{}: mesh.data = {} over {} processes needs {} devices in each; this "
                            "process has {}",
                            c.source, c.mesh.data, processes, local, available)
-             : fmt::format("{}: mesh.data = {} needs {} devices; this process has {}", c.source,
-                           c.mesh.data, c.mesh.data, available),
+             : fmt::format("{}: mesh.data = {}{} needs {} devices; this process has {}", c.source,
+                           c.mesh.data, tensor, local, available),
          fmt::format("start it with KILN_CPU_DEVICES={} (logical CPU devices), or lower mesh.data",
                      local));
   }
@@ -477,6 +488,9 @@ void Run::train_epochs() {
   step_options.data_devices = c.mesh.data;
   step_options.chunks = c.mesh.chunks;
   step_options.shard_params = c.mesh.shard_params;
+  step_options.model_devices = c.mesh.model;
+  // With one device on `model` there is no model axis: the split layers are ordinary.
+  if (c.mesh.model > 1) step_options.tensor_parallel = tensor_parallel_specs(c.model);
   if (dist::active()) {
     step_options.processes = dist::size();
     step_options.process_rank = dist::rank();
@@ -583,7 +597,7 @@ nlohmann::json Run::timing_report(const JitStats& stats, double loop_seconds,
   std::string requested = default_device().to_string();
   if (config_.mesh.data > 0) {
     requested.clear();
-    for (int64_t d = 0; d < config_.mesh.data / dist::size(); ++d) {
+    for (int64_t d = 0; d < config_.mesh.data / dist::size() * config_.mesh.model; ++d) {
       requested += (d == 0 ? "" : ",") + devices()[static_cast<size_t>(d)]->to_string();
     }
   }

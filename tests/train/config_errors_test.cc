@@ -207,10 +207,10 @@ TEST(ConfigErrors, Layers) {
   EXPECT_EQ(layers_error("[[model.layers]]\ntype = \"flatten\"\n\n[[model.layers]]\n"
                          "type = \"dense\"\nfeatures = 10\nkernel_size = [3, 3]\n"),
             "config.toml:10:1: model.layers[1] (dense, line 7): unknown field 'kernel_size' for a "
-            "dense layer; dense takes: features");
+            "dense layer; dense takes: features, parallel");
   EXPECT_EQ(layers_error("[[model.layers]]\ntype = \"dense\"\nfeature = 10\n"),
             "config.toml:6:1: model.layers[0] (dense, line 4): unknown field 'feature' for a dense "
-            "layer; did you mean 'features'? dense takes: features");
+            "layer; did you mean 'features'? dense takes: features, parallel");
   EXPECT_EQ(layers_error("[[model.layers]]\ntype = \"relu\"\nfeatures = 10\n"),
             "config.toml:6:1: model.layers[0] (relu, line 4): unknown field 'features' for a relu "
             "layer; relu takes no fields");

@@ -87,10 +87,31 @@ class Module {
 // ----- layers ----------------------------------------------------------------------------
 // Each constructor checks its arguments at once; an error names the line that built the
 // layer (`site`, which defaults to the caller's).
+// Megatron-style tensor parallelism (Shoeybi et al., 2019): a column-split Dense layer, then
+// elementwise layers, then a row-split one; docs/sharding.md, *Tensor parallel*.
+enum class TensorParallel {
+  kNone,
+  // The kernel's columns and the bias are split over the axis: each device computes its
+  // block of the features from the whole input.
+  kColumn,
+  // The kernel's rows are split over the axis and the input is this device's block of its
+  // features (a column-split layer's output): the partial products are summed over the
+  // axis (psum), then the whole bias is added.
+  kRow,
+};
+
 struct DenseOptions {
   bool use_bias = true;
   Initializer kernel_init = lecun_normal();
   Initializer bias_init = zeros_init();
+  // Inside a kiln::shard_map whose mesh has `parallel_axis`, apply expects the blocks
+  // shard_map hands it: kColumn a kernel [in, features / n] and bias [features / n], kRow a
+  // kernel [in / n, features]. Elsewhere (init, evaluation on whole params) it is an
+  // ordinary Dense. psum's VJP is psum, so the gradient taken inside the body is that of the
+  // sum of every device's loss: divide the loss by n, and psum over the axis the gradients
+  // of the params it replicates (kiln's train step does both).
+  TensorParallel parallel = TensorParallel::kNone;
+  std::string parallel_axis = "model";
 };
 // y = x @ kernel + bias over the last axis; kernel [in, features].
 Module Dense(int64_t features, DenseOptions options = {}, CallSite site = {});
