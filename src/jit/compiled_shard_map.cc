@@ -5,6 +5,8 @@
 #include <map>
 #include <mutex>
 
+#include <fmt/format.h>
+
 #include "runtime/cpu_device.h"
 #include "runtime/device_array.h"
 #include "sharding/shard_map_run.h"
@@ -20,7 +22,7 @@ bool is_collective(const Equation& equation) {
 // Segment `members` of `body` as a program of its own: its inputs are the body variables
 // it reads before defining, its outputs those in `exported`.
 ShardMapSegment build_segment(const Program& body, const std::vector<size_t>& members,
-                              const std::vector<bool>& exported) {
+                              const std::vector<bool>& exported, int64_t index) {
   ShardMapSegment segment;
   Program program;
   std::vector<VarId> local(body.num_vars(), -1);
@@ -49,7 +51,7 @@ ShardMapSegment build_segment(const Program& body, const std::vector<size_t>& me
     program.equations.push_back(std::move(copy));
   }
   CompileOptions options;
-  options.name = "shard_map_segment";
+  options.name = fmt::format("shard_map segment {}", index);
   segment.executable =
       Executable::compile(program, std::vector<bool>(program.inputs.size(), false), options);
   return segment;
@@ -119,11 +121,24 @@ std::vector<ShardMapSegment> plan_shard_map_segments(const Program& body) {
       (is_collective(body.equations[e]) ? collectives : members).push_back(e);
     }
     ShardMapSegment segment;
-    if (!members.empty()) segment = build_segment(body, members, exported);
+    if (!members.empty()) segment = build_segment(body, members, exported, k);
     segment.collectives_before = std::move(collectives);
     segments.push_back(std::move(segment));
   }
   return segments;
+}
+
+std::vector<std::shared_ptr<const Executable>> shard_map_segment_executables(
+    const Program& program) {
+  std::vector<std::shared_ptr<const Executable>> executables;
+  for (const Equation& equation : program.equations) {
+    if (equation.prim != PrimId::shard_map) continue;
+    for (const ShardMapSegment& segment :
+         *cached_plan(std::get<ShardMapParams>(equation.params).body.program)) {
+      if (segment.executable) executables.push_back(segment.executable);
+    }
+  }
+  return executables;
 }
 
 std::vector<Array> compiled_shard_map_impl(std::span<const Array> inputs, const Params& params,

@@ -29,6 +29,12 @@ struct ShardMapSegment {
 // two collectives that do not depend on each other share one gap between segments.
 std::vector<ShardMapSegment> plan_shard_map_segments(const Program& body);
 
+// The segments' executables of every shard_map equation in `program` (in program order,
+// then segment order): what runs on the mesh's devices when `program` does, for a profile
+// to attribute their kernels (profile::measure_roofline).
+std::vector<std::shared_ptr<const Executable>> shard_map_segment_executables(
+    const Program& program);
+
 // shard_map's impl rule: the compiled run (plans are cached per body program).
 std::vector<Array> compiled_shard_map_impl(std::span<const Array> inputs, const Params& params,
                                            CallSite site);

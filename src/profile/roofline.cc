@@ -31,16 +31,29 @@ std::string roofline_bound(double flops, double bytes, double measured_s,
 
 Roofline measure_roofline(const detail::Executable& executable, const trace::Recording& recording,
                           int64_t train_steps, double step_wall_s, const MachinePeaks& peaks) {
+  return measure_roofline(std::vector<const detail::Executable*>{&executable}, recording,
+                          train_steps, step_wall_s, peaks);
+}
+
+Roofline measure_roofline(const std::vector<const detail::Executable*>& executables,
+                          const trace::Recording& recording, int64_t train_steps,
+                          double step_wall_s, const MachinePeaks& peaks) {
   struct Measured {
     int64_t calls = 0;
     int64_t total_ns = 0;
   };
-  std::map<int64_t, Measured> by_step;  // ordered: rows come out the same every time
-  const auto id = static_cast<double>(executable.trace_id());
+  // By (executable's position, step); ordered: rows come out the same every time.
+  std::map<std::pair<size_t, int64_t>, Measured> by_step;
+  std::map<double, size_t> position_of;  // trace id -> position in `executables`
+  for (size_t e = 0; e < executables.size(); ++e) {
+    position_of.emplace(static_cast<double>(executables[e]->trace_id()), e);
+  }
   for (const trace::Event& event : recording.events) {
     if (event.category != "kernel" || event.args.size() < 2) continue;
-    if (event.args[0].first != "executable" || event.args[0].second != id) continue;
-    Measured& measured = by_step[static_cast<int64_t>(event.args[1].second)];
+    if (event.args[0].first != "executable") continue;
+    auto found = position_of.find(event.args[0].second);
+    if (found == position_of.end()) continue;
+    Measured& measured = by_step[{found->second, static_cast<int64_t>(event.args[1].second)}];
     ++measured.calls;
     measured.total_ns += event.duration_ns;
   }
@@ -49,11 +62,14 @@ Roofline measure_roofline(const detail::Executable& executable, const trace::Rec
   roofline.step_wall_s = step_wall_s;
   roofline.peaks = peaks;
   const double per_step = train_steps > 0 ? 1.0 / static_cast<double>(train_steps) : 0.0;
-  for (const auto& [step, measured] : by_step) {
+  for (const auto& [where, measured] : by_step) {
+    const auto& [position, step] = where;
+    const detail::Executable& executable = *executables[position];
     if (step < 0 || static_cast<size_t>(step) >= executable.steps().size()) continue;
     Cost cost = executable.step_cost(static_cast<size_t>(step));
     RooflineRow row;
     row.name = executable.step_names()[static_cast<size_t>(step)];
+    if (position > 0) row.name = executable.name() + ": " + row.name;
     row.step = step;
     row.calls = static_cast<double>(measured.calls) * per_step;
     row.measured_s = static_cast<double>(measured.total_ns) * 1e-9 * per_step;

@@ -53,6 +53,14 @@ struct Roofline {
 // `train_steps` calls of it. Steps that did not run in the recording are left out.
 Roofline measure_roofline(const detail::Executable& executable, const trace::Recording& recording,
                           int64_t train_steps, double step_wall_s, const MachinePeaks& peaks);
+// The same over several executables that a train step runs (a jit program and the segments
+// of its shard_map, say): rows of every executable after the first are named
+// "<executable>: <step>". A segment runs once per device of its mesh, so its rows add the
+// devices' times (device seconds: on devices that run side by side, kernel_s can pass the
+// wall time).
+Roofline measure_roofline(const std::vector<const detail::Executable*>& executables,
+                          const trace::Recording& recording, int64_t train_steps,
+                          double step_wall_s, const MachinePeaks& peaks);
 
 // Which limit a kernel of this cost and time is held by (see the header comment).
 std::string roofline_bound(double flops, double bytes, double measured_s,

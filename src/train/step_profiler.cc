@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "base/trace_events.h"
+#include "jit/compiled_shard_map.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
 #include "kiln/profile.h"
@@ -105,8 +106,13 @@ void StepProfiler::after_step(int64_t step_number, const TrainState& state,
   Compiled program = compiled();
   const detail::Executable& executable = *program.executable();
   profile::MachinePeaks peaks = profile::machine_peaks();
+  // With a mesh, the kernels run in the shard_map's segments, executables of their own.
+  std::vector<std::shared_ptr<const detail::Executable>> segments =
+      detail::shard_map_segment_executables(executable.program());
+  std::vector<const detail::Executable*> executables = {&executable};
+  for (const auto& segment : segments) executables.push_back(segment.get());
   profile::Roofline roofline = profile::measure_roofline(
-      executable, recording, steps, wall_s / static_cast<double>(steps), peaks);
+      executables, recording, steps, wall_s / static_cast<double>(steps), peaks);
   profile::MemoryEstimate estimate =
       profile::estimate_memory(executable, tree_bytes(state.params) + tree_bytes(state.model_state),
                                tree_bytes(state.opt_state));

@@ -101,6 +101,12 @@ TEST_F(DataParallelTraining, SameWeightsOnOneTwoAndFourDevices) {
   EXPECT_EQ(info["timing"]["misplaced_params"], 0);
   EXPECT_EQ(info["timing"]["placement"][0]["devices"], "cpu:0,cpu:1,cpu:2,cpu:3");
   EXPECT_EQ(info["jit"]["compiles"], 1);
+  // The roofline sees the kernels of the shard_map's segments, each run on every device.
+  const nlohmann::json& top = info["roofline"]["top"];
+  ASSERT_FALSE(top.empty());
+  EXPECT_THAT(top[0]["name"].get<std::string>(), testing::StartsWith("shard_map segment "));
+  EXPECT_EQ(top[0]["calls_per_step"], 4.0);
+  EXPECT_GT(info["roofline"]["flops"].get<double>(), 0);
   fs::remove_all(runs);
 }
 
