@@ -11,8 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "io/atomic_file.h"
-#include "io/savepoint.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
 #include "train/config.h"
@@ -156,17 +154,7 @@ TEST_F(DataParallelTraining, ARunResumesOnAnotherMeshSizeWithTheSameBits) {
                                          "train.savepoint_keep_every=4"};
   TrainSummary straight = train(small_mlp(runs, two_epochs), quiet());
   // Killed after the savepoint of step 4 (mid-epoch): the later ones and the weights gone.
-  fs::path copy = runs / "killed" / straight.run_dir.filename();
-  fs::create_directories(copy.parent_path());
-  fs::copy(straight.run_dir, copy, fs::copy_options::recursive);
-  for (const auto& entry : savepoint::list_committed(copy / "savepoints")) {
-    if (entry.step > 4) fs::remove_all(entry.path);
-  }
-  fs::remove(copy / "params.safetensors");
-  nlohmann::json info = read_json(copy / "run.json");
-  info["status"] = "running";
-  info["pid"] = 999999999;
-  io::write_file_atomically(copy / "run.json", info.dump(2));
+  fs::path copy = run_test::killed_copy(straight.run_dir, runs / "killed", 4);
   // mesh.data is not part of the run identity: no --allow-changed needed.
   ResumeOptions on_two;
   on_two.overrides = {"mesh.data=2"};
@@ -175,16 +163,7 @@ TEST_F(DataParallelTraining, ARunResumesOnAnotherMeshSizeWithTheSameBits) {
   EXPECT_EQ(resumed.steps, 16);
   EXPECT_EQ(resumed.params_sha256, straight.params_sha256);
   // Leaving the mesh changes what the step computes: that is a change of identity.
-  fs::path again = runs / "again" / straight.run_dir.filename();
-  fs::create_directories(again.parent_path());
-  fs::copy(copy, again, fs::copy_options::recursive);
-  for (const auto& entry : savepoint::list_committed(again / "savepoints")) {
-    if (entry.step > 4) fs::remove_all(entry.path);
-  }
-  nlohmann::json again_info = read_json(again / "run.json");
-  again_info["status"] = "running";
-  again_info["pid"] = 999999999;
-  io::write_file_atomically(again / "run.json", again_info.dump(2));
+  fs::path again = run_test::killed_copy(straight.run_dir, runs / "again", 4);
   ResumeOptions without_mesh;
   without_mesh.overrides = {"mesh.data=0"};
   std::string message;

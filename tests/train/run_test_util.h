@@ -1,5 +1,5 @@
 // Helpers shared by the tests that train: a fresh runs directory per test, quiet options,
-// and reading a run's JSON files.
+// reading a run's JSON files, and a copy of a run as a kill would leave it.
 #pragma once
 
 #include <unistd.h>
@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "io/atomic_file.h"
+#include "io/savepoint.h"
 #include "train/trainer.h"
 
 namespace kiln::train::run_test {
@@ -34,6 +36,26 @@ inline TrainOptions quiet() {
 inline nlohmann::json read_json(const std::filesystem::path& path) {
   std::ifstream in(path);
   return nlohmann::json::parse(in);
+}
+
+// A copy of `run_dir` under `where` as a run killed right after savepoint `step` would
+// leave it: later savepoints and the final weights never written, run.json still
+// "running" for a process that is gone.
+inline std::filesystem::path killed_copy(const std::filesystem::path& run_dir,
+                                         const std::filesystem::path& where, int64_t step) {
+  namespace fs = std::filesystem;
+  fs::create_directories(where);
+  fs::path copy = where / run_dir.filename();
+  fs::copy(run_dir, copy, fs::copy_options::recursive);
+  for (const auto& entry : savepoint::list_committed(copy / "savepoints")) {
+    if (entry.step > step) fs::remove_all(entry.path);
+  }
+  fs::remove(copy / "params.safetensors");
+  nlohmann::json info = read_json(copy / "run.json");
+  info["status"] = "running";
+  info["pid"] = 999999999;  // no such process
+  io::write_file_atomically(copy / "run.json", info.dump(2));
+  return copy;
 }
 
 }  // namespace kiln::train::run_test

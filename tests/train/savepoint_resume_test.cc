@@ -55,6 +55,7 @@ TrainConfig tiny_run(const fs::path& runs_dir, std::vector<std::string> extra = 
   return load_config(fs::path(KILN_SOURCE_DIR) / "examples/fashion_mnist_mlp.toml", overrides);
 }
 
+using run_test::killed_copy;
 using run_test::quiet;
 using run_test::read_json;
 
@@ -75,24 +76,6 @@ std::vector<nlohmann::json> metrics_without_timing(const fs::path& run_dir) {
 std::string final_sha(const fs::path& run_dir, const std::string& file) {
   nlohmann::json info = read_json(run_dir / "run.json");
   return io::sha256_file(run_dir / info["last_savepoint"].get<std::string>() / file);
-}
-
-// A copy of `run_dir` as a run killed right after savepoint `step` would leave it: later
-// savepoints and the final weights never written, run.json still "running" for a process
-// that is gone.
-fs::path killed_copy(const fs::path& run_dir, const fs::path& where, int64_t step) {
-  fs::create_directories(where);
-  fs::path copy = where / run_dir.filename();
-  fs::copy(run_dir, copy, fs::copy_options::recursive);
-  for (const auto& entry : savepoint::list_committed(copy / "savepoints")) {
-    if (entry.step > step) fs::remove_all(entry.path);
-  }
-  fs::remove(copy / "params.safetensors");
-  nlohmann::json info = read_json(copy / "run.json");
-  info["status"] = "running";
-  info["pid"] = 999999999;  // no such process
-  io::write_file_atomically(copy / "run.json", info.dump(2));
-  return copy;
 }
 
 class Savepoints : public testing::Test {

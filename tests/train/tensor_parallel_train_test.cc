@@ -12,8 +12,6 @@
 #include <string>
 #include <vector>
 
-#include "io/atomic_file.h"
-#include "io/savepoint.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
 #include "kiln/safetensors.h"
@@ -113,19 +111,8 @@ TEST_F(TensorParallelTraining, ARunResumesOnAnotherDataSizeWithTheSameBits) {
   TrainSummary straight = train(small_tp_mlp(runs, {"mesh.data=2", "train.savepoint_every=4",
                                                     "train.savepoint_keep_every=4"}),
                                 quiet());
-  // Killed after the savepoint of step 4: the later ones and the weights gone. The
-  // savepoint holds the split params and moments whole.
-  fs::path copy = runs / "killed" / straight.run_dir.filename();
-  fs::create_directories(copy.parent_path());
-  fs::copy(straight.run_dir, copy, fs::copy_options::recursive);
-  for (const auto& entry : savepoint::list_committed(copy / "savepoints")) {
-    if (entry.step > 4) fs::remove_all(entry.path);
-  }
-  fs::remove(copy / "params.safetensors");
-  nlohmann::json info = read_json(copy / "run.json");
-  info["status"] = "running";
-  info["pid"] = 999999999;
-  io::write_file_atomically(copy / "run.json", info.dump(2));
+  // Killed after the savepoint of step 4, which holds the split params and moments whole.
+  fs::path copy = run_test::killed_copy(straight.run_dir, runs / "killed", 4);
   ResumeOptions on_one;
   on_one.overrides = {"mesh.data=1"};
   TrainSummary resumed = resume(copy, on_one, quiet());
