@@ -106,26 +106,9 @@ StepFunction single_device_step(nn::Module model, optim::GradientTransformation 
   };
 }
 
-}  // namespace
-
-// The data-parallel step's state lives on the mesh between steps, each leaf where its
-// StateLayout says; a state that arrives on one device (the first step, a resumed run) is
-// placed so before the step, so that every step has one signature and compiles once.
-Tree placed_on(const Tree& tree, const Mesh& mesh, const std::vector<PartitionSpec>& specs) {
-  if (tree.num_leaves() == 0) return tree;
-  std::vector<Array> leaves = tree.leaves();
-  KILN_CHECK(specs.empty() || specs.size() == leaves.size());
-  for (size_t i = 0; i < leaves.size(); ++i) {
-    NamedSharding target(mesh, specs.empty() ? PartitionSpec(std::vector<std::vector<std::string>>(
-                                                   leaves[i].shape().dims().size()))
-                                             : specs[i]);
-    std::optional<NamedSharding> current = sharding_of(leaves[i]);
-    if (!current || !(*current == target)) leaves[i] = device_put(leaves[i], target);
-  }
-  return unflatten(tree.structure(), leaves);
+PartitionSpec replicated_spec(int64_t rank) {
+  return PartitionSpec(std::vector<std::vector<std::string>>(static_cast<size_t>(rank)));
 }
-
-namespace {
 
 // Whether `path` is `suffix` or ends with "/" + suffix.
 bool ends_with_path(const std::string& path, const std::string& suffix) {
@@ -136,11 +119,22 @@ bool ends_with_path(const std::string& path, const std::string& suffix) {
   return path.size() == suffix.size() || path[path.size() - suffix.size() - 1] == '/';
 }
 
-PartitionSpec replicated_spec(int64_t rank) {
-  return PartitionSpec(std::vector<std::vector<std::string>>(static_cast<size_t>(rank)));
-}
-
 }  // namespace
+
+// The data-parallel step's state lives on the mesh between steps, each leaf where its
+// StateLayout says; a state that arrives on one device (the first step, a resumed run) is
+// placed so before the step, so that every step has one signature and compiles once.
+Tree placed_on(const Tree& tree, const Mesh& mesh, const std::vector<PartitionSpec>& specs) {
+  if (tree.num_leaves() == 0) return tree;
+  std::vector<Array> leaves = tree.leaves();
+  KILN_CHECK(specs.empty() || specs.size() == leaves.size());
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    NamedSharding target(mesh, specs.empty() ? replicated_spec(leaves[i].rank()) : specs[i]);
+    std::optional<NamedSharding> current = sharding_of(leaves[i]);
+    if (!current || !(*current == target)) leaves[i] = device_put(leaves[i], target);
+  }
+  return unflatten(tree.structure(), leaves);
+}
 
 StateLayout state_layout(const Tree& params, const Tree& opt_state, const StepOptions& options) {
   const int64_t data = options.data_devices;
