@@ -410,10 +410,8 @@ void check_last_batch(const TrainLoopConfig& train, const std::string& source_na
 }
 
 bool is_activation(const LayerConfig& layer) {
-  static const std::vector<std::string_view> structural = {"dense",      "conv2d",     "max_pool",
-                                                           "avg_pool",   "flatten",    "dropout",
-                                                           "batch_norm", "layer_norm", "rms_norm"};
-  return std::find(structural.begin(), structural.end(), layer.type) == structural.end();
+  const schema::LayerType* type = schema::find_layer_type(layer.type);
+  return type != nullptr && type->elementwise;
 }
 
 std::string layer_label(const ModelConfig& model, size_t i) {

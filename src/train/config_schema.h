@@ -87,6 +87,9 @@ struct LayerType {
   std::string_view help;
   std::vector<std::string_view> required;
   std::vector<std::string_view> optional;
+  // Works on each element alone (an activation): it may sit between a column- and a
+  // row-split dense layer, on a device's block of the features.
+  bool elementwise = false;
   bool takes(std::string_view field) const;
   std::vector<std::string_view> fields() const;  // required, then optional
 };
