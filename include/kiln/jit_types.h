@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/sharding.h"
 #include "kiln/tracing.h"
 
 namespace kiln {
@@ -28,6 +29,14 @@ struct JitOptions {
   // underflow (x86 spends ~100 cycles on each operation that meets a subnormal), and as
   // deterministic. Eager ops and the reference kernels always run IEEE.
   bool flush_denormals = false;
+  // Partition the program over a mesh (docs/sharding.md, *jit with shardings*): array leaf
+  // i of the flattened arguments split by in_shardings[i] (all on one mesh), result leaf j
+  // by out_shardings[j] (empty: the shardings propagation gives). The program is traced on
+  // whole arrays; each primitive's sharding rule says how it runs on blocks, and the
+  // collectives that join the blocks (all_gather, psum, psum_scatter) are inserted where
+  // needed. Empty in_shardings: the program runs on one device.
+  std::vector<NamedSharding> in_shardings;
+  std::vector<NamedSharding> out_shardings;
 
   // Chainable setters, for code built with -Wextra (which warns about designated
   // initializers that skip fields): jit(f, JitOptions().named("step").donating({0})).
@@ -44,6 +53,12 @@ struct JitOptions {
   JitOptions named(std::string text) const {
     JitOptions copy = *this;
     copy.name = std::move(text);
+    return copy;
+  }
+  JitOptions sharded(std::vector<NamedSharding> in, std::vector<NamedSharding> out = {}) const {
+    JitOptions copy = *this;
+    copy.in_shardings = std::move(in);
+    copy.out_shardings = std::move(out);
     return copy;
   }
   JitOptions flushing_denormals(bool flush = true) const {

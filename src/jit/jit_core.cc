@@ -12,6 +12,7 @@
 #include "prims/bind.h"
 #include "runtime/device_array.h"
 #include "runtime/sharded_array.h"
+#include "sharding/spmd_partitioner.h"
 
 namespace kiln {
 namespace detail {
@@ -136,6 +137,38 @@ TargetDevice placement_of(const std::string& name, const CallSignature& signatur
   return placement;
 }
 
+// The program of `fn` partitioned by `options`' shardings: traced on whole arrays, then
+// traced again as the one shard_map that runs it on blocks (sharding/spmd_partitioner.h).
+TracedProgram trace_partitioned(const JitOptions& options, const FlatFunction& fn,
+                                const std::vector<AbstractValue>& types, CallSite site) {
+  const Mesh& mesh = options.in_shardings.front().mesh();
+  std::vector<PartitionSpec> in_specs, out_specs;
+  auto same_mesh = [&](const NamedSharding& sharding, const std::string& what) {
+    if (!(sharding.mesh() == mesh)) {
+      fail(site,
+           fmt::format("jit '{}': {} is on {}, in_shardings[0] on {}; one partitioned program "
+                       "runs on one mesh",
+                       options.name, what, sharding.mesh().to_string(), mesh.to_string()),
+           "build every NamedSharding from the same kiln::Mesh");
+    }
+  };
+  for (size_t i = 0; i < options.in_shardings.size(); ++i) {
+    same_mesh(options.in_shardings[i], fmt::format("in_shardings[{}]", i));
+    in_specs.push_back(options.in_shardings[i].spec());
+  }
+  for (size_t j = 0; j < options.out_shardings.size(); ++j) {
+    same_mesh(options.out_shardings[j], fmt::format("out_shardings[{}]", j));
+    out_specs.push_back(options.out_shardings[j].spec());
+  }
+  // The whole program sees whole arrays, whatever split the arguments arrive with.
+  std::vector<AbstractValue> whole = types;
+  for (AbstractValue& type : whole) type.sharding = ShardingSpec{};
+  TracedProgram traced = trace_flat(fn, whole, site);
+  FlatFunction partitioned = spmd::partitioned_function(traced.program, mesh, std::move(in_specs),
+                                                        std::move(out_specs), options.name, site);
+  return trace_flat(partitioned, whole, site);
+}
+
 }  // namespace
 
 JitCore::JitCore(JitOptions options) : options_(std::move(options)) {}
@@ -219,7 +252,14 @@ std::shared_ptr<const JitCore::Entry> JitCore::compile(CallSignature signature,
   for (const ArgSignature& arg : signature.args) {
     types.insert(types.end(), arg.leaves.begin(), arg.leaves.end());
   }
-  TracedProgram traced = trace_flat(fn, types, site);
+  if (options_.in_shardings.empty() && !options_.out_shardings.empty()) {
+    fail(site, fmt::format("jit '{}': out_shardings without in_shardings", options_.name),
+         "give in_shardings too (NamedShardings with every dimension whole replicate an "
+         "argument)");
+  }
+  TracedProgram traced = options_.in_shardings.empty()
+                             ? trace_flat(fn, types, site)
+                             : trace_partitioned(options_, fn, types, site);
   CompileOptions options;
   options.name = options_.name;
   options.flush_denormals = options_.flush_denormals;

@@ -60,6 +60,7 @@ const PrimTable& register_all() {
     register_compiled_spmd(table);
     register_cost_rules(table);
     register_traced_cost_rules(table);
+    register_sharding_rules(table);
   });
   return table;
 }

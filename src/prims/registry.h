@@ -4,7 +4,9 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -14,6 +16,7 @@
 #include "kiln/error.h"
 #include "kiln/shape.h"
 #include "prims/params.h"
+#include "prims/spmd_text.h"
 
 namespace kiln {
 
@@ -141,6 +144,29 @@ using AbstractEvalFn = std::vector<AbstractValue> (*)(std::span<const AbstractVa
 using CostFn = Cost (*)(std::span<const AbstractValue> inputs,
                         std::span<const AbstractValue> outputs, const Params& params);
 
+// What a sharding rule sees (jit with in_shardings, src/sharding/spmd_partitioner.cc): the
+// whole operands' and results' types, each operand's `sharding` the spec it has now (one
+// entry per dimension), and the mesh's axes.
+struct ShardingArgs {
+  std::span<const AbstractValue> inputs;
+  std::span<const AbstractValue> outputs;
+  const Params& params;
+  const std::vector<spmd::AxisText>& mesh;
+};
+// How a primitive runs on blocks: the spec each operand must have (the partitioner inserts
+// the collectives that bring it there), the spec of each result's blocks, the mesh axes over
+// which the results are partial sums (each device holds a term; the value is their sum),
+// and the params the blocks run with where the whole params name shapes. A rule that
+// cannot partition its primitive says why in `refusal`.
+struct ShardingDecision {
+  std::vector<ShardingSpec> operands;
+  std::vector<ShardingSpec> results;
+  std::vector<std::string> partial_sum_axes;
+  std::optional<Params> block_params;
+  std::string refusal;
+};
+using ShardingFn = ShardingDecision (*)(const ShardingArgs& args);
+
 struct PrimDef {
   PrimId id{};
   std::string_view name;
@@ -156,6 +182,7 @@ struct PrimDef {
   ImplFn impl = nullptr;                   // instead of kernels, for primitives defined by ops
   BatchFn batch = nullptr;                 // required: how vmap runs the primitive on a batch
   CostFn cost = nullptr;                   // required: FLOPs and bytes, for cost_analysis
+  ShardingFn sharding = nullptr;           // required: how jit's in_shardings partition it
 
   bool has_flag(PrimFlags flag) const { return (flags & flag) != 0; }
 };
@@ -208,6 +235,7 @@ void register_spmd_rules(PrimTable& table);       // shape rules (prims/spmd_rul
 void register_spmd_transforms(PrimTable& table);  // impl, VJP, batching (src/sharding/)
 void register_compiled_spmd(PrimTable& table);    // shard_map's compiled impl (src/jit/)
 void register_cpu_kernels(PrimTable& table);
+void register_sharding_rules(PrimTable& table);
 
 // Shared checks for the rules.
 int64_t normalize_axis(int64_t axis, int64_t rank, const RuleContext& context,

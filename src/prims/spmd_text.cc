@@ -131,4 +131,12 @@ int64_t parts(const std::vector<AxisText>& mesh, const ShardingSpec& spec, size_
   return product;
 }
 
+Shape block_shape(const std::vector<AxisText>& mesh, const Shape& shape, const ShardingSpec& spec) {
+  Dims dims;
+  for (int64_t d = 0; d < shape.rank(); ++d) {
+    dims.push_back(shape[d] / parts(mesh, spec, static_cast<size_t>(d)));
+  }
+  return Shape(dims);
+}
+
 }  // namespace kiln::spmd

@@ -31,5 +31,7 @@ std::string format_specs(const std::vector<ShardingSpec>& specs);
 
 // The product of the sizes of `spec`'s axes on dimension `dim` (1 past its entries).
 int64_t parts(const std::vector<AxisText>& mesh, const ShardingSpec& spec, size_t dim);
+// The shape of one block of an array of `shape` split by `spec` (whose axes divide it).
+Shape block_shape(const std::vector<AxisText>& mesh, const Shape& shape, const ShardingSpec& spec);
 
 }  // namespace kiln::spmd

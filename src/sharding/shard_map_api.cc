@@ -12,12 +12,6 @@
 namespace kiln {
 namespace {
 
-std::vector<spmd::AxisText> axes_of(const Mesh& mesh) {
-  std::vector<spmd::AxisText> axes;
-  for (const MeshAxis& axis : mesh.axes()) axes.push_back({axis.name, axis.size});
-  return axes;
-}
-
 std::vector<Array> shard_map_call(const SpmdFunction& f, const Mesh& mesh,
                                   const std::vector<PartitionSpec>& in_specs,
                                   const std::vector<PartitionSpec>& out_specs,
@@ -39,7 +33,7 @@ std::vector<Array> shard_map_call(const SpmdFunction& f, const Mesh& mesh,
     block_types.push_back(control_flow::strong_type(
         AbstractValue(sharding.shard_shape(args[i].shape(), site), args[i].dtype())));
   }
-  std::vector<spmd::AxisText> axes = axes_of(mesh);
+  std::vector<spmd::AxisText> axes = spmd::mesh_axes(mesh);
   detail::FlatFunction body = [&](std::span<const Array> blocks) {
     std::vector<Array> results = f(std::vector<Array>(blocks.begin(), blocks.end()));
     if (results.size() != out_specs.size()) {

@@ -6,6 +6,12 @@ namespace {
 thread_local const std::vector<AxisText>* bound = nullptr;
 }  // namespace
 
+std::vector<AxisText> mesh_axes(const Mesh& mesh) {
+  std::vector<AxisText> axes;
+  for (const MeshAxis& axis : mesh.axes()) axes.push_back({axis.name, axis.size});
+  return axes;
+}
+
 const std::vector<AxisText>* bound_axes() {
   return bound;
 }

@@ -5,9 +5,13 @@
 
 #include <vector>
 
+#include "kiln/sharding.h"
 #include "prims/spmd_text.h"
 
 namespace kiln::spmd {
+
+// The names and sizes of `mesh`'s axes, as the collectives' params hold them.
+std::vector<AxisText> mesh_axes(const Mesh& mesh);
 
 // The axes bound on this thread, or null outside shard_map's tracing.
 const std::vector<AxisText>* bound_axes();

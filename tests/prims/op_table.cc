@@ -51,6 +51,7 @@ TEST(OpTableCompleteness, EveryPrimitiveHasOneRowAndItsRequiredRules) {
       EXPECT_NE(prim.vjp, nullptr) << prim.name << " is differentiable but has no VJP rule";
     }
     EXPECT_NE(prim.cost, nullptr) << prim.name << " has no cost rule";
+    EXPECT_NE(prim.sharding, nullptr) << prim.name << " has no sharding rule";
     // A primitive without operands is never batched.
     if (prim.arity != 0) {
       EXPECT_NE(prim.batch, nullptr) << prim.name << " has no batching rule";
