@@ -19,7 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-[[noreturn]] void fail_file(const std::string& file, std::string_view what, std::string hint = {}) {
+[[noreturn]] void fail_csv(const std::string& file, std::string_view what, std::string hint = {}) {
   fail(kUnknownSite, fmt::format("read_csv: '{}': {}", file, what), std::move(hint));
 }
 
@@ -77,9 +77,9 @@ std::vector<RawRow> split_rows(std::string_view text, char delimiter, const std:
     }
     if (c == '"') {
       if (!trim(field).empty() || field_was_quoted) {
-        fail_file(file, fmt::format("line {}: a quote inside an unquoted field ({:?}); quote the "
-                                    "whole field and double the quotes inside it",
-                                    line, field + c));
+        fail_csv(file, fmt::format("line {}: a quote inside an unquoted field ({:?}); quote the "
+                                   "whole field and double the quotes inside it",
+                                   line, field + c));
       }
       field.clear();
       in_quotes = true;
@@ -95,14 +95,14 @@ std::vector<RawRow> split_rows(std::string_view text, char delimiter, const std:
       ++line;
     } else {
       if (field_was_quoted && c != ' ' && c != '\t') {
-        fail_file(file, fmt::format("line {}: text after a closing quote", line));
+        fail_csv(file, fmt::format("line {}: text after a closing quote", line));
       }
       field += c;
       if (c != ' ' && c != '\t') row_has_content = true;
     }
   }
   if (in_quotes) {
-    fail_file(file, fmt::format("the quote opened on line {} is never closed", quote_line));
+    fail_csv(file, fmt::format("the quote opened on line {} is never closed", quote_line));
   }
   if (row_has_content || !field.empty()) end_row();
   return rows;
@@ -134,12 +134,12 @@ CsvTable read_csv(const fs::path& path, const CsvOptions& options) {
   std::string file = path.string();
   std::error_code code;
   if (!fs::is_regular_file(path, code)) {
-    fail_file(file, fs::exists(path, code) ? "not a regular file" : "does not exist");
+    fail_csv(file, fs::exists(path, code) ? "not a regular file" : "does not exist");
   }
   std::ifstream in(path, std::ios::binary);
-  if (!in) fail_file(file, "cannot be opened");
+  if (!in) fail_csv(file, "cannot be opened");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail_file(file, "read failed");
+  if (in.bad()) fail_csv(file, "read failed");
   std::string_view body = text;
   for (int64_t skipped = 0; skipped < options.skip_lines; ++skipped) {
     size_t end = body.find('\n');
@@ -147,8 +147,8 @@ CsvTable read_csv(const fs::path& path, const CsvOptions& options) {
   }
   std::vector<RawRow> rows = split_rows(body, options.delimiter, file, options.skip_lines + 1);
   if (rows.empty()) {
-    fail_file(file, options.header ? "is empty; expected a header row and records"
-                                   : "is empty; expected records");
+    fail_csv(file, options.header ? "is empty; expected a header row and records"
+                                  : "is empty; expected records");
   }
   CsvTable table;
   table.file = file;
@@ -162,8 +162,8 @@ CsvTable read_csv(const fs::path& path, const CsvOptions& options) {
   for (size_t i = 0; i < table.columns.size(); ++i) {
     for (size_t j = 0; j < i; ++j) {
       if (table.columns[i] == table.columns[j]) {
-        fail_file(file,
-                  fmt::format("line 1: column '{}' appears twice in the header", table.columns[i]));
+        fail_csv(file,
+                 fmt::format("line 1: column '{}' appears twice in the header", table.columns[i]));
       }
     }
   }

@@ -25,7 +25,7 @@ namespace fs = std::filesystem;
 constexpr std::string_view kMagic = "\x93NUMPY";
 constexpr size_t kMaxHeaderBytes = 10000;  // numpy.lib.format's default max_header_size
 
-[[noreturn]] void fail_file(const fs::path& path, std::string_view what) {
+[[noreturn]] void fail_npy(const fs::path& path, std::string_view what) {
   fail(kUnknownSite, fmt::format("read_npy: '{}': {}", path.string(), what));
 }
 
@@ -81,8 +81,7 @@ class HeaderParser {
 
  private:
   [[noreturn]] void bad(std::string_view what) const {
-    fail_file(path_,
-              fmt::format("bad header {:?} at offset {}: {}", std::string(text_), at_, what));
+    fail_npy(path_, fmt::format("bad header {:?} at offset {}: {}", std::string(text_), at_, what));
   }
   char peek() const { return at_ < text_.size() ? text_[at_] : '\0'; }
   void skip_space() {
@@ -164,42 +163,42 @@ std::optional<DType> dtype_of_descr(std::string_view descr) {
 RawArray read_npy(const fs::path& path) {
   std::error_code code;
   if (!fs::is_regular_file(path, code)) {
-    fail_file(path, fs::exists(path, code) ? "not a regular file" : "does not exist");
+    fail_npy(path, fs::exists(path, code) ? "not a regular file" : "does not exist");
   }
   std::ifstream file(path, std::ios::binary);
-  if (!file) fail_file(path, "cannot be opened");
+  if (!file) fail_npy(path, "cannot be opened");
   uint64_t file_size = fs::file_size(path, code);
   char prefix[12] = {};
   file.read(prefix, 8);
   if (file.gcount() < 8 || std::string_view(prefix, 6) != kMagic) {
-    fail_file(path, "not an .npy file (it does not start with \\x93NUMPY)");
+    fail_npy(path, "not an .npy file (it does not start with \\x93NUMPY)");
   }
   auto major = static_cast<uint8_t>(prefix[6]);
   auto minor = static_cast<uint8_t>(prefix[7]);
   if (minor != 0 || major < 1 || major > 3) {
-    fail_file(path, fmt::format("format version {}.{} is not one of 1.0, 2.0, 3.0", major, minor));
+    fail_npy(path, fmt::format("format version {}.{} is not one of 1.0, 2.0, 3.0", major, minor));
   }
   size_t length_bytes = major == 1 ? 2 : 4;
   file.read(prefix + 8, static_cast<std::streamsize>(length_bytes));
-  if (static_cast<size_t>(file.gcount()) < length_bytes) fail_file(path, "truncated header");
+  if (static_cast<size_t>(file.gcount()) < length_bytes) fail_npy(path, "truncated header");
   uint64_t header_length = 0;
   for (size_t i = 0; i < length_bytes; ++i) {
     header_length |= uint64_t{static_cast<uint8_t>(prefix[8 + i])} << (8 * i);
   }
   if (header_length > kMaxHeaderBytes) {
-    fail_file(path, fmt::format("header of {} bytes is longer than {}, NumPy's limit",
-                                header_length, kMaxHeaderBytes));
+    fail_npy(path, fmt::format("header of {} bytes is longer than {}, NumPy's limit", header_length,
+                               kMaxHeaderBytes));
   }
   std::string header_text(header_length, '\0');
   file.read(header_text.data(), static_cast<std::streamsize>(header_length));
   if (static_cast<uint64_t>(file.gcount()) < header_length) {
-    fail_file(path, fmt::format("truncated header: {} of {} bytes", file.gcount(), header_length));
+    fail_npy(path, fmt::format("truncated header: {} of {} bytes", file.gcount(), header_length));
   }
   Header header = HeaderParser(header_text, path).parse();
   if (header.fortran_order) {
-    fail_file(path,
-              "the array is in Fortran order; kiln reads C order (save "
-              "numpy.ascontiguousarray(a))");
+    fail_npy(path,
+             "the array is in Fortran order; kiln reads C order (save "
+             "numpy.ascontiguousarray(a))");
   }
   std::optional<DType> dtype = dtype_of_descr(header.descr);
   if (!dtype) {
@@ -216,30 +215,30 @@ RawArray read_npy(const fs::path& path) {
   uint64_t elements = 1;
   for (int64_t dim : header.shape) {
     if (dim != 0 && elements > std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(dim)) {
-      fail_file(path, fmt::format("shape {} has more elements than fit in 64 bits",
-                                  dims_to_string(header.shape)));
+      fail_npy(path, fmt::format("shape {} has more elements than fit in 64 bits",
+                                 dims_to_string(header.shape)));
     }
     elements *= static_cast<uint64_t>(dim);
   }
   if (!strides_fit_int64(header.shape)) {
-    fail_file(path, fmt::format("shape {} has strides that do not fit in 64 bits",
-                                dims_to_string(header.shape)));
+    fail_npy(path, fmt::format("shape {} has strides that do not fit in 64 bits",
+                               dims_to_string(header.shape)));
   }
   uint64_t data_offset = 8 + length_bytes + header_length;
   uint64_t available = file_size > data_offset ? file_size - data_offset : 0;
   auto element_size = static_cast<uint64_t>(dtype_size(*dtype));
   if (elements > available / element_size || elements * element_size != available) {
     bool short_data = elements > available / element_size;
-    fail_file(path,
-              fmt::format("{}: shape {} of {} needs {} elements of {} bytes, the file has "
-                          "{} data bytes",
-                          short_data ? "truncated" : "trailing bytes", dims_to_string(header.shape),
-                          header.descr, elements, element_size, available));
+    fail_npy(path,
+             fmt::format("{}: shape {} of {} needs {} elements of {} bytes, the file has "
+                         "{} data bytes",
+                         short_data ? "truncated" : "trailing bytes", dims_to_string(header.shape),
+                         header.descr, elements, element_size, available));
   }
   array.bytes.resize(static_cast<size_t>(elements * element_size));
   file.read(reinterpret_cast<char*>(array.bytes.data()),
             static_cast<std::streamsize>(array.bytes.size()));
-  if (static_cast<size_t>(file.gcount()) != array.bytes.size()) fail_file(path, "read failed");
+  if (static_cast<size_t>(file.gcount()) != array.bytes.size()) fail_npy(path, "read failed");
   return array;
 }
 

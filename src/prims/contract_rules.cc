@@ -116,9 +116,8 @@ std::vector<AbstractValue> dot_general_rule(std::span<const AbstractValue> input
                         lhs.weak_type && rhs.weak_type && !p.preferred_element_type}};
 }
 
-// Parameters beyond this magnitude are rejected, which keeps the size arithmetic below
-// (done in 128 bits) far from overflow.
-constexpr int64_t kParamLimit = int64_t{1} << 32;
+// The size arithmetic below is done in 128 bits, far from overflow with every parameter
+// within kParamLimit (prims/registry.h).
 
 // Size of `size` cells with `dilation - 1` holes between neighbours.
 __int128 dilated_size(int64_t size, int64_t dilation) {

@@ -238,6 +238,9 @@ void register_cpu_kernels(PrimTable& table);
 void register_sharding_rules(PrimTable& table);
 
 // Shared checks for the rules.
+// Window and convolution parameters (sizes, strides, dilations, padding) beyond this
+// magnitude are rejected, which keeps the rules' size arithmetic far from overflow.
+inline constexpr int64_t kParamLimit = int64_t{1} << 32;
 int64_t normalize_axis(int64_t axis, int64_t rank, const RuleContext& context,
                        std::string_view what = "axis");
 

@@ -12,9 +12,6 @@
 namespace kiln {
 namespace {
 
-// Parameters beyond this magnitude are rejected so the size arithmetic cannot overflow.
-constexpr int64_t kParamLimit = int64_t{1} << 32;
-
 void check_entries(const Dims& values, std::string_view name, const AbstractValue& operand,
                    int64_t minimum, const RuleContext& context) {
   if (static_cast<int64_t>(values.size()) != operand.shape.rank()) {

@@ -54,7 +54,7 @@ CollectiveAlgorithm collective_algorithm() {
 namespace spmd {
 namespace {
 
-int64_t normalized(int64_t axis, int64_t rank) {
+int64_t nonnegative_axis(int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
@@ -80,13 +80,13 @@ std::vector<Array> run_group(PrimId prim, const CollectiveParams& p, const Group
       return out;
     }
     case PrimId::all_gather:
-      return all_gather(group, normalized(p.dimension, rank + (p.tiled ? 0 : 1)), p.tiled,
+      return all_gather(group, nonnegative_axis(p.dimension, rank + (p.tiled ? 0 : 1)), p.tiled,
                         algorithm(false));
     case PrimId::psum_scatter:
-      return reduce_scatter(group, normalized(p.dimension, rank), p.tiled, algorithm(false));
+      return reduce_scatter(group, nonnegative_axis(p.dimension, rank), p.tiled, algorithm(false));
     case PrimId::all_to_all:
-      return all_to_all(group, normalized(p.split_dimension, rank), normalized(p.dimension, rank),
-                        algorithm(false));
+      return all_to_all(group, nonnegative_axis(p.split_dimension, rank),
+                        nonnegative_axis(p.dimension, rank), algorithm(false));
     case PrimId::ppermute:
       return permute(group, p.permutation, algorithm(false));
     default:

@@ -77,7 +77,7 @@ BatchResult same_axes_batch(const BatchArgs& args) {
   return BatchResult{{bind1(kPrim, {args.inputs[0]}, args.params, args.site)}, {args.dims[0]}};
 }
 
-int64_t normalized(int64_t axis, int64_t rank) {
+int64_t nonnegative_dimension(int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
@@ -86,8 +86,9 @@ BatchResult shifted_axes_batch(const BatchArgs& args) {
   Array x = batch_util::move_batch_first(args.inputs[0], args.dims[0], args.site);
   CollectiveParams p = collective_params(args.params);
   int64_t rank = x.rank() - 1;  // of one example
-  p.dimension = normalized(p.dimension, rank) + 1;
-  if (kPrim == PrimId::all_to_all) p.split_dimension = normalized(p.split_dimension, rank) + 1;
+  p.dimension = nonnegative_dimension(p.dimension, rank) + 1;
+  if (kPrim == PrimId::all_to_all)
+    p.split_dimension = nonnegative_dimension(p.split_dimension, rank) + 1;
   return batch_util::first(bind1(kPrim, {x}, p, args.site));
 }
 

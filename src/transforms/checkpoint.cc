@@ -143,7 +143,7 @@ struct CheckpointRegistry {
   std::map<std::string, int64_t> ids;
 };
 
-CheckpointRegistry& registry() {
+CheckpointRegistry& checkpoint_registry() {
   static CheckpointRegistry* instance = new CheckpointRegistry;  // ids outlive everything
   return *instance;
 }
@@ -173,7 +173,7 @@ std::vector<Array> checkpoint_flat(const CheckpointPolicy& policy, const FlatFun
   std::string key = policy.to_string() + "\n";
   for (bool d : differentiable) key += d ? '1' : '0';
   key += "\n" + print_program(*program, PrintOptions{.show_scopes = true});
-  CheckpointRegistry& known = registry();
+  CheckpointRegistry& known = checkpoint_registry();
   int64_t id;
   {
     std::lock_guard lock(known.mutex);

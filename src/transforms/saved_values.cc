@@ -74,7 +74,7 @@ struct SavedValueRegistry {
   std::map<std::string, std::vector<int64_t>> ids;
 };
 
-SavedValueRegistry& registry() {
+SavedValueRegistry& saved_value_registry() {
   static SavedValueRegistry* instance = new SavedValueRegistry;  // ids outlive everything
   return *instance;
 }
@@ -89,7 +89,7 @@ std::vector<int64_t> saved_value_functions(std::shared_ptr<const Program> progra
   std::string key;
   for (bool s : saved) key += s ? '1' : '0';
   key += "\n" + print_program(*program, PrintOptions{.show_scopes = true});
-  SavedValueRegistry& known = registry();
+  SavedValueRegistry& known = saved_value_registry();
   std::lock_guard lock(known.mutex);
   auto found = known.ids.find(key);
   if (found != known.ids.end()) return found->second;

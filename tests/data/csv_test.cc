@@ -18,12 +18,6 @@ using ::kiln::testing::fails_with;
 using ::kiln::testing::ScratchDir;
 using ::testing::ElementsAre;
 
-std::filesystem::path write_text(const ScratchDir& dir, const std::string& name,
-                                 const std::string& text) {
-  std::ofstream(dir / name, std::ios::binary) << text;
-  return dir / name;
-}
-
 TEST(ReadCsv, ReadsHeaderAndQuotedFields) {
   ScratchDir dir;
   auto path = write_text(dir, "a.csv",

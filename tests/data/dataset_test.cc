@@ -229,11 +229,6 @@ TEST(LoadDataset, MissingFashionFilesGiveTheInstallHint) {
                          {"train-images-idx3-ubyte.gz' does not exist", "dataset-fashion-mnist"}));
 }
 
-fs::path write_text(const ScratchDir& dir, const std::string& name, const std::string& text) {
-  std::ofstream(dir / name, std::ios::binary) << text;
-  return dir / name;
-}
-
 DatasetSpec csv_spec(const fs::path& file) {
   DatasetSpec spec;
   spec.kind = "csv";

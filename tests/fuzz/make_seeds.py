@@ -8,7 +8,7 @@ savepoint manifest. kiln's files come from the savepoint the savepoint_manifest 
 builds (so the fuzz build must exist). The corpus is committed; run this again when those
 sources change.
 
-  .venv/peers/bin/python tests/fuzz/make_seeds.py [--fuzz-build build/fuzz]
+  .venv/peers/bin/python tests/fuzz/make_seeds.py [--fuzz-build build/asan]
 """
 import argparse
 import gzip
@@ -46,9 +46,9 @@ def idx_records(source, rows):
 def main():
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--fuzz-build", default=str(ROOT / "build" / "fuzz"),
+    parser.add_argument("--fuzz-build", default=str(ROOT / "build" / "asan"),
                         help="the fuzz build, whose savepoint_manifest target writes the "
-                        "savepoint seeds (default: build/fuzz)")
+                        "savepoint seeds (default: build/asan)")
     args = parser.parse_args()
 
     config = fresh("config")

@@ -134,10 +134,15 @@ TracedProgram conv_pool() {
 // dot_general with batch dimensions and a preferred element type; 16-bit floats.
 TracedProgram contraction() {
   auto f = [](const Array& a, const Array& b, const Array& v) {
+    // One operation per statement: the order of a call's arguments is the compiler's choice,
+    // and the golden text must not depend on it.
     Array batched = matmul(a, b);
-    Array wide =
-        dot_general(a.astype(DType::bf16), b.astype(DType::bf16), {2}, {1}, {0}, {0}, DType::f32);
-    Array vec = matmul(v.astype(DType::f16), v.astype(DType::f16));
+    Array a16 = a.astype(DType::bf16);
+    Array b16 = b.astype(DType::bf16);
+    Array wide = dot_general(a16, b16, {2}, {1}, {0}, {0}, DType::f32);
+    Array left = v.astype(DType::f16);
+    Array right = v.astype(DType::f16);
+    Array vec = matmul(left, right);
     return std::vector<Array>{batched + wide, vec};
   };
   return make_program(f, zeros({4, 3, 5}), zeros({4, 5, 2}), zeros({7}));
@@ -177,11 +182,16 @@ TracedProgram literals() {
   Array two = weak_f32(2.0f);
   auto f = [&](const Array& x, const Array& i, const Array& b, const Array& s) {
     constexpr double kInf = std::numeric_limits<double>::infinity();
-    Array nan_or_x = where(is_finite(x), x, weak(std::numeric_limits<double>::quiet_NaN(), x));
+    // One operation per statement where two could run in either order (see contraction).
+    Array finite = is_finite(x);
+    Array nan_or_x = where(finite, x, weak(std::numeric_limits<double>::quiet_NaN(), x));
     Array clipped = minimum(maximum(nan_or_x, weak(-kInf, x)), weak(kInf, x));
-    Array scaled = clipped * 0.1 + x.astype(DType::f64) * scalar(1e-300, DType::f64);
+    Array tenth = clipped * 0.1;
+    Array tiny = x.astype(DType::f64) * scalar(1e-300, DType::f64);
+    Array scaled = tenth + tiny;
     Array ints = (i + 3) * big;
-    Array h = x.astype(DType::f16) * half + brain.astype(DType::f16) + two;
+    Array halves = x.astype(DType::f16) * half;
+    Array h = halves + brain.astype(DType::f16) + two;
     Array bytes = b.astype(DType::u8) + byte;
     Array words = b.astype(DType::u32) ^ word;
     Array flags = b & yes;

@@ -21,13 +21,10 @@
 
 namespace kiln {
 namespace {
+using ::kiln::testing::random_f32;
 
 using ::testing::HasSubstr;
 using testing::same_bits;
-
-Array random_f32(uint32_t seed, Shape shape) {
-  return random::normal(random::key(seed), shape, DType::f32);
-}
 
 // Every operand of every step is computed by an earlier step (or is an input/constant),
 // and every equation runs exactly once.

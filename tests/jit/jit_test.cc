@@ -19,15 +19,12 @@
 
 namespace kiln {
 namespace {
+using ::kiln::testing::random_f32;
 
 using testing::error_of;
 using testing::fails_with;
 using ::testing::HasSubstr;
 using testing::same_bits;
-
-Array random_f32(uint32_t seed, Shape shape) {
-  return random::normal(random::key(seed), shape, DType::f32);
-}
 
 // Sets an environment variable for one scope.
 class ScopedEnv {

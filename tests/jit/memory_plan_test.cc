@@ -32,12 +32,12 @@ TEST(MemoryPlanRoots, AnAliasOfAnAliasSharesTheFirstOperandsStorage) {
 }
 
 // c = a*b; d = exp(c); e = d + a, one step per equation.
-constexpr const char* kChain =
+constexpr const char* kExpChain =
     "{ lambda ; a:f32[64] b:f32[64]. let c:f32[64] = mul a b d:f32[64] = exp c "
     "e:f32[64] = add d a in (e) }";
 
 TEST(MemoryPlanLiveness, EachValueIsLiveFromItsStepToItsLastReader) {
-  Program program = parse_program(kChain);
+  Program program = parse_program(kExpChain);
   auto steps = detail::plan_steps(program, false);
   ASSERT_EQ(steps.size(), 3u);
   Liveness live = detail::compute_liveness(program, steps, detail::storage_roots(program, steps));
@@ -60,7 +60,7 @@ TEST(MemoryPlanLiveness, EachValueIsLiveFromItsStepToItsLastReader) {
 }
 
 TEST(MemoryPlanLiveness, AFusedValueNothingElseReadsStaysInsideItsStep) {
-  Program program = parse_program(kChain);
+  Program program = parse_program(kExpChain);
   auto steps = detail::plan_steps(program, true);
   ASSERT_EQ(steps.size(), 1u);
   Liveness live = detail::compute_liveness(program, steps, detail::storage_roots(program, steps));

@@ -36,7 +36,7 @@ TEST(Metrics, AccuracyAndCorrectCount) {
 }
 
 TEST(Metrics, ConfusionMatrixMatchesADoubleLoop) {
-  const int64_t classes = 4, n = 200;
+  constexpr int64_t classes = 4, n = 200;
   Array truth = astype(random::uniform(random::key(5), {n}, DType::f32, 0, classes), DType::i32);
   Array guess = astype(random::uniform(random::key(6), {n}, DType::f32, 0, classes), DType::i32);
   std::vector<int32_t> t = truth.to_vector<int32_t>(), g = guess.to_vector<int32_t>();
@@ -50,8 +50,7 @@ TEST(Metrics, ConfusionMatrixMatchesADoubleLoop) {
   Array scores = one_hot(guess, classes, DType::f32) * 3.0;
   EXPECT_EQ(values(confusion_matrix(scores, truth, classes)), want);
   // Jitted, the same counts.
-  auto jitted =
-      jit([classes](const Array& p, const Array& l) { return confusion_matrix(p, l, classes); });
+  auto jitted = jit([](const Array& p, const Array& l) { return confusion_matrix(p, l, classes); });
   EXPECT_EQ(values(jitted(guess, truth)), want);
 }
 

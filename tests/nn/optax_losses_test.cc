@@ -25,8 +25,8 @@
 namespace kiln::nn {
 namespace {
 
+using ::kiln::testing::values;
 using nlohmann::json;
-using testing::values;
 
 // Deterministic values of several magnitudes and both signs.
 std::vector<double> wave(size_t n, double scale, double phase) {

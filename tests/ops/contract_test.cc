@@ -16,6 +16,7 @@
 
 namespace kiln {
 namespace {
+using ::kiln::testing::counting;
 
 using ::kiln::testing::floats;
 
@@ -23,11 +24,6 @@ using testing::error_of;
 using testing::fails_with;
 
 // 1, 2, 3, ... (or a small repeating pattern) as f32 in `shape`.
-Array counting(Shape shape, float start = 1) {
-  std::vector<float> values(static_cast<size_t>(shape.num_elements()));
-  for (size_t i = 0; i < values.size(); ++i) values[i] = start + static_cast<float>(i);
-  return floats(values, std::move(shape));
-}
 Array pattern(Shape shape, int salt) {
   std::vector<float> values(static_cast<size_t>(shape.num_elements()));
   for (size_t i = 0; i < values.size(); ++i) {
@@ -288,7 +284,7 @@ TEST(DotGeneral, PrimitiveRejectsMixedAndBoolDtypes) {
 // ----- conv2d / conv_general_dilated -----------------------------------------------------
 
 TEST(Conv2d, ValidAndSamePadding) {
-  Array x = counting({1, 3, 3, 1});  // 1..9
+  Array x = counting({1, 3, 3, 1}, 1);  // 1..9
   Array w = ones({2, 2, 1, 1});
   Array valid = conv2d(x, w);
   EXPECT_EQ(valid.shape(), (Shape{1, 2, 2, 1}));
@@ -298,7 +294,7 @@ TEST(Conv2d, ValidAndSamePadding) {
   EXPECT_EQ(same.to_vector<float>(), (std::vector<float>{12, 21, 16, 27, 45, 33, 24, 39, 28}));
   // SAME with stride 2 on 4 cells and a 3-tap kernel: 2 outputs, total padding 1, all of it
   // at the end (low = total / 2), as in TensorFlow and JAX.
-  Array x4 = counting({1, 4, 4, 1});
+  Array x4 = counting({1, 4, 4, 1}, 1);
   Array s2 = conv2d(x4, ones({3, 3, 1, 1}), {2, 2}, Padding::kSame);
   EXPECT_EQ(s2.shape(), (Shape{1, 2, 2, 1}));
   expect_near(s2.to_vector<float>(),
@@ -430,7 +426,7 @@ TEST(MaxPool, ValidAndSame) {
   Array y = max_pool(x, {2, 2}, {2, 2});
   EXPECT_EQ(y.shape(), (Shape{1, 2, 2, 1}));
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{5, 7, 13, 15}));
-  Array z = max_pool(counting({1, 3, 3, 1}), {3, 3}, {1, 1}, Padding::kSame);
+  Array z = max_pool(counting({1, 3, 3, 1}, 1), {3, 3}, {1, 1}, Padding::kSame);
   EXPECT_EQ(z.to_vector<float>(), (std::vector<float>{5, 6, 6, 8, 9, 9, 8, 9, 9}));
   // Odd sizes floor with VALID, and integers work.
   Array i =
@@ -451,12 +447,13 @@ TEST(AvgPool, CountsOnlyCellsInsideTheArray) {
   Array x = counting({1, 4, 4, 1}, 0);
   EXPECT_EQ(avg_pool(x, {2, 2}, {2, 2}).to_vector<float>(),
             (std::vector<float>{2.5, 4.5, 10.5, 12.5}));
-  Array z = avg_pool(counting({1, 3, 3, 1}), {3, 3}, {1, 1}, Padding::kSame);
+  Array z = avg_pool(counting({1, 3, 3, 1}, 1), {3, 3}, {1, 1}, Padding::kSame);
   expect_near(z.to_vector<float>(), {3, 3.5, 4, 4.5, 5, 5.5, 6, 6.5, 7});
   // Several images and channels share the counts.
   Array many = avg_pool(pattern({3, 5, 4, 2}, 1), {3, 3}, {2, 2}, Padding::kSame);
   EXPECT_EQ(many.shape(), (Shape{3, 3, 2, 2}));
-  Array h = avg_pool(astype(counting({1, 3, 3, 1}), DType::bf16), {3, 3}, {1, 1}, Padding::kSame);
+  Array h =
+      avg_pool(astype(counting({1, 3, 3, 1}, 1), DType::bf16), {3, 3}, {1, 1}, Padding::kSame);
   EXPECT_EQ(h.dtype(), DType::bf16);
   expect_near(astype(h, DType::f32).to_vector<float>(), {3, 3.5, 4, 4.5, 5, 5.5, 6, 6.5, 7});
 }

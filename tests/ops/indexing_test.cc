@@ -9,21 +9,20 @@
 #include <vector>
 
 #include "kiln/ops.h"
+#include "ops/rule_errors.h"
 #include "prims/bind.h"
+#include "support/arrays.h"
 #include "support/errors.h"
 
 namespace kiln {
 namespace {
+using ::kiln::testing::counting;
+using ::kiln::testing::rule_fails;
 
 using testing::error_of;
 using testing::fails_with;
 
 // 0, 1, 2, ... as f32 in `shape`.
-Array counting(Shape shape) {
-  std::vector<float> values(static_cast<size_t>(shape.num_elements()));
-  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
-  return from_host(values, std::move(shape));
-}
 Array ints(std::vector<int32_t> values, Shape shape) {
   return from_host(values, std::move(shape));
 }
@@ -186,12 +185,6 @@ TEST(IndexedUpdate, RejectsBadValuesAndIndices) {
 }
 
 // ----- primitive rules ------------------------------------------------------------------
-
-::testing::AssertionResult rule_fails(PrimId prim, std::vector<AbstractValue> inputs,
-                                      const Params& params,
-                                      std::initializer_list<std::string_view> parts) {
-  return fails_with([&] { abstract_eval(prim, inputs, params, CallSite()); }, parts);
-}
 
 TEST(IndexRules, GatherChecksGeometry) {
   AbstractValue x{Shape{2, 3, 4}, DType::f32};

@@ -9,12 +9,15 @@
 #include <vector>
 
 #include "kiln/ops.h"
+#include "ops/rule_errors.h"
 #include "prims/bind.h"
 #include "support/arrays.h"
 #include "support/errors.h"
 
 namespace kiln {
 namespace {
+using ::kiln::testing::counting;
+using ::kiln::testing::rule_fails;
 
 using ::kiln::testing::floats;
 
@@ -25,9 +28,6 @@ std::vector<float> iota_values(int64_t n) {
   std::vector<float> values(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) values[static_cast<size_t>(i)] = static_cast<float>(i);
   return values;
-}
-Array counting(Shape shape) {
-  return floats(iota_values(shape.num_elements()), shape);
 }
 
 // ----- reshape, transpose ---------------------------------------------------------------
@@ -335,12 +335,6 @@ TEST(Pad, RejectsBadParams) {
 }
 
 // ----- the rules themselves (what a transformation or a bad caller would hit) ----------
-
-::testing::AssertionResult rule_fails(PrimId prim, std::vector<AbstractValue> inputs,
-                                      const Params& params,
-                                      std::initializer_list<std::string_view> parts) {
-  return fails_with([&] { abstract_eval(prim, inputs, params, CallSite()); }, parts);
-}
 
 AbstractValue f32(Shape shape) {
   return AbstractValue{std::move(shape), DType::f32};

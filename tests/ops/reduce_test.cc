@@ -11,12 +11,15 @@
 #include <vector>
 
 #include "kiln/ops.h"
+#include "ops/rule_errors.h"
 #include "prims/bind.h"
 #include "support/arrays.h"
 #include "support/errors.h"
 
 namespace kiln {
 namespace {
+using ::kiln::testing::counting;
+using ::kiln::testing::rule_fails;
 
 using ::kiln::testing::floats;
 
@@ -24,11 +27,6 @@ using testing::error_of;
 using testing::fails_with;
 
 // 0, 1, 2, ... as f32 in `shape`.
-Array counting(Shape shape) {
-  std::vector<float> values(static_cast<size_t>(shape.num_elements()));
-  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i);
-  return floats(values, std::move(shape));
-}
 
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 constexpr float kInf = std::numeric_limits<float>::infinity();
@@ -180,12 +178,6 @@ TEST(Cumsum, ScansForwardOrBackward) {
 }
 
 // ----- primitive rules ------------------------------------------------------------------
-
-::testing::AssertionResult rule_fails(PrimId prim, std::vector<AbstractValue> inputs,
-                                      const Params& params,
-                                      std::initializer_list<std::string_view> parts) {
-  return fails_with([&] { abstract_eval(prim, inputs, params, CallSite()); }, parts);
-}
 
 TEST(ReduceRules, RejectBadAxesAndDTypes) {
   AbstractValue x{Shape{2, 3, 4}, DType::f32};

@@ -12,7 +12,7 @@
 namespace kiln::testing {
 namespace {
 
-constexpr double kRtol = 2e-6;
+constexpr double kClippedRtol = 2e-6;
 using Vec = std::vector<double>;
 
 double norm_of(const Vec& g) {
@@ -44,7 +44,7 @@ TEST(Clip, ClampsEachElement) {
     return u;
   });
   Trajectory got = run_kiln(optim::clip(0.6));
-  expect_trajectories_close(got, expected, kRtol);
+  expect_trajectories_close(got, expected, kClippedRtol);
   // Exactly the elements beyond 0.6 were clipped, and there are some.
   Vec g = grads_at(0), u = got.updates[0];
   int clipped = 0;
@@ -65,7 +65,7 @@ TEST(ClipByGlobalNorm, ScalesOnlyWhenTheNormIsAbove) {
   Trajectory expected =
       run_reference([](const Vec&, const Vec& g, int) { return clip_by_norm(g, 5.0); });
   Trajectory got = run_kiln(optim::clip_by_global_norm(5.0));
-  expect_trajectories_close(got, expected, kRtol);
+  expect_trajectories_close(got, expected, kClippedRtol);
   for (int step = 0; step < kSteps; ++step) {
     const Vec& u = got.updates[static_cast<size_t>(step)];
     if (norm_of(grads_at(step)) <= 5.0) {
@@ -97,7 +97,7 @@ TEST(Chain, ClipsThenAppliesMomentum) {
   optim::GradientTransformation opt =
       optim::chain({optim::clip_by_global_norm(2.5), optim::momentum(optim::constant(0.05), 0.9)});
   EXPECT_EQ(opt.name, "chain(clip_by_global_norm, momentum)");
-  expect_trajectories_close(run_kiln(opt), expected, kRtol);
+  expect_trajectories_close(run_kiln(opt), expected, kClippedRtol);
   EXPECT_EQ(opt.init(tree_of(initial_params())).to_string(),
             "[none, {count: i32[], trace: {a: f32[3], b: f32[2,2]}}]");
 }

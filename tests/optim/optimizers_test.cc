@@ -13,7 +13,7 @@
 namespace kiln::testing {
 namespace {
 
-constexpr double kRtol = 2e-6;
+constexpr double kTrajectoryRtol = 2e-6;
 using Vec = std::vector<double>;
 
 TEST(Sgd, MatchesTheRuleWithAScheduledLearningRate) {
@@ -24,7 +24,8 @@ TEST(Sgd, MatchesTheRuleWithAScheduledLearningRate) {
     for (size_t i = 0; i < g.size(); ++i) u[i] = -lr(t) * g[i];
     return u;
   });
-  expect_trajectories_close(run_kiln(optim::sgd(optim::linear(0.1, 0.02, 4))), expected, kRtol);
+  expect_trajectories_close(run_kiln(optim::sgd(optim::linear(0.1, 0.02, 4))), expected,
+                            kTrajectoryRtol);
 }
 
 // torch.optim.SGD, dampening 0: b = beta * b + g (b = g at the first step, the same thing
@@ -43,14 +44,16 @@ ReferenceStep sgd_momentum_reference(double lr, double beta, bool nesterov) {
 
 TEST(Momentum, MatchesTorchSgdWithMomentum) {
   expect_trajectories_close(run_kiln(optim::momentum(optim::constant(0.05), 0.9)),
-                            run_reference(sgd_momentum_reference(0.05, 0.9, false)), kRtol);
+                            run_reference(sgd_momentum_reference(0.05, 0.9, false)),
+                            kTrajectoryRtol);
 }
 
 TEST(Momentum, NesterovMatchesTorchSgdWithNesterov) {
   Trajectory expected = run_reference(sgd_momentum_reference(0.05, 0.8, true));
-  expect_trajectories_close(run_kiln(optim::nesterov(optim::constant(0.05), 0.8)), expected, kRtol);
+  expect_trajectories_close(run_kiln(optim::nesterov(optim::constant(0.05), 0.8)), expected,
+                            kTrajectoryRtol);
   expect_trajectories_close(run_kiln(optim::momentum(optim::constant(0.05), 0.8, true)), expected,
-                            kRtol);
+                            kTrajectoryRtol);
   // And it is not plain momentum.
   Trajectory plain = run_reference(sgd_momentum_reference(0.05, 0.8, false));
   EXPECT_GT(std::abs(plain.updates[1][0] - expected.updates[1][0]), 1e-3);
@@ -79,13 +82,15 @@ ReferenceStep adam_reference(double lr, double b1, double b2, double eps, double
 TEST(Adam, MatchesKingmaAndBa) {
   std::vector<bool> none(kNumElements, false);
   expect_trajectories_close(run_kiln(optim::adam(optim::constant(0.01))),
-                            run_reference(adam_reference(0.01, 0.9, 0.999, 1e-8, 0, none)), kRtol);
+                            run_reference(adam_reference(0.01, 0.9, 0.999, 1e-8, 0, none)),
+                            kTrajectoryRtol);
   optim::AdamOptions options;
   options.b1 = 0.5;
   options.b2 = 0.9;
   options.eps = 1e-3;
   expect_trajectories_close(run_kiln(optim::adam(optim::constant(0.2), options)),
-                            run_reference(adam_reference(0.2, 0.5, 0.9, 1e-3, 0, none)), kRtol);
+                            run_reference(adam_reference(0.2, 0.5, 0.9, 1e-3, 0, none)),
+                            kTrajectoryRtol);
 }
 
 TEST(Adam, FirstStepByHand) {
@@ -109,7 +114,8 @@ TEST(Adam, FirstStepByHand) {
 TEST(AdamW, DecaysEveryLeafByDefault) {
   std::vector<bool> all(kNumElements, true);
   expect_trajectories_close(run_kiln(optim::adamw(optim::constant(0.01), 0.1)),
-                            run_reference(adam_reference(0.01, 0.9, 0.999, 1e-8, 0.1, all)), kRtol);
+                            run_reference(adam_reference(0.01, 0.9, 0.999, 1e-8, 0.1, all)),
+                            kTrajectoryRtol);
 }
 
 TEST(AdamW, MaskDecaysOnlyMatrices) {
@@ -119,7 +125,7 @@ TEST(AdamW, MaskDecaysOnlyMatrices) {
       optim::adamw(optim::constant(0.01), 0.5, {}, optim::decay_matrices_only());
   Trajectory got = run_kiln(opt);
   expect_trajectories_close(
-      got, run_reference(adam_reference(0.01, 0.9, 0.999, 1e-8, 0.5, matrices)), kRtol);
+      got, run_reference(adam_reference(0.01, 0.9, 0.999, 1e-8, 0.5, matrices)), kTrajectoryRtol);
   // The masked-out leaf moves exactly as plain adam moves it.
   Trajectory plain = run_kiln(optim::adam(optim::constant(0.01)));
   for (size_t i = 0; i < 3; ++i) EXPECT_EQ(got.params[i], plain.params[i]) << i;
@@ -135,7 +141,7 @@ TEST(AdamW, MaskSeesPaths) {
   std::vector<bool> b_only = {false, false, false, true, true, true, true};
   expect_trajectories_close(run_kiln(optim::adamw(optim::constant(0.01), 0.5, {}, only_b)),
                             run_reference(adam_reference(0.01, 0.9, 0.999, 1e-8, 0.5, b_only)),
-                            kRtol);
+                            kTrajectoryRtol);
   ASSERT_GE(seen.size(), 2u);
   EXPECT_EQ(seen[0], "a");
   EXPECT_EQ(seen[1], "b");
@@ -155,7 +161,7 @@ TEST(Rmsprop, MatchesTorchRmsprop) {
       return u;
     });
     expect_trajectories_close(run_kiln(optim::rmsprop(optim::constant(0.01), 0.9, eps)), expected,
-                              kRtol);
+                              kTrajectoryRtol);
   }
 }
 

@@ -265,10 +265,6 @@ TEST_P(PrintParseRoundTrip, OneEquationProgram) {
   EXPECT_EQ(print_program(parsed), text) << case_name(row, c);
 }
 
-std::string row_name(const ::testing::TestParamInfo<OpRow>& info) {
-  return std::string(prim_name(info.param.prim));
-}
-
 INSTANTIATE_TEST_SUITE_P(AllPrimitives, OpTable, ::testing::ValuesIn(all_rows()), row_name);
 INSTANTIATE_TEST_SUITE_P(AllFastKernels, FastKernel, ::testing::ValuesIn(rows_with_fast_kernels()),
                          row_name);

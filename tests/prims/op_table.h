@@ -67,8 +67,14 @@ struct OpRow {
   bool second_order = false;  // also check the gradient of the gradient
 };
 
-// gtest prints a row as its primitive's name.
+// gtest prints a row as its primitive's name, and names each instance of a column by it.
 void PrintTo(const OpRow& row, std::ostream* out);
+std::string row_name(const ::testing::TestParamInfo<OpRow>& info);
+
+// The tolerance of a row whose kernels and oracle must agree bit for bit.
+inline Tolerance exact(const OpCase&, DType) {
+  return {0, 0};
+}
 
 // Rows, one function per family (rows_<family>.cc).
 std::vector<OpRow> elementwise_rows();
@@ -110,6 +116,11 @@ bool wants_large_cases(DType dtype);
 // Shapes every elementwise-like op is tried on: scalar, empty, size 1, small odd sizes,
 // multi-dimensional shapes, and (wants_large_cases) a large non-divisible size.
 std::vector<Shape> standard_shapes(DType dtype);
+// The shape that `inputs` broadcast to (rank-equal with size-1 axes, or rank 0), and the
+// index into an operand of shape `in` of element `index` of that shape `out`.
+Shape broadcast_of(const std::vector<TestArray>& inputs);
+int64_t source_index(const Shape& out, const Shape& in, int64_t index);
+
 // Pairs of operand shapes that broadcast (size-1 axes on either side with equal rank, or a
 // rank-0 operand).
 std::vector<std::pair<Shape, Shape>> broadcast_shape_pairs(DType dtype);

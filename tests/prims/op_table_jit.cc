@@ -77,10 +77,6 @@ TEST_P(Jit, CompiledResultEqualsEagerBitForBit) {
   EXPECT_GT(checked, 0) << "no case was compiled";
 }
 
-std::string row_name(const ::testing::TestParamInfo<OpRow>& info) {
-  return std::string(prim_name(info.param.prim));
-}
-
 INSTANTIATE_TEST_SUITE_P(AllPrimitives, Jit, ::testing::ValuesIn(all_rows()), row_name);
 
 }  // namespace

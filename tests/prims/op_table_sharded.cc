@@ -100,10 +100,6 @@ TEST_P(ShardedColumn, ShardMapOnTwoAndFourDevicesMatchesOneDevice) {
   }
 }
 
-std::string row_name(const ::testing::TestParamInfo<OpRow>& info) {
-  return std::string(prim_name(info.param.prim));
-}
-
 INSTANTIATE_TEST_SUITE_P(AllPrimitives, ShardedColumn, ::testing::ValuesIn(all_rows()), row_name);
 
 }  // namespace

@@ -40,6 +40,36 @@ void PrintTo(const OpRow& row, std::ostream* out) {
   *out << prim_name(row.prim);
 }
 
+std::string row_name(const ::testing::TestParamInfo<OpRow>& info) {
+  return std::string(prim_name(info.param.prim));
+}
+
+Shape broadcast_of(const std::vector<TestArray>& inputs) {
+  Shape out;
+  for (const TestArray& input : inputs) {
+    if (input.aval.shape.rank() > out.rank()) out = input.aval.shape;
+  }
+  for (const TestArray& input : inputs) {
+    if (input.aval.shape.rank() == 0) continue;
+    for (int64_t axis = 0; axis < out.rank(); ++axis) {
+      if (input.aval.shape[axis] != 1) out[axis] = input.aval.shape[axis];
+    }
+  }
+  return out;
+}
+
+int64_t source_index(const Shape& out, const Shape& in, int64_t index) {
+  if (in.rank() == 0) return 0;  // a scalar operand
+  int64_t source = 0, stride = 1;
+  for (int64_t axis = out.rank() - 1; axis >= 0; --axis) {
+    int64_t coordinate = index % out[axis];
+    index /= out[axis];
+    if (in[axis] != 1) source += coordinate * stride;
+    stride *= in[axis];
+  }
+  return source;
+}
+
 std::vector<OpRow> all_rows() {
   std::vector<OpRow> rows;
   for (auto family :

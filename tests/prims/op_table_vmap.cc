@@ -116,10 +116,6 @@ TEST_P(Batching, VmapMatchesALoopOverExamples) {
   }
 }
 
-std::string row_name(const ::testing::TestParamInfo<OpRow>& info) {
-  return std::string(prim_name(info.param.prim));
-}
-
 INSTANTIATE_TEST_SUITE_P(AllPrimitives, Batching, ::testing::ValuesIn(all_rows()), row_name);
 
 }  // namespace

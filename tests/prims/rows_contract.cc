@@ -46,7 +46,7 @@ double max_finite_abs(const TestArray& array) {
   return worst;
 }
 
-double epsilon_of(DType dtype) {
+double float_epsilon(DType dtype) {
   switch (dtype) {
     case DType::f64:
       return 0x1p-52;
@@ -93,7 +93,7 @@ void insert_contract_specials(TestArray& array, int salt) {
 Tolerance contract_tolerance(DType out_dtype, DType compute, int64_t k, double max_a,
                              double max_b) {
   double atol =
-      2.0 * static_cast<double>(std::max<int64_t>(k, 1)) * epsilon_of(compute) * max_a * max_b;
+      2.0 * static_cast<double>(std::max<int64_t>(k, 1)) * float_epsilon(compute) * max_a * max_b;
   Tolerance ulps = ulp_tolerance(out_dtype, 2);
   return {ulps.rtol, ulps.atol + atol};
 }

@@ -13,19 +13,6 @@ namespace {
 using ValueGen = std::function<double(Rng&, DType, int operand)>;
 using ScalarOracle = std::function<double(std::span<const double> args, DType dtype)>;
 
-// Element of `in` (rank-equal, broadcast) feeding output element `index` of `out`.
-int64_t source_index(const Shape& out, const Shape& in, int64_t index) {
-  if (in.rank() == 0) return 0;  // a scalar operand
-  int64_t source = 0, stride = 1;
-  for (int64_t axis = out.rank() - 1; axis >= 0; --axis) {
-    int64_t coordinate = index % out[axis];
-    index /= out[axis];
-    if (in[axis] != 1) source += coordinate * stride;
-    stride *= in[axis];
-  }
-  return source;
-}
-
 double default_value(Rng& rng, DType dtype, int) {
   switch (dtype) {
     case DType::bool_:
@@ -99,20 +86,6 @@ std::vector<OpCase> elementwise_cases(int arity, std::span<const DType> dtypes, 
     }
   }
   return cases;
-}
-
-Shape broadcast_of(const std::vector<TestArray>& inputs) {
-  Shape out;
-  for (const TestArray& input : inputs) {
-    if (input.aval.shape.rank() > out.rank()) out = input.aval.shape;
-  }
-  for (const TestArray& input : inputs) {
-    if (input.aval.shape.rank() == 0) continue;
-    for (int64_t axis = 0; axis < out.rank(); ++axis) {
-      if (input.aval.shape[axis] != 1) out[axis] = input.aval.shape[axis];
-    }
-  }
-  return out;
 }
 
 Oracle elementwise_oracle(ScalarOracle f, bool returns_bool) {

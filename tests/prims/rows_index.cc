@@ -14,15 +14,15 @@
 namespace kiln::testing {
 namespace {
 
-struct Geometry {
+struct IndexGeometry {
   Shape operand;
   Shape indices;
   int64_t axis;
   int64_t batch_dims;
 };
 
-std::vector<Geometry> geometries(bool large) {
-  std::vector<Geometry> list{
+std::vector<IndexGeometry> geometries(bool large) {
+  std::vector<IndexGeometry> list{
       {Shape{5}, Shape{3}, 0, 0},          {Shape{5}, Shape{}, 0, 0},
       {Shape{4, 3}, Shape{2, 2}, 0, 0},    {Shape{4, 3}, Shape{5}, 1, 0},
       {Shape{2, 3, 4}, Shape{6}, 2, 0},    {Shape{2, 3, 4}, Shape{2, 5}, 1, 1},
@@ -40,7 +40,7 @@ std::vector<Geometry> geometries(bool large) {
   return list;
 }
 
-Shape gather_shape(const Geometry& g) {
+Shape gather_shape(const IndexGeometry& g) {
   Shape out;
   for (int64_t d = 0; d < g.axis; ++d) out.dims().push_back(g.operand[d]);
   for (int64_t d = g.batch_dims; d < g.indices.rank(); ++d) out.dims().push_back(g.indices[d]);
@@ -86,7 +86,7 @@ std::vector<OpCase> index_cases(Which which) {
   Rng rng(static_cast<uint64_t>(which) + 5);
   size_t counter = 0;
   for (DType dtype : dtypes) {
-    for (const Geometry& g : geometries(wants_large_cases(dtype))) {
+    for (const IndexGeometry& g : geometries(wants_large_cases(dtype))) {
       int64_t size = g.operand[g.axis];
       for (IndexMode mode : kModes) {
         // An empty axis has nothing to clip to, and any index is out of range for it.
@@ -145,7 +145,7 @@ int64_t operand_element(const Shape& out_shape, int64_t i, const TestArray& oper
 std::vector<TestArray> gather_oracle(const OpCase& c) {
   const auto& p = std::get<GatherParams>(c.params);
   const TestArray& operand = c.inputs[0];
-  Geometry g{operand.aval.shape, c.inputs[1].aval.shape, p.axis, p.batch_dims};
+  IndexGeometry g{operand.aval.shape, c.inputs[1].aval.shape, p.axis, p.batch_dims};
   TestArray out{AbstractValue(gather_shape(g), operand.aval.dtype), {}};
   for (int64_t i = 0; i < out.aval.num_elements(); ++i) {
     int64_t source =

@@ -16,37 +16,6 @@
 namespace kiln::testing {
 namespace {
 
-Tolerance exact(const OpCase&, DType) {
-  return {0, 0};
-}
-
-// Index into an operand (rank-equal with size-1 axes, or rank 0) that broadcasts to `out`.
-int64_t source_index(const Shape& out, const Shape& in, int64_t index) {
-  if (in.rank() == 0) return 0;
-  int64_t source = 0, stride = 1;
-  for (int64_t axis = out.rank() - 1; axis >= 0; --axis) {
-    int64_t coordinate = index % out[axis];
-    index /= out[axis];
-    if (in[axis] != 1) source += coordinate * stride;
-    stride *= in[axis];
-  }
-  return source;
-}
-
-Shape broadcast_of(const std::vector<TestArray>& inputs) {
-  Shape out;
-  for (const TestArray& input : inputs) {
-    if (input.aval.shape.rank() > out.rank()) out = input.aval.shape;
-  }
-  for (const TestArray& input : inputs) {
-    if (input.aval.shape.rank() == 0) continue;
-    for (int64_t axis = 0; axis < out.rank(); ++axis) {
-      if (input.aval.shape[axis] != 1) out[axis] = input.aval.shape[axis];
-    }
-  }
-  return out;
-}
-
 // ----- threefry2x32 ----------------------------------------------------------------------
 
 // Threefry-2x32-20 as the specification states it: 20 rounds of (add, rotate, xor) with

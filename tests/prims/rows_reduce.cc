@@ -17,7 +17,7 @@ namespace {
 
 enum class Kind { kSum, kMax, kMin, kProd };
 
-struct Geometry {
+struct ReduceGeometry {
   Shape shape;
   Dims axes;
 };
@@ -25,8 +25,8 @@ struct Geometry {
 // No axes, all axes, leading / trailing / middle / non-contiguous axes, size-1 and empty
 // axes, empty reductions, rank 0; large shapes exercise the fast kernels' row blocks,
 // column chunks and split reduced axes.
-std::vector<Geometry> geometries(DType dtype, Kind kind) {
-  std::vector<Geometry> list{
+std::vector<ReduceGeometry> geometries(DType dtype, Kind kind) {
+  std::vector<ReduceGeometry> list{
       {Shape{}, {}},
       {Shape{0}, {0}},
       {Shape{0}, {}},
@@ -79,7 +79,7 @@ std::vector<OpCase> reduce_cases(Kind kind) {
   std::vector<OpCase> cases;
   Rng rng(static_cast<uint64_t>(kind) + 41);
   for (DType dtype : dtypes) {
-    for (const Geometry& g : geometries(dtype, kind)) {
+    for (const ReduceGeometry& g : geometries(dtype, kind)) {
       TestArray x =
           random_array(dtype, g.shape, rng, [&](Rng& r) { return value_for(kind, r, dtype); });
       std::string label = fmt::format("{}{} axes{}", dtype_name(dtype), g.shape.to_string(),
@@ -262,7 +262,7 @@ OpRow reduce_row(PrimId prim, Kind kind) {
 std::vector<OpCase> extremum_grad_cases() {
   std::vector<OpCase> cases;
   Rng rng(98);
-  for (const Geometry& g : geometries(DType::f64, Kind::kMax)) {
+  for (const ReduceGeometry& g : geometries(DType::f64, Kind::kMax)) {
     if (g.shape.num_elements() > 4096) continue;
     OpCase c{fmt::format("f64{} axes{}", g.shape.to_string(), dims_to_string(g.axes)),
              {random_array(DType::f64, g.shape, rng, [](Rng& r) { return uniform(r, 0.5, 1.5); })},
@@ -283,7 +283,7 @@ std::vector<OpCase> prod_grad_cases() {
     double magnitude = uniform(r, 0.5, 1.5);
     return uniform(r, 0, 1) < 0.5 ? -magnitude : magnitude;
   };
-  for (const Geometry& g : geometries(DType::f64, Kind::kProd)) {
+  for (const ReduceGeometry& g : geometries(DType::f64, Kind::kProd)) {
     if (g.shape.num_elements() > 4096) continue;
     std::string label = fmt::format("f64{} axes{}", g.shape.to_string(), dims_to_string(g.axes));
     OpCase plain{label, {random_array(DType::f64, g.shape, rng, factor)}, ReduceParams{g.axes}};

@@ -15,10 +15,6 @@ TestArray values(DType dtype, Shape shape, Rng& rng) {
   return array;
 }
 
-Tolerance exact(const OpCase&, DType) {
-  return Tolerance{};
-}
-
 // Operand lists: one to three operands of mixed dtypes and shapes (rank 0, empty, odd).
 std::vector<std::vector<std::pair<DType, Shape>>> operand_lists() {
   return {

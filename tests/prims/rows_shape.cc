@@ -72,11 +72,7 @@ std::string label(DType dtype, const std::vector<Shape>& shapes, const std::stri
   return text + " " + what;
 }
 
-namespace {
-Tolerance exact(const OpCase&, DType) {
-  return {0, 0};
-}
-}  // namespace
+namespace {}  // namespace
 
 OpRow copy_row(PrimId prim, CaseGenerator cases, Oracle oracle) {
   return OpRow{.prim = prim,

@@ -12,10 +12,6 @@
 namespace kiln::testing {
 namespace {
 
-Tolerance exact(const OpCase&, DType) {
-  return {0, 0};
-}
-
 // NaN after everything, all NaNs equal; -0 == 0 (doubles already compare so).
 int order(double a, double b) {
   bool a_nan = std::isnan(a), b_nan = std::isnan(b);

@@ -263,7 +263,7 @@ std::vector<OpCase> scatter_cases() {
 
 // Each window's source value goes to the window's first maximum in row-major window
 // order, a NaN maximum being the window's first NaN; padding never receives.
-std::vector<TestArray> scatter_oracle(const OpCase& c) {
+std::vector<TestArray> select_and_scatter_oracle(const OpCase& c) {
   const auto& p = std::get<ReduceWindowParams>(c.params);
   const TestArray& source = c.inputs[0];
   const TestArray& x = c.inputs[1];
@@ -348,7 +348,7 @@ std::vector<OpRow> window_rows() {
             .second_order = true},
       OpRow{.prim = PrimId::select_and_scatter_add,
             .cases = scatter_cases,
-            .oracle = scatter_oracle,
+            .oracle = select_and_scatter_oracle,
             .fast_tolerance = exact,
             .grad_cases = scatter_grad_cases,
             .second_order = true},

@@ -10,10 +10,12 @@
 
 #include "kiln/ops.h"
 #include "kiln/random.h"
+#include "support/arrays.h"
 #include "support/errors.h"
 
 namespace kiln {
 namespace {
+using ::kiln::testing::u32s;
 
 // `fn` throws a kiln::Error containing every one of `parts` and a HINT line.
 ::testing::AssertionResult rejects(const std::function<void()>& fn,
@@ -21,11 +23,6 @@ namespace {
   ::testing::AssertionResult named = testing::fails_with(fn, parts);
   if (!named) return named;
   return testing::fails_with(fn, {"\nHINT: "});
-}
-
-Array u32s(std::vector<uint32_t> values) {
-  Shape shape{static_cast<int64_t>(values.size())};
-  return from_host<uint32_t>(values, shape);
 }
 
 TEST(RandomErrors, KeysAreChecked) {

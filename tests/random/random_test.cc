@@ -11,14 +11,11 @@
 
 #include "kiln/ops.h"
 #include "kiln/random.h"
+#include "support/arrays.h"
 
 namespace kiln {
 namespace {
-
-Array u32s(std::vector<uint32_t> values) {
-  Shape shape{static_cast<int64_t>(values.size())};
-  return from_host<uint32_t>(values, shape);
-}
+using ::kiln::testing::u32s;
 
 // Random123's kat_vectors for threefry2x32 with 20 rounds: (key, counter) -> output.
 TEST(Threefry, MatchesRandom123KnownAnswers) {

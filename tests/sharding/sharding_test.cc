@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 
 #include "kiln/ops.h"
+#include "sharding/spmd_cases.h"
 #include "support/errors.h"
 
 namespace kiln {
 namespace {
 
 using kiln::testing::fails_with;
+using kiln::testing::numbered;
 
 TEST(Mesh, LaysOutTheFirstDevicesRowMajor) {
   ASSERT_GE(devices().size(), 4u) << "run with KILN_CPU_DEVICES=4";
@@ -181,10 +183,6 @@ TEST(VisualizeSharding, ListsBlocksWhenThereIsNoGrid) {
   Mesh wide({{"data", 4}}, {&device(0), &device(1), &device(2), &device(3)});
   std::string text = visualize_sharding(Shape{4, 4}, NamedSharding(wide, {{}, {"data"}}));
   EXPECT_THAT(text, ::testing::HasSubstr("| cpu:0 | cpu:1 | cpu:2 | cpu:3 |"));
-}
-
-Array numbered(Shape shape) {
-  return astype(iota(Shape{shape.num_elements()}, DType::i32), DType::f32).reshape(shape);
 }
 
 TEST(ShardedArray, EachDeviceHoldsItsBlockAndTheWholeReadsBack) {

@@ -3,11 +3,13 @@
 // zero included).
 #pragma once
 
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
 #include "kiln/array.h"
 #include "kiln/ops.h"
+#include "kiln/random.h"
 
 namespace kiln::testing {
 
@@ -18,6 +20,29 @@ inline std::vector<double> values(const Array& x) {
 // An f32 array of `values` in `shape`.
 inline Array floats(std::vector<float> values, Shape shape) {
   return from_host(values, std::move(shape));
+}
+
+// start, start + 1, ... in `shape`, as f32.
+inline Array counting(Shape shape, float start = 0) {
+  std::vector<float> values(static_cast<size_t>(shape.num_elements()));
+  for (size_t i = 0; i < values.size(); ++i) values[i] = start + static_cast<float>(i);
+  return floats(values, std::move(shape));
+}
+
+// An f64 array of `values` in `shape`.
+inline Array f64(std::vector<double> values, Shape shape) {
+  return from_host(values, std::move(shape));
+}
+
+// A u32 vector of `values`.
+inline Array u32s(std::vector<uint32_t> values) {
+  Shape shape{static_cast<int64_t>(values.size())};
+  return from_host<uint32_t>(values, shape);
+}
+
+// Standard normal f32 values in `shape` from the key of `seed`.
+inline Array random_f32(uint32_t seed, Shape shape) {
+  return random::normal(random::key(seed), shape, DType::f32);
 }
 
 // Entry `b` of `x` along axis 0.

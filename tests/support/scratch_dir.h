@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -40,5 +41,12 @@ class ScratchDir {
  private:
   std::filesystem::path path_;
 };
+
+// Writes `text` to the file `name` in `dir` and returns its path.
+inline std::filesystem::path write_text(const ScratchDir& dir, const std::string& name,
+                                        const std::string& text) {
+  std::ofstream(dir / name, std::ios::binary) << text;
+  return dir / name;
+}
 
 }  // namespace kiln::testing

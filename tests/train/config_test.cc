@@ -294,7 +294,7 @@ TEST(ConfigFiles, MissingOrUnreadableFileNamesThePath) {
 }
 
 TEST(ConfigFiles, ErrorsNameTheFileTheyCameFrom) {
-  std::filesystem::path path = std::filesystem::path(testing::TempDir()) / "kiln_bad_config.toml";
+  std::filesystem::path path = std::filesystem::path(::testing::TempDir()) / "kiln_bad_config.toml";
   std::ofstream(path) << kOneLayer << "[train]\nepochs = \"3\"\n";
   std::string message = error_of([&] { (void)load_config(path); });
   EXPECT_EQ(message, fmt::format("{}:5:10: train.epochs: expected an integer, got a string (\"3\")",

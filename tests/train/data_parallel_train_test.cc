@@ -23,15 +23,14 @@ namespace {
 namespace fs = std::filesystem;
 using run_test::quiet;
 using run_test::read_json;
-using testing::HasSubstr;
+using ::testing::HasSubstr;
 
 // The MLP example on 1024 training and 500 test images, one epoch of 8 steps.
-TrainConfig small_mlp(const fs::path& runs, std::vector<std::string> extra = {}) {
+TrainConfig one_epoch_mlp(const fs::path& runs, std::vector<std::string> extra = {}) {
   std::vector<std::string> overrides = {"data.train_limit=1024", "data.test_limit=500",
-                                        "train.epochs=1",
-                                        fmt::format("experiment.runs_dir=\"{}\"", runs.string())};
+                                        "train.epochs=1"};
   overrides.insert(overrides.end(), extra.begin(), extra.end());
-  return load_config(fs::path(KILN_SOURCE_DIR) / "examples/fashion_mnist_mlp.toml", overrides);
+  return run_test::mlp_example(runs, overrides);
 }
 
 // A model with dropout and batch norm (randomness and model state in the step).
@@ -61,14 +60,14 @@ std::string error_of(const TrainConfig& config) {
 
 std::string load_error(const fs::path& runs, std::vector<std::string> extra) {
   try {
-    small_mlp(runs, std::move(extra));
+    one_epoch_mlp(runs, std::move(extra));
   } catch (const Error& error) {
     return error.what();
   }
   return "(no error)";
 }
 
-class DataParallelTraining : public testing::Test {
+class DataParallelTraining : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_GE(devices().size(), 4u) << "run with KILN_CPU_DEVICES=4 (ctest train_data_parallel)";
@@ -79,7 +78,7 @@ TEST_F(DataParallelTraining, SameWeightsOnOneTwoAndFourDevices) {
   fs::path runs = run_test::fresh_dir("dp", "same");
   std::vector<TrainSummary> summaries;
   for (int data : {1, 2, 4}) {
-    summaries.push_back(train(small_mlp(runs, {fmt::format("mesh.data={}", data)}), quiet()));
+    summaries.push_back(train(one_epoch_mlp(runs, {fmt::format("mesh.data={}", data)}), quiet()));
   }
   EXPECT_EQ(summaries[0].steps, 8);
   for (size_t i = 1; i < summaries.size(); ++i) {
@@ -88,11 +87,11 @@ TEST_F(DataParallelTraining, SameWeightsOnOneTwoAndFourDevices) {
   }
   // The same training as on one device without a mesh, rounded differently (the loss is a
   // sum over chunks, divided once): other bits, the same learning.
-  TrainSummary single = train(small_mlp(runs), quiet());
+  TrainSummary single = train(one_epoch_mlp(runs), quiet());
   EXPECT_NE(single.params_sha256, summaries[0].params_sha256);
   EXPECT_NEAR(single.test_accuracy, summaries[0].test_accuracy, 0.03);
   // Another chunk count adds in another order: the comparison above can fail.
-  TrainSummary eight = train(small_mlp(runs, {"mesh.data=2", "mesh.chunks=8"}), quiet());
+  TrainSummary eight = train(one_epoch_mlp(runs, {"mesh.data=2", "mesh.chunks=8"}), quiet());
   EXPECT_NE(eight.params_sha256, summaries[0].params_sha256);
   // Each parameter lives whole on each of the mesh's devices, and the step compiles once.
   nlohmann::json info = read_json(summaries[2].run_dir / "run.json");
@@ -102,7 +101,7 @@ TEST_F(DataParallelTraining, SameWeightsOnOneTwoAndFourDevices) {
   // The roofline sees the kernels of the shard_map's segments, each run on every device.
   const nlohmann::json& top = info["roofline"]["top"];
   ASSERT_FALSE(top.empty());
-  EXPECT_THAT(top[0]["name"].get<std::string>(), testing::StartsWith("shard_map segment "));
+  EXPECT_THAT(top[0]["name"].get<std::string>(), ::testing::StartsWith("shard_map segment "));
   EXPECT_EQ(top[0]["calls_per_step"], 4.0);
   EXPECT_GT(info["roofline"]["flops"].get<double>(), 0);
   fs::remove_all(runs);
@@ -110,8 +109,9 @@ TEST_F(DataParallelTraining, SameWeightsOnOneTwoAndFourDevices) {
 
 TEST_F(DataParallelTraining, ShardedParamsGiveTheReplicatedBitsInAQuarterOfTheMemory) {
   fs::path runs = run_test::fresh_dir("dp", "fsdp");
-  TrainSummary replicated = train(small_mlp(runs, {"mesh.data=4"}), quiet());
-  TrainSummary sharded = train(small_mlp(runs, {"mesh.data=4", "mesh.shard_params=true"}), quiet());
+  TrainSummary replicated = train(one_epoch_mlp(runs, {"mesh.data=4"}), quiet());
+  TrainSummary sharded =
+      train(one_epoch_mlp(runs, {"mesh.data=4", "mesh.shard_params=true"}), quiet());
   EXPECT_EQ(sharded.params_sha256, replicated.params_sha256);
   EXPECT_EQ(sharded.test_accuracy, replicated.test_accuracy);
   nlohmann::json whole = read_json(replicated.run_dir / "run.json")["timing"];
@@ -152,7 +152,7 @@ TEST_F(DataParallelTraining, ARunResumesOnAnotherMeshSizeWithTheSameBits) {
   fs::path runs = run_test::fresh_dir("dp", "resume");
   std::vector<std::string> two_epochs = {"mesh.data=4", "train.epochs=2", "train.savepoint_every=4",
                                          "train.savepoint_keep_every=4"};
-  TrainSummary straight = train(small_mlp(runs, two_epochs), quiet());
+  TrainSummary straight = train(one_epoch_mlp(runs, two_epochs), quiet());
   // Killed after the savepoint of step 4 (mid-epoch): the later ones and the weights gone.
   fs::path copy = run_test::killed_copy(straight.run_dir, runs / "killed", 4);
   // mesh.data is not part of the run identity: no --allow-changed needed.
@@ -184,24 +184,25 @@ TEST_F(DataParallelTraining, WhatCannotWorkIsRefusedNamingTheKey) {
               HasSubstr("train.batch_size = 128 does not split into mesh.chunks = 6"));
   EXPECT_THAT(load_error(runs, {"mesh.data=-1"}), HasSubstr("mesh.data"));
   // More devices than the process has: the message says how to get them.
-  std::string too_many = error_of(small_mlp(runs, {"mesh.data=8", "mesh.chunks=8"}));
+  std::string too_many = error_of(one_epoch_mlp(runs, {"mesh.data=8", "mesh.chunks=8"}));
   EXPECT_THAT(too_many, HasSubstr("mesh.data = 8 needs 8 devices; this process has 4"));
   EXPECT_THAT(too_many, HasSubstr("KILN_CPU_DEVICES=8"));
   // 1000 examples in batches of 128 leave 104; 16 chunks of 104 rows do not divide.
   std::string last =
-      error_of(small_mlp(runs, {"data.train_limit=1000", "mesh.data=2", "mesh.chunks=16"}));
+      error_of(one_epoch_mlp(runs, {"data.train_limit=1000", "mesh.data=2", "mesh.chunks=16"}));
   EXPECT_THAT(last, HasSubstr("last batch has 104 examples"));
   EXPECT_THAT(last, HasSubstr("train.pad_remainder"));
   EXPECT_FALSE(fs::exists(runs)) << "a refused run leaves nothing on disk";
   // Padding the last batch makes the same run work.
-  TrainSummary padded = train(small_mlp(runs, {"data.train_limit=1000", "mesh.data=2",
-                                               "mesh.chunks=16", "train.pad_remainder=true"}),
+  TrainSummary padded = train(one_epoch_mlp(runs, {"data.train_limit=1000", "mesh.data=2",
+                                                   "mesh.chunks=16", "train.pad_remainder=true"}),
                               quiet());
   EXPECT_EQ(padded.steps, 8);
   // The padded rows are left out of the sums: one device gives the same bits.
-  TrainSummary padded_one = train(small_mlp(runs, {"data.train_limit=1000", "mesh.data=1",
-                                                   "mesh.chunks=16", "train.pad_remainder=true"}),
-                                  quiet());
+  TrainSummary padded_one =
+      train(one_epoch_mlp(runs, {"data.train_limit=1000", "mesh.data=1", "mesh.chunks=16",
+                                 "train.pad_remainder=true"}),
+            quiet());
   EXPECT_EQ(padded_one.params_sha256, padded.params_sha256);
   fs::remove_all(runs);
 }

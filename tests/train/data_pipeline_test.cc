@@ -23,9 +23,9 @@ namespace kiln::train {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::HasSubstr;
+using ::testing::HasSubstr;
 
-fs::path fresh_dir(const std::string& name) {
+fs::path pipeline_dir(const std::string& name) {
   return run_test::fresh_dir("data-pipeline", name);
 }
 
@@ -41,7 +41,7 @@ TrainConfig example(const std::string& name, const fs::path& runs,
 }
 
 TEST(DataPipeline, WineExampleLearnsFromTheDebianCsv) {
-  fs::path runs = fresh_dir("wine");
+  fs::path runs = pipeline_dir("wine");
   TrainSummary summary = train(example("wine_mlp.toml", runs, {}), quiet());
   // Three cultivars, 36 test wines: a linear model already separates them well.
   EXPECT_GT(summary.test_accuracy, 0.9);
@@ -59,7 +59,7 @@ TEST(DataPipeline, WineExampleLearnsFromTheDebianCsv) {
 
 // Any number of loader threads assembles the same batches: the same weights.
 TEST(DataPipeline, WorkerCountDoesNotChangeTheWeights) {
-  fs::path runs = fresh_dir("workers");
+  fs::path runs = pipeline_dir("workers");
   std::vector<std::string> small = {"data.train_limit=1024", "data.test_limit=500",
                                     "train.epochs=1"};
   auto with = [&](const std::string& setting) {
@@ -120,7 +120,7 @@ batch_size = 2
 }
 
 TEST(DataPipeline, ViolationsStopTheRunBeforeAnythingIsWritten) {
-  fs::path dir = fresh_dir("nan-error");
+  fs::path dir = pipeline_dir("nan-error");
   TrainConfig config = nan_config(dir, "error");
   try {
     train(config, quiet());
@@ -134,7 +134,7 @@ TEST(DataPipeline, ViolationsStopTheRunBeforeAnythingIsWritten) {
 }
 
 TEST(DataPipeline, DroppedRecordsAreCountedInRunJson) {
-  fs::path dir = fresh_dir("nan-drop");
+  fs::path dir = pipeline_dir("nan-drop");
   TrainSummary summary = train(nan_config(dir, "drop"), quiet());
   nlohmann::json dataset = run_info(summary.run_dir)["dataset"];
   EXPECT_EQ(dataset["dropped_train"], 1);
@@ -147,7 +147,7 @@ TEST(DataPipeline, DroppedRecordsAreCountedInRunJson) {
 
 // 1000 examples in batches of 128: a last batch of 104 is a second shape, unless dropped.
 TEST(DataPipeline, DropRemainderKeepsOneCompilation) {
-  fs::path runs = fresh_dir("remainder");
+  fs::path runs = pipeline_dir("remainder");
   std::vector<std::string> small = {"data.train_limit=1000", "data.test_limit=500",
                                     "train.epochs=1"};
   auto compiles = [&](bool drop) {
@@ -165,7 +165,7 @@ TEST(DataPipeline, DropRemainderKeepsOneCompilation) {
 // step learns what the short batch would: the two runs' weights agree to rounding (the
 // sums run over 128 rows instead of 104), and their per-step losses likewise.
 TEST(DataPipeline, PadRemainderTrainsOnEveryExampleWithOneCompilation) {
-  fs::path runs = fresh_dir("padded");
+  fs::path runs = pipeline_dir("padded");
   std::vector<std::string> small = {"data.train_limit=1000", "data.test_limit=500",
                                     "train.epochs=1", "train.log_every=1"};
   std::vector<std::string> padding = small;
@@ -197,7 +197,7 @@ TEST(DataPipeline, PadRemainderTrainsOnEveryExampleWithOneCompilation) {
 }
 
 TEST(DataPipeline, PadRemainderIsRefusedWithBatchNormOrDropRemainder) {
-  fs::path runs = fresh_dir("padded-refused");
+  fs::path runs = pipeline_dir("padded-refused");
   // The MLP example with its first ReLU made a batch norm.
   std::ifstream in(fs::path(KILN_SOURCE_DIR) / "examples/fashion_mnist_mlp.toml");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());

@@ -30,7 +30,7 @@ namespace kiln::train {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::HasSubstr;
+using ::testing::HasSubstr;
 
 std::vector<nlohmann::json> read_lines(const fs::path& path) {
   std::vector<nlohmann::json> lines;
@@ -74,11 +74,11 @@ class RecordingObserver : public RunObserver {
   std::mutex mutex_;
 };
 
-class MetricsLogTest : public testing::Test {
+class MetricsLogTest : public ::testing::Test {
  protected:
   void SetUp() override {
     dir_ = run_test::fresh_dir("metrics-log",
-                               testing::UnitTest::GetInstance()->current_test_info()->name());
+                               ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::create_directories(dir_);
     path_ = dir_ / "metrics.jsonl";
   }

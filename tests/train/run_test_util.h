@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -25,6 +26,14 @@ inline std::filesystem::path fresh_dir(const std::string& suite, const std::stri
                               fmt::format("kiln-{}-test-{}-{}", suite, name, getpid());
   std::filesystem::remove_all(dir);
   return dir;
+}
+
+// examples/fashion_mnist_mlp.toml with `overrides`, its runs written under `runs_dir`.
+inline TrainConfig mlp_example(const std::filesystem::path& runs_dir,
+                               std::vector<std::string> overrides) {
+  overrides.push_back(fmt::format("experiment.runs_dir=\"{}\"", runs_dir.string()));
+  return load_config(std::filesystem::path(KILN_SOURCE_DIR) / "examples/fashion_mnist_mlp.toml",
+                     overrides);
 }
 
 inline TrainOptions quiet() {

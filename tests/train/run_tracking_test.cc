@@ -25,18 +25,14 @@ namespace {
 namespace fs = std::filesystem;
 using run_test::quiet;
 using run_test::read_json;
-using testing::HasSubstr;
+using ::testing::HasSubstr;
 
-TrainConfig tiny_run(const fs::path& runs_dir, std::vector<std::string> extra = {}) {
-  std::vector<std::string> overrides = {
-      "data.train_limit=512",
-      "data.test_limit=200",
-      "train.epochs=2",
-      "train.savepoint_every=2",
-      "train.savepoint_keep_last=100",
-      fmt::format("experiment.runs_dir=\"{}\"", runs_dir.string())};
+TrainConfig tracked_run(const fs::path& runs_dir, std::vector<std::string> extra = {}) {
+  std::vector<std::string> overrides = {"data.train_limit=512", "data.test_limit=200",
+                                        "train.epochs=2", "train.savepoint_every=2",
+                                        "train.savepoint_keep_last=100"};
   overrides.insert(overrides.end(), extra.begin(), extra.end());
-  return load_config(fs::path(KILN_SOURCE_DIR) / "examples/fashion_mnist_mlp.toml", overrides);
+  return run_test::mlp_example(runs_dir, overrides);
 }
 
 std::string key_of(const fs::path& run_dir) {
@@ -53,7 +49,7 @@ int count_event_files(const fs::path& run_dir) {
 
 TEST(RunTracking, TheCatalogHoldsTheRunItsMetricsAndItsEnvironment) {
   fs::path runs = run_test::fresh_dir("tracking", "catalog");
-  TrainSummary summary = train(tiny_run(runs), quiet());
+  TrainSummary summary = train(tracked_run(runs), quiet());
   EXPECT_TRUE(summary.tracking_problems.empty());
   nlohmann::json info = read_json(summary.run_dir / "run.json");
   const nlohmann::json& environment = info["environment"];
@@ -73,7 +69,8 @@ TEST(RunTracking, TheCatalogHoldsTheRunItsMetricsAndItsEnvironment) {
   EXPECT_EQ(rows[0].status, "completed");
   EXPECT_EQ(rows[0].info["params_sha256"], summary.params_sha256);
   EXPECT_EQ(catalog.params(rows[0].key).at("optim.lr"), "0.001");
-  EXPECT_EQ(catalog.tags(rows[0].key).at("config_sha256"), info["config_sha256"]);
+  EXPECT_EQ(catalog.tags(rows[0].key).at("config_sha256"),
+            info["config_sha256"].get<std::string>());
   // Every point metrics.jsonl holds, and nothing else.
   std::vector<track::MetricPoint> recorded = catalog.metrics(rows[0].key);
   EXPECT_EQ(recorded.size(), read_metric_points(summary.run_dir).size());
@@ -89,7 +86,7 @@ TEST(RunTracking, TheCatalogHoldsTheRunItsMetricsAndItsEnvironment) {
 
 TEST(RunTracking, RunJsonHoldsTheTimingReport) {
   fs::path runs = run_test::fresh_dir("tracking", "timing");
-  TrainConfig config = tiny_run(runs, {"train.epochs=1"});
+  TrainConfig config = tracked_run(runs, {"train.epochs=1"});
   TrainSummary summary = train(config, quiet());
   nlohmann::json timing = read_json(summary.run_dir / "run.json")["timing"];
   EXPECT_GT(timing["compile_seconds"].get<double>(), 0);
@@ -119,7 +116,7 @@ TEST(RunTracking, RunJsonHoldsTheTimingReport) {
 
 TEST(RunTracking, AResumedRunKeepsOnlyTheMetricsItKeptAndRecordsItsLineage) {
   fs::path runs = run_test::fresh_dir("tracking", "resume");
-  TrainSummary straight = train(tiny_run(runs), quiet());
+  TrainSummary straight = train(tracked_run(runs), quiet());
   // As if killed after step 4: later savepoints gone, run.json still "running".
   for (const auto& entry : savepoint::list_committed(straight.run_dir / "savepoints")) {
     if (entry.step > 4) fs::remove_all(entry.path);
@@ -150,7 +147,7 @@ TEST(RunTracking, ACorruptCatalogIsReportedAndTheRunCompletes) {
   fs::path runs = run_test::fresh_dir("tracking", "corrupt");
   fs::create_directories(runs);
   std::ofstream(track::Catalog::path_in(runs)) << std::string(8192, 'x');
-  TrainSummary summary = train(tiny_run(runs, {"tracking.wait_seconds=0.2"}), quiet());
+  TrainSummary summary = train(tracked_run(runs, {"tracking.wait_seconds=0.2"}), quiet());
   ASSERT_EQ(summary.tracking_problems.size(), 1u);
   EXPECT_THAT(summary.tracking_problems[0], HasSubstr("file is not a database"));
   EXPECT_THAT(summary.tracking_problems[0], HasSubstr("kiln runs reindex"));
@@ -176,12 +173,12 @@ TEST(RunTracking, ACorruptCatalogIsReportedAndTheRunCompletes) {
 TEST(RunTracking, TrackingCanBeTurnedOffAndIsNotPartOfTheRunIdentity) {
   fs::path runs = run_test::fresh_dir("tracking", "off");
   TrainSummary summary = train(
-      tiny_run(runs, {"tracking.catalog=false", "tracking.tensorboard=false", "train.epochs=1"}),
+      tracked_run(runs, {"tracking.catalog=false", "tracking.tensorboard=false", "train.epochs=1"}),
       quiet());
   EXPECT_FALSE(fs::exists(track::Catalog::path_in(runs)));
   EXPECT_EQ(count_event_files(summary.run_dir), 0);
-  TrainConfig on = tiny_run(runs, {"train.epochs=1"});
-  TrainConfig off = tiny_run(runs, {"train.epochs=1", "tracking.catalog=false"});
+  TrainConfig on = tracked_run(runs, {"train.epochs=1"});
+  TrainConfig off = tracked_run(runs, {"train.epochs=1", "tracking.catalog=false"});
   EXPECT_EQ(identity_toml(on), identity_toml(off));
   EXPECT_NE(to_toml(on), to_toml(off));
   EXPECT_EQ(read_json(summary.run_dir / "run.json")["config_sha256"],

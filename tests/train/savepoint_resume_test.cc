@@ -35,24 +35,20 @@ namespace kiln::train {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::HasSubstr;
+using ::testing::HasSubstr;
 
-fs::path fresh_dir(const std::string& name) {
+fs::path savepoint_dir(const std::string& name) {
   return run_test::fresh_dir("savepoint", name);
 }
 
 // 1024 training images in batches of 128: 8 steps an epoch, 16 in all; a savepoint every
 // 2 steps, all kept.
 TrainConfig tiny_run(const fs::path& runs_dir, std::vector<std::string> extra = {}) {
-  std::vector<std::string> overrides = {
-      "data.train_limit=1024",
-      "data.test_limit=200",
-      "train.epochs=2",
-      "train.savepoint_every=2",
-      "train.savepoint_keep_last=100",
-      fmt::format("experiment.runs_dir=\"{}\"", runs_dir.string())};
+  std::vector<std::string> overrides = {"data.train_limit=1024", "data.test_limit=200",
+                                        "train.epochs=2", "train.savepoint_every=2",
+                                        "train.savepoint_keep_last=100"};
   overrides.insert(overrides.end(), extra.begin(), extra.end());
-  return load_config(fs::path(KILN_SOURCE_DIR) / "examples/fashion_mnist_mlp.toml", overrides);
+  return run_test::mlp_example(runs_dir, overrides);
 }
 
 using run_test::killed_copy;
@@ -78,10 +74,10 @@ std::string final_sha(const fs::path& run_dir, const std::string& file) {
   return io::sha256_file(run_dir / info["last_savepoint"].get<std::string>() / file);
 }
 
-class Savepoints : public testing::Test {
+class Savepoints : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    runs_ = new fs::path(fresh_dir("straight"));
+    runs_ = new fs::path(savepoint_dir("straight"));
     straight_ = new TrainSummary(train(tiny_run(*runs_), quiet()));
     plain_ = new TrainSummary(train(tiny_run(*runs_, {"train.savepoint_every=0"}), quiet()));
   }
@@ -107,7 +103,7 @@ TEST_F(Savepoints, SavingChangesNothingAndEverySavepointIsCommitted) {
     steps.push_back(entry.step);
     EXPECT_NO_THROW(savepoint::load(entry.path));
   }
-  EXPECT_THAT(steps, testing::ElementsAre(2, 4, 6, 8, 10, 12, 14, 16));
+  EXPECT_THAT(steps, ::testing::ElementsAre(2, 4, 6, 8, 10, 12, 14, 16));
   // The final savepoint holds the final weights: the same bytes as params.safetensors'
   // tensors (the metadata differs), and the optimizer state of the plain run.
   EXPECT_EQ(final_sha(straight_->run_dir, "opt_state.safetensors"),
@@ -121,7 +117,7 @@ TEST_F(Savepoints, SavingChangesNothingAndEverySavepointIsCommitted) {
 }
 
 TEST_F(Savepoints, ResumedRunsEndBitIdenticalMidEpochAndAtAnEpochsEnd) {
-  fs::path where = fresh_dir("resumed");
+  fs::path where = savepoint_dir("resumed");
   // Step 0: killed before the first savepoint (the run starts again); step 6: mid-epoch
   // (6 of 8); step 8: the epoch's batches done, its evaluation not yet; step 12: mid-way
   // through the second epoch.
@@ -151,7 +147,7 @@ TEST_F(Savepoints, ResumedRunsEndBitIdenticalMidEpochAndAtAnEpochsEnd) {
 // one of 104 an epoch, and the augmentation draws per example; resuming at each kind of
 // point (mid-epoch, after the short batch, in the second epoch) gives the same bits.
 TEST(SavepointsWithLoader, AShortLastBatchAndAugmentationResumeBitIdentical) {
-  fs::path runs = fresh_dir("augmented");
+  fs::path runs = savepoint_dir("augmented");
   std::vector<std::string> extra = {"data.train_limit=1000", "data.augment.crop_padding=2",
                                     "data.augment.horizontal_flip=true", "data.workers=2",
                                     "data.prefetch=4"};
@@ -171,7 +167,7 @@ TEST(SavepointsWithLoader, AShortLastBatchAndAugmentationResumeBitIdentical) {
 }
 
 TEST_F(Savepoints, AGracefulStopSavesAndTheResumedRunMatches) {
-  fs::path runs = fresh_dir("graceful");
+  fs::path runs = savepoint_dir("graceful");
   std::atomic<int> stop{0};
   TrainOptions options = quiet();
   options.stop_signal = &stop;
@@ -214,7 +210,7 @@ TEST_F(Savepoints, AGracefulStopSavesAndTheResumedRunMatches) {
 }
 
 TEST_F(Savepoints, ResumeRefusesWhatIsNotAResumableRun) {
-  fs::path where = fresh_dir("refused");
+  fs::path where = savepoint_dir("refused");
   fs::create_directories(where / "empty");
   auto resume_error = [](const fs::path& run_dir) -> std::string {
     try {
@@ -274,7 +270,7 @@ TEST_F(Savepoints, ResumingACompletedRunDoesNothing) {
 }
 
 TEST_F(Savepoints, ADamagedLatestSavepointIsSkippedWithANote) {
-  fs::path where = fresh_dir("damaged");
+  fs::path where = savepoint_dir("damaged");
   fs::path copy = killed_copy(straight_->run_dir, where, 10);
   fs::resize_file(copy / "savepoints/step-00000010/opt_state.safetensors", 100);
   TrainSummary resumed = resume(copy, {}, quiet());
@@ -290,7 +286,7 @@ TEST_F(Savepoints, ADamagedLatestSavepointIsSkippedWithANote) {
 }
 
 TEST_F(Savepoints, AChangedIdentityIsRefusedListingEachDifferenceUnlessAllowed) {
-  fs::path where = fresh_dir("changed");
+  fs::path where = savepoint_dir("changed");
   fs::path copy = killed_copy(straight_->run_dir, where, 6);
   ResumeOptions changed;
   changed.overrides = {"optim.lr=0.002", "train.log_every=7"};
@@ -316,7 +312,7 @@ TEST_F(Savepoints, AChangedIdentityIsRefusedListingEachDifferenceUnlessAllowed) 
 }
 
 TEST_F(Savepoints, AFailedSaveStopsTheRunOrIsRecordedAsConfigured) {
-  fs::path runs = fresh_dir("faults");
+  fs::path runs = savepoint_dir("faults");
   // The optimizer state of step 6's savepoint cannot be written (the disk is full).
   auto full_at_step_6 = [](const fs::path& destination) {
     bool in_step_6 = destination.parent_path().filename().string().starts_with(".step-00000006");
@@ -339,7 +335,7 @@ TEST_F(Savepoints, AFailedSaveStopsTheRunOrIsRecordedAsConfigured) {
     steps.push_back(entry.step);
     EXPECT_NO_THROW(savepoint::load(entry.path));
   }
-  EXPECT_THAT(steps, testing::ElementsAre(2, 4));
+  EXPECT_THAT(steps, ::testing::ElementsAre(2, 4));
   // The failed run resumes from its last good savepoint to the same end.
   EXPECT_EQ(resume(failed, {}, quiet()).params_sha256, straight_->params_sha256);
   fs::remove_all(runs);

@@ -27,7 +27,7 @@ namespace kiln::train {
 namespace {
 
 namespace fs = std::filesystem;
-using testing::HasSubstr;
+using ::testing::HasSubstr;
 
 const char* kDataDir = "/usr/share/datasets/fashion-mnist";
 
@@ -44,11 +44,10 @@ std::string read_text(const fs::path& path) {
 
 // The MLP example on 2048 training and 1000 test images, 2 epochs: seconds, not minutes.
 TrainConfig small_mlp(const fs::path& runs_dir, std::vector<std::string> extra = {}) {
-  std::vector<std::string> overrides = {
-      "data.train_limit=2048", "data.test_limit=1000", "train.epochs=2",
-      fmt::format("experiment.runs_dir=\"{}\"", runs_dir.string())};
+  std::vector<std::string> overrides = {"data.train_limit=2048", "data.test_limit=1000",
+                                        "train.epochs=2"};
   overrides.insert(overrides.end(), extra.begin(), extra.end());
-  return load_config(fs::path(KILN_SOURCE_DIR) / "examples/fashion_mnist_mlp.toml", overrides);
+  return run_test::mlp_example(runs_dir, overrides);
 }
 
 using run_test::quiet;
@@ -59,7 +58,7 @@ std::vector<nlohmann::json> read_metrics(const fs::path& run_dir) {
   return records;
 }
 
-class Trainer : public testing::Test {
+class Trainer : public ::testing::Test {
  protected:
   void SetUp() override {
     if (!fs::exists(kDataDir)) {
@@ -98,8 +97,8 @@ TEST_F(Trainer, LearnsOnASubsetAndWritesTheRunDirectory) {
   SafetensorsFile weights = load_safetensors(summary.run_dir / "params.safetensors");
   std::vector<std::string> names;
   for (const auto& [name, array] : weights.arrays) names.push_back(name);
-  EXPECT_THAT(names, testing::ElementsAre("dense_1/bias", "dense_1/kernel", "dense_3/bias",
-                                          "dense_3/kernel", "dense_5/bias", "dense_5/kernel"));
+  EXPECT_THAT(names, ::testing::ElementsAre("dense_1/bias", "dense_1/kernel", "dense_3/bias",
+                                            "dense_3/kernel", "dense_5/bias", "dense_5/kernel"));
   fs::remove_all(runs);
 }
 
@@ -304,13 +303,13 @@ TEST_F(WriteFaults, AFailedMetricsOrWeightsWriteNamesTheFileAndIsRecorded) {
     EXPECT_THAT(message, HasSubstr("cannot write")) << file;
     EXPECT_THAT(message, HasSubstr("/" + file)) << file;
     EXPECT_THAT(message, HasSubstr("No space left on device")) << file;
-    EXPECT_THAT(message, testing::Not(HasSubstr(".run.json.tmp"))) << file;
+    EXPECT_THAT(message, ::testing::Not(HasSubstr(".run.json.tmp"))) << file;
     nlohmann::json info = only_run_info(runs, "fashion_mnist_mlp");
     EXPECT_EQ(info["status"], "failed") << file;
     EXPECT_THAT(info["error"].get<std::string>(), HasSubstr(file));
     fs::path run_dir = *fs::directory_iterator(runs / "fashion_mnist_mlp");
     for (const auto& entry : fs::directory_iterator(run_dir)) {
-      EXPECT_THAT(entry.path().filename().string(), testing::Not(HasSubstr(".tmp.")));
+      EXPECT_THAT(entry.path().filename().string(), ::testing::Not(HasSubstr(".tmp.")));
     }
     fs::remove_all(runs);
   }
@@ -362,7 +361,7 @@ TEST_F(Trainer, AStaleRunningRunIsMarkedCrashedByTheNextRun) {
   std::ofstream(first.run_dir / "run.json") << info.dump(2);
   TrainSummary second =
       train(small_mlp(runs, {"train.max_steps=1", "data.train_limit=256"}), quiet());
-  EXPECT_THAT(second.crashed_runs, testing::ElementsAre(first.run_dir));
+  EXPECT_THAT(second.crashed_runs, ::testing::ElementsAre(first.run_dir));
   nlohmann::json marked = nlohmann::json::parse(read_text(first.run_dir / "run.json"));
   EXPECT_EQ(marked["status"], "crashed");
   EXPECT_THAT(marked["error"].get<std::string>(), HasSubstr("ended without recording"));

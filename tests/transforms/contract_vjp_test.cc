@@ -18,12 +18,9 @@
 
 namespace kiln {
 namespace {
+using ::kiln::testing::f64;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-Array f64(std::vector<double> values, Shape shape) {
-  return from_host(values, std::move(shape));
-}
 
 void expect_values(const Array& x, const Shape& shape, const std::vector<double>& expected) {
   EXPECT_EQ(x.shape(), shape);

@@ -7,17 +7,15 @@
 
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
+#include "support/arrays.h"
 #include "support/errors.h"
 
 namespace kiln {
 namespace {
+using ::kiln::testing::f64;
 
 using testing::error_of;
 using ::testing::HasSubstr;
-
-Array f64(std::vector<double> values, Shape shape) {
-  return from_host(values, std::move(shape));
-}
 
 TEST(Grad, OfASumOfSquaresIsTwiceTheInput) {
   auto f = [](const Array& x) { return sum(x * x); };

@@ -9,15 +9,14 @@
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
 #include "prims/bind.h"
+#include "support/arrays.h"
 
 namespace kiln {
 namespace {
+using ::kiln::testing::f64;
 
 using Values = std::vector<double>;
 
-Array f64(Values values, Shape shape) {
-  return from_host(values, std::move(shape));
-}
 Array i32(std::vector<int32_t> values, Shape shape) {
   return from_host(values, std::move(shape));
 }

@@ -18,14 +18,14 @@ namespace {
 namespace ew = elementwise;
 
 // Elements per chunk: large enough that handing a chunk to another thread pays off.
-constexpr int64_t kMinChunk = 16384;
+constexpr int64_t kMinElementwiseChunk = 16384;
 
 template <typename Op, PrimId kPrim>
 void cpu_unary(const KernelCall& call) {
   const KernelInput& x = call.inputs[0];
   const KernelOutput& y = call.outputs[0];
   int64_t n = y.aval->num_elements();
-  int64_t chunks = chunk_count(n, kMinChunk);
+  int64_t chunks = chunk_count(n, kMinElementwiseChunk);
   visit_dtype(x.aval->dtype, [&](auto tag) {
     using S = storage_t<decltype(tag)::value>;
     using C = compute_t<S>;
@@ -66,7 +66,7 @@ void cpu_binary(const KernelCall& call) {
       R* out = static_cast<R*>(y.data);
       size_t step_a = layout.inner_contiguous[0] ? 1 : 0;
       size_t step_b = layout.inner_contiguous[1] ? 1 : 0;
-      for_each_run(layout, call.pool, kMinChunk,
+      for_each_run(layout, call.pool, kMinElementwiseChunk,
                    [&](int64_t at, const std::array<int64_t, 2>& offset, int64_t length) {
                      const S* pa = lhs + offset[0];
                      const S* pb = rhs + offset[1];
@@ -105,7 +105,7 @@ void cpu_select(const KernelCall& call) {
     S* out = static_cast<S*>(y.data);
     const auto& contiguous = layout.inner_contiguous;
     with_inner_steps(contiguous[0], contiguous[1], contiguous[2], [&](auto sp, auto st, auto sf) {
-      for_each_run(layout, call.pool, kMinChunk,
+      for_each_run(layout, call.pool, kMinElementwiseChunk,
                    [&](int64_t at, const std::array<int64_t, 3>& offset, int64_t length) {
                      const bool* p = pred + offset[0];
                      const S* t = on_true + offset[1];
@@ -129,7 +129,7 @@ void cpu_convert(const KernelCall& call) {
   const KernelInput& x = call.inputs[0];
   const KernelOutput& y = call.outputs[0];
   int64_t n = y.aval->num_elements();
-  int64_t chunks = chunk_count(n, kMinChunk);
+  int64_t chunks = chunk_count(n, kMinElementwiseChunk);
   visit_dtype(x.aval->dtype, [&](auto in_tag) {
     using S = storage_t<decltype(in_tag)::value>;
     visit_dtype(y.aval->dtype, [&](auto out_tag) {

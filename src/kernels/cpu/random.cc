@@ -12,7 +12,7 @@ namespace {
 
 // Elements per chunk: a hash is ~100 integer operations, so chunks can be smaller than
 // for memory-bound elementwise ops.
-constexpr int64_t kMinChunk = 4096;
+constexpr int64_t kMinHashChunk = 4096;
 
 // The inner loop with the operands' steps (0: broadcast, 1: contiguous) known at compile
 // time for the common layout of random bits: one key, contiguous counters.
@@ -37,7 +37,7 @@ void cpu_threefry2x32(const KernelCall& call) {
   auto* out1 = static_cast<uint32_t*>(call.outputs[1].data);
   const auto& contiguous = layout.inner_contiguous;
   bool keys_then_counters = !contiguous[0] && !contiguous[1] && contiguous[2] && contiguous[3];
-  for_each_run(layout, call.pool, kMinChunk,
+  for_each_run(layout, call.pool, kMinHashChunk,
                [&](int64_t at, const std::array<int64_t, 4>& offset, int64_t length) {
                  const uint32_t* k0 = in[0] + offset[0];
                  const uint32_t* k1 = in[1] + offset[1];

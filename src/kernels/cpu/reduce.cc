@@ -25,7 +25,7 @@
 namespace kiln {
 namespace {
 
-constexpr auto kLanes = static_cast<int64_t>(simd::kReduceLanes);
+constexpr auto kSimdLanes = static_cast<int64_t>(simd::kReduceLanes);
 // Below this many elements a reduction runs as one piece (threads would cost more).
 constexpr int64_t kSerialElements = 1 << 15;
 // A row longer than this is split into blocks of about this length.
@@ -107,15 +107,15 @@ double reduce_run(const S* x, int64_t n) {
   } else if constexpr (std::is_same_v<S, double>) {
     return simd::reduce_run_f64(Op::kKind, x, static_cast<size_t>(n));
   } else {
-    double lanes[kLanes];
+    double lanes[kSimdLanes];
     for (double& lane : lanes) lane = Op::identity();
     int64_t i = 0;
-    for (; i + kLanes <= n; i += kLanes) {
-      for (int64_t j = 0; j < kLanes; ++j) lanes[j] = Op::step(lanes[j], widen_half(x[i + j]));
+    for (; i + kSimdLanes <= n; i += kSimdLanes) {
+      for (int64_t j = 0; j < kSimdLanes; ++j) lanes[j] = Op::step(lanes[j], widen_half(x[i + j]));
     }
     double tail = Op::identity();
     for (; i < n; ++i) tail = Op::step(tail, widen_half(x[i]));
-    for (int64_t width = kLanes / 2; width >= 1; width /= 2) {
+    for (int64_t width = kSimdLanes / 2; width >= 1; width /= 2) {
       for (int64_t j = 0; j < width; ++j) lanes[j] = Op::step(lanes[j], lanes[j + width]);
     }
     return Op::step(lanes[0], tail);
@@ -143,9 +143,9 @@ void reduce_rows(const S* in, S* out, int64_t rows, int64_t length, ComputePool&
     });
     return;
   }
-  // Long rows: blocks of a multiple of kLanes elements, partials combined in block order.
+  // Long rows: blocks of a multiple of kSimdLanes elements, partials combined in block order.
   int64_t block_length = (length + blocks - 1) / blocks;
-  block_length = (block_length + kLanes - 1) / kLanes * kLanes;
+  block_length = (block_length + kSimdLanes - 1) / kSimdLanes * kSimdLanes;
   blocks = (length + block_length - 1) / block_length;
   std::vector<A> partials(static_cast<size_t>(rows * blocks));
   pool.parallel_for(rows * blocks, [&](int64_t task) {

@@ -65,15 +65,15 @@ using acc_t =
     std::conditional_t<std::is_same_v<Fold, SumFold>,
                        std::conditional_t<std::is_integral_v<S>, uint64_t, double>, compute_t<S>>;
 
-// Channels are folded in runs of kLanes: a loop with a constant trip count, which the
+// Channels are folded in runs of kChannelRun: a loop with a constant trip count, which the
 // compiler vectorizes at -O2; the last run of a pixel may be shorter.
-constexpr int64_t kLanes = 16;
+constexpr int64_t kChannelRun = 16;
 
 template <typename Fold, typename S, int64_t kCount>
 void fold_run(const std::vector<const S*>& taps, int64_t channel, int64_t count, S* out) {
   using A = acc_t<Fold, S>;
   int64_t n = kCount > 0 ? kCount : count;
-  A acc[kLanes];
+  A acc[kChannelRun];
   for (int64_t j = 0; j < n; ++j) acc[j] = Fold::template init<A>();
   for (const S* tap : taps) {
     const S* values = tap + channel;
@@ -105,8 +105,8 @@ void pool_nhwc(const KernelCall& call) {
                              [&](int64_t cell) { taps.push_back(x + (n * h * w + cell) * c); });
         S* dst = y + (line * out[2] + ow) * c;
         int64_t channel = 0;
-        for (; channel + kLanes <= c; channel += kLanes) {
-          fold_run<Fold, S, kLanes>(taps, channel, kLanes, dst);
+        for (; channel + kChannelRun <= c; channel += kChannelRun) {
+          fold_run<Fold, S, kChannelRun>(taps, channel, kChannelRun, dst);
         }
         if (channel < c) fold_run<Fold, S, 0>(taps, channel, c - channel, dst);
       }
@@ -125,8 +125,8 @@ template <typename S, typename Acc, int64_t kCount>
 void select_run(const std::vector<int64_t>& taps, const S* x, const S* source, int64_t count,
                 Acc* out) {
   int64_t n = kCount > 0 ? kCount : count;
-  S best[kLanes];
-  int32_t selected[kLanes];
+  S best[kChannelRun];
+  int32_t selected[kChannelRun];
   const S* first = x + taps[0];
   for (int64_t j = 0; j < n; ++j) {
     best[j] = first[j];
@@ -162,8 +162,9 @@ void scatter_image(const ReduceWindowParams& p, const Shape& in, const Shape& wi
       if (taps.empty()) continue;  // a window of padding only sends nothing
       const S* src = source + (oh * windows[2] + ow) * c;
       int64_t channel = 0;
-      for (; channel + kLanes <= c; channel += kLanes) {
-        select_run<S, Acc, kLanes>(taps, x + channel, src + channel, kLanes, out + channel);
+      for (; channel + kChannelRun <= c; channel += kChannelRun) {
+        select_run<S, Acc, kChannelRun>(taps, x + channel, src + channel, kChannelRun,
+                                        out + channel);
       }
       if (channel < c) {
         select_run<S, Acc, 0>(taps, x + channel, src + channel, c - channel, out + channel);

@@ -7,33 +7,15 @@
 
 #include "core/element_convert.h"
 #include "kernels/contract_layout.h"
+#include "kernels/ref/accumulator.h"
 #include "kernels/ref/ref_kernels.h"
 
 namespace kiln {
 namespace {
 
-// The accumulator type for storage type S: double for floats, uint64 (wrapping) for ints.
-template <typename S>
-using accum_t = std::conditional_t<std::is_integral_v<S>, uint64_t, double>;
-
-template <typename S>
-accum_t<S> to_accum(S value) {
-  if constexpr (std::is_integral_v<S>) {
-    return static_cast<uint64_t>(static_cast<int64_t>(value));
-  } else {
-    return static_cast<double>(widen(value));
-  }
-}
-
-// Rounds (floats) or wraps (ints) an accumulator into the result's storage type.
-template <typename D, typename A>
-D from_accum(A acc) {
-  if constexpr (std::is_same_v<A, uint64_t>) {
-    return convert_element<D>(static_cast<int64_t>(acc));
-  } else {
-    return convert_element<D>(acc);
-  }
-}
+using ref::accum_t;
+using ref::from_accum;
+using ref::to_accum;
 
 void ref_dot_general(const KernelCall& call) {
   const KernelInput& lhs = call.inputs[0];

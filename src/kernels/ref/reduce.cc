@@ -10,6 +10,7 @@
 
 #include "core/element_convert.h"
 #include "kernels/broadcast_iter.h"
+#include "kernels/ref/accumulator.h"
 #include "kernels/ref/reduce_kernels.h"
 #include "kernels/ref/ref_kernels.h"
 
@@ -18,23 +19,8 @@ namespace {
 
 enum class ReduceOp { kSum, kProd, kMax, kMin };
 
-// The wide type an element is accumulated in: double for floats, a wrapping uint64_t for
-// integers, a 0/1 byte for bool (only max/min accept bool; std::vector<bool> is no array).
-template <typename S>
-using accum_t = std::conditional_t<std::is_same_v<S, bool>, uint8_t,
-                                   std::conditional_t<std::is_integral_v<S>, uint64_t, double>>;
-
-template <typename S>
-accum_t<S> to_accum(S value) {
-  if constexpr (std::is_same_v<S, bool>) {
-    return value ? 1 : 0;
-  } else if constexpr (std::is_integral_v<S>) {
-    // Sign-extends, so the uint64_t arithmetic is the two's complement one.
-    return static_cast<uint64_t>(static_cast<int64_t>(value));
-  } else {
-    return static_cast<double>(widen(value));
-  }
-}
+using ref::accum_t;
+using ref::to_accum;
 
 template <typename S, ReduceOp op>
 accum_t<S> identity() {

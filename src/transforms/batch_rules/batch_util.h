@@ -36,6 +36,12 @@ inline BatchResult all_first(std::vector<Array> outs) {
 // batched form is the same primitive with the example axes shifted by one.
 std::vector<Array> all_batched_first(const BatchArgs& args);
 
+// Axis `axis` of one example, as an axis of the operand that carries the batch on `dim`
+// (an operand that is not batched keeps its axes).
+inline int64_t batched_axis(int64_t axis, int64_t dim) {
+  return dim != kNotBatched && axis >= dim ? axis + 1 : axis;
+}
+
 // Axes of one example shifted past a new leading batch axis.
 Dims shift_axes(const Dims& axes);
 

@@ -16,13 +16,8 @@ namespace {
 
 // ----- dot_general ------------------------------------------------------------------------
 
-// Axis `axis` of one example, as an axis of the operand that carries the batch on `dim`.
-int64_t batched_axis(int64_t axis, int64_t dim) {
-  return dim != kNotBatched && axis >= dim ? axis + 1 : axis;
-}
-
 void shift_all(Dims& axes, int64_t dim) {
-  for (int64_t& axis : axes) axis = batched_axis(axis, dim);
+  for (int64_t& axis : axes) axis = batch_util::batched_axis(axis, dim);
 }
 
 // Position of axis `dim` among the free (neither batch nor contracting) axes of its operand.

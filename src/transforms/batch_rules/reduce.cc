@@ -10,11 +10,6 @@
 namespace kiln {
 namespace {
 
-// Axis `axis` of one example, as an axis of the operand that carries the batch on `dim`.
-int64_t batched_axis(int64_t axis, int64_t dim) {
-  return axis >= dim ? axis + 1 : axis;
-}
-
 // Where the batch axis `dim` ends up once the (batched) axes `removed` are reduced away.
 int64_t batch_after_removing(int64_t dim, const Dims& removed) {
   auto before = std::count_if(removed.begin(), removed.end(), [&](int64_t a) { return a < dim; });
@@ -26,7 +21,7 @@ BatchResult reduce_rule(const BatchArgs& args) {
   int64_t dim = args.dims[0];
   ReduceParams p = std::get<ReduceParams>(args.params);
   // Sorted example axes stay sorted after the shift, as the primitive requires.
-  for (int64_t& axis : p.axes) axis = batched_axis(axis, dim);
+  for (int64_t& axis : p.axes) axis = batch_util::batched_axis(axis, dim);
   Array out = bind1(kPrim, {args.inputs[0]}, p, args.site);
   return BatchResult{{std::move(out)}, {batch_after_removing(dim, p.axes)}};
 }
@@ -35,7 +30,7 @@ template <PrimId kPrim>
 BatchResult arg_reduce_rule(const BatchArgs& args) {
   int64_t dim = args.dims[0];
   ArgReduceParams p = std::get<ArgReduceParams>(args.params);
-  p.axis = batched_axis(p.axis, dim);
+  p.axis = batch_util::batched_axis(p.axis, dim);
   Array out = bind1(kPrim, {args.inputs[0]}, p, args.site);
   return BatchResult{{std::move(out)}, {batch_after_removing(dim, Dims{p.axis})}};
 }
@@ -44,7 +39,7 @@ BatchResult arg_reduce_rule(const BatchArgs& args) {
 BatchResult cumsum_rule(const BatchArgs& args) {
   int64_t dim = args.dims[0];
   CumsumParams p = std::get<CumsumParams>(args.params);
-  p.axis = batched_axis(p.axis, dim);
+  p.axis = batch_util::batched_axis(p.axis, dim);
   Array out = bind1(PrimId::cumsum, {args.inputs[0]}, p, args.site);
   return BatchResult{{std::move(out)}, {dim}};
 }

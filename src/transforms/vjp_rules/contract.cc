@@ -119,11 +119,6 @@ std::vector<Array> dot_general_vjp(const VjpArgs& args) {
 
 // ----- conv_general_dilated ---------------------------------------------------------------
 
-// Size of `size` cells with `dilation - 1` holes between neighbours.
-int64_t dilated(int64_t size, int64_t dilation) {
-  return size == 0 ? 0 : (size - 1) * dilation + 1;
-}
-
 // x reversed along `axis` (kiln has no rev primitive: size-1 slices joined in reverse
 // order, which differentiate through slice and concatenate). Kernel windows are small.
 Array reverse_axis(const Array& x, int64_t axis, CallSite site) {
@@ -151,9 +146,9 @@ Array conv_lhs_cotangent(const Array& g, const Array& x, const Array& w, const C
   Dims low{0, 0}, high{0, 0};
   for (size_t i = 0; i < 2; ++i) {
     auto axis = static_cast<int64_t>(i);
-    int64_t in = dilated(x.dim(axis + 1), p.lhs_dilation[i]);
-    int64_t window = dilated(w.dim(axis), p.rhs_dilation[i]);
-    int64_t out = dilated(g.dim(axis + 1), p.window_strides[i]);
+    int64_t in = vjp_util::dilated_size(x.dim(axis + 1), p.lhs_dilation[i]);
+    int64_t window = vjp_util::dilated_size(w.dim(axis), p.rhs_dilation[i]);
+    int64_t out = vjp_util::dilated_size(g.dim(axis + 1), p.window_strides[i]);
     low[i] = window - p.padding_low[i] - 1;
     high[i] = in + window - 1 - out - low[i];
   }
@@ -177,9 +172,9 @@ Array conv_rhs_cotangent(const Array& g, const Array& x, const Array& w, const C
   Dims high{0, 0};
   for (size_t i = 0; i < 2; ++i) {
     auto axis = static_cast<int64_t>(i);
-    int64_t in = dilated(x.dim(axis + 1), p.lhs_dilation[i]);
-    int64_t window = dilated(w.dim(axis), p.rhs_dilation[i]);
-    int64_t out = dilated(g.dim(axis + 1), p.window_strides[i]);
+    int64_t in = vjp_util::dilated_size(x.dim(axis + 1), p.lhs_dilation[i]);
+    int64_t window = vjp_util::dilated_size(w.dim(axis), p.rhs_dilation[i]);
+    int64_t out = vjp_util::dilated_size(g.dim(axis + 1), p.window_strides[i]);
     high[i] = out - in + window - p.padding_low[i] - 1;
   }
   int64_t n = x.dim(0), h = x.dim(1), wd = x.dim(2), in_per_group = x.dim(3) / groups;

@@ -12,11 +12,6 @@
 namespace kiln {
 namespace {
 
-// Size of `size` cells with `dilation - 1` holes between neighbours.
-int64_t dilated(int64_t size, int64_t dilation) {
-  return size == 0 ? 0 : (size - 1) * dilation + 1;
-}
-
 // Output cell o's window starts at padded position o * stride, so input cell i receives
 // the cotangent of every o with o * stride <= i + padding_low < o * stride + window. In
 // the cotangent dilated by the stride (holes of stride - 1) and padded by window - 1 -
@@ -32,7 +27,7 @@ std::vector<Array> reduce_window_sum_vjp(const VjpArgs& args) {
   for (size_t a = 0; a < rank; ++a) {
     auto axis = static_cast<int64_t>(a);
     int64_t window = p.window_dimensions[a];
-    int64_t out = dilated(g.dim(axis), p.window_strides[a]);
+    int64_t out = vjp_util::dilated_size(g.dim(axis), p.window_strides[a]);
     low.push_back(window - p.padding_low[a] - 1);
     high.push_back(x.dim(axis) + window - 1 - out - low.back());
     interior.push_back(p.window_strides[a] - 1);
@@ -92,8 +87,8 @@ std::vector<Array> select_and_scatter_add_vjp(const VjpArgs& args) {
     Dims start, limit;
     for (size_t a = 0; a < rank; ++a) {
       start.push_back(offset[a]);
-      limit.push_back(offset[a] +
-                      dilated(source.dim(static_cast<int64_t>(a)), p.window_strides[a]));
+      limit.push_back(offset[a] + vjp_util::dilated_size(source.dim(static_cast<int64_t>(a)),
+                                                         p.window_strides[a]));
     }
     Array candidate = slice(x_padded, start, limit, p.window_strides, site);
     Array hit = bitwise_or(equal(candidate, y, site), not_equal(candidate, candidate, site), site);
