@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <set>
+#include <utility>
 
 #include "prims/registry.h"
 
@@ -26,10 +28,7 @@ size_t rank_of(const Shape& shape) {
 
 // The spec of `aval` with one entry per dimension (a spec may leave trailing ones out).
 ShardingSpec full_spec(const AbstractValue& aval) {
-  ShardingSpec spec = aval.sharding;
-  spec.sharded = true;
-  spec.dims.resize(rank_of(aval.shape));
-  return spec;
+  return spmd::full_rank(aval.sharding, aval.shape.rank());
 }
 
 size_t split_count(const ShardingSpec& spec) {
@@ -45,6 +44,17 @@ ShardingDecision whole_decision(const ShardingArgs& args) {
     decision.operands.push_back(whole(input.shape.rank()));
   for (const AbstractValue& output : args.outputs)
     decision.results.push_back(whole(output.shape.rank()));
+  return decision;
+}
+
+// A one-operand layout rule's answer: the split its operand must have, its result's split,
+// and (where the params name shapes) the params its blocks run with.
+ShardingDecision one_operand_decision(ShardingSpec operand, ShardingSpec result,
+                                      std::optional<Params> block_params = std::nullopt) {
+  ShardingDecision decision;
+  decision.operands = {std::move(operand)};
+  decision.results = {std::move(result)};
+  decision.block_params = std::move(block_params);
   return decision;
 }
 
@@ -224,10 +234,7 @@ ShardingDecision transpose_decision(const ShardingArgs& args) {
   ShardingSpec spec = full_spec(args.inputs[0]);
   ShardingSpec result = whole(0);
   for (int64_t d : permutation) result.dims.push_back(spec.dims[static_cast<size_t>(d)]);
-  ShardingDecision decision;
-  decision.operands = {spec};
-  decision.results = {result};
-  return decision;
+  return one_operand_decision(spec, result);
 }
 
 // Operand dimension i becomes result dimension broadcast_dimensions[i] and keeps its split
@@ -244,11 +251,7 @@ ShardingDecision broadcast_decision(const ShardingArgs& args) {
     result.dims[d] = spec.dims[i];
   }
   params.shape = spmd::block_shape(args.mesh, out, result);
-  ShardingDecision decision;
-  decision.operands = {spec};
-  decision.results = {result};
-  decision.block_params = params;
-  return decision;
+  return one_operand_decision(spec, result, params);
 }
 
 // The leading dimensions a reshape leaves as they are keep their split; the dimensions it
@@ -271,11 +274,7 @@ ShardingDecision reshape_decision(const ShardingArgs& args) {
     }
   }
   params.new_sizes = spmd::block_shape(args.mesh, out, result);
-  ShardingDecision decision;
-  decision.operands = {spec};
-  decision.results = {result};
-  decision.block_params = params;
-  return decision;
+  return one_operand_decision(spec, result, params);
 }
 
 ShardingDecision refuse_collective(const ShardingArgs& args) {

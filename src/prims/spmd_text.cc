@@ -120,6 +120,12 @@ std::string format_specs(const std::vector<ShardingSpec>& specs) {
   return fmt::format("{}", fmt::join(items, " "));
 }
 
+ShardingSpec full_rank(ShardingSpec spec, int64_t rank) {
+  spec.sharded = true;
+  spec.dims.resize(static_cast<size_t>(rank));
+  return spec;
+}
+
 int64_t parts(const std::vector<AxisText>& mesh, const ShardingSpec& spec, size_t dim) {
   if (dim >= spec.dims.size()) return 1;
   int64_t product = 1;

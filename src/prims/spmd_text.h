@@ -29,6 +29,10 @@ std::string join_axes(const std::vector<std::string>& axes);
 std::vector<ShardingSpec> parse_specs(std::string_view text);
 std::string format_specs(const std::vector<ShardingSpec>& specs);
 
+// `spec` with one entry per dimension of an array of `rank` (a spec may leave trailing
+// whole dimensions out), marked sharded.
+ShardingSpec full_rank(ShardingSpec spec, int64_t rank);
+
 // The product of the sizes of `spec`'s axes on dimension `dim` (1 past its entries).
 int64_t parts(const std::vector<AxisText>& mesh, const ShardingSpec& spec, size_t dim);
 // The shape of one block of an array of `shape` split by `spec` (whose axes divide it).

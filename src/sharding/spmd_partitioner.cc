@@ -11,18 +11,13 @@
 
 #include "kiln/ops.h"
 #include "prims/bind.h"
+#include "prims/spmd_text.h"
 #include "sharding/spmd_context.h"
 
 namespace kiln::spmd {
 namespace {
 
 using AxisList = std::vector<std::string>;
-
-ShardingSpec normalized(ShardingSpec spec, int64_t rank) {
-  spec.sharded = true;
-  spec.dims.resize(static_cast<size_t>(rank));
-  return spec;
-}
 
 bool uses_any(const ShardingSpec& spec, const AxisList& axes) {
   for (const AxisList& dim : spec.dims) {
@@ -84,11 +79,11 @@ PropagatedSharding propagate_sharding(const Program& program,
   auto state = [&](VarId var) -> VarSharding& { return result.vars[static_cast<size_t>(var)]; };
   for (VarId var : program.constants) {
     state(var).spec =
-        normalized(ShardingSpec(std::vector<AxisList>{}), program.aval(var).shape.rank());
+        full_rank(ShardingSpec(std::vector<AxisList>{}), program.aval(var).shape.rank());
   }
   for (size_t i = 0; i < program.inputs.size(); ++i) {
     VarId var = program.inputs[i];
-    state(var).spec = normalized(input_specs[i], program.aval(var).shape.rank());
+    state(var).spec = full_rank(input_specs[i], program.aval(var).shape.rank());
   }
   for (const Equation& equation : program.equations) {
     const PrimDef& prim = prim_def(equation.prim);
@@ -107,10 +102,10 @@ PropagatedSharding propagate_sharding(const Program& program,
            "call it outside the partitioned function, or write this part with kiln::shard_map");
     }
     for (size_t i = 0; i < inputs.size(); ++i) {
-      decision.operands[i] = normalized(decision.operands[i], inputs[i].shape.rank());
+      decision.operands[i] = full_rank(decision.operands[i], inputs[i].shape.rank());
     }
     for (size_t j = 0; j < outputs.size(); ++j) {
-      decision.results[j] = normalized(decision.results[j], outputs[j].shape.rank());
+      decision.results[j] = full_rank(decision.results[j], outputs[j].shape.rank());
     }
 
     // Terms of a sum flow on through a linear primitive, unless its blocks would be split
