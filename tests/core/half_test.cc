@@ -10,12 +10,13 @@
 #include <sstream>
 
 #include "kiln/dtype.h"
+#include "support/source_tree.h"
 
 namespace kiln {
 namespace {
 
 TEST(Half, MatchesExactRoundingFixtures) {
-  std::ifstream in(KILN_SOURCE_DIR "/tests/core/half_fixtures.txt");
+  std::ifstream in(kiln::testing::source_dir() / "tests/core/half_fixtures.txt");
   ASSERT_TRUE(in.good()) << "missing tests/core/half_fixtures.txt";
   std::string line;
   int checked = 0;

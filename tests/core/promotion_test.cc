@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "kiln/promotion.h"
+#include "support/source_tree.h"
 
 namespace kiln {
 namespace {
@@ -48,7 +49,7 @@ TEST(Promotion, IsSymmetricAndIdempotent) {
 }
 
 TEST(Promotion, DocumentedTableIsCurrent) {
-  std::ifstream in(KILN_SOURCE_DIR "/docs/arrays.md");
+  std::ifstream in(kiln::testing::source_dir() / "docs/arrays.md");
   ASSERT_TRUE(in.good()) << "docs/arrays.md is missing";
   std::stringstream text;
   text << in.rdbuf();

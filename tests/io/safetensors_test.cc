@@ -16,6 +16,7 @@
 #include "kiln/ops.h"
 #include "support/arrays.h"
 #include "support/errors.h"
+#include "support/source_tree.h"
 
 namespace kiln {
 namespace {
@@ -189,11 +190,11 @@ TEST(Safetensors, FailedSaveLeavesNoFile) {
 // --- the independent Python implementation ---------------------------------------------
 
 fs::path python_tool() {
-  return fs::path(KILN_SOURCE_DIR) / "tests/tools/safetensors_check.py";
+  return kiln::testing::source_dir() / "tests/tools/safetensors_check.py";
 }
 // The real safetensors package, from the pinned peers' environment (scripts/setup).
 fs::path peer_tool() {
-  return fs::path(KILN_SOURCE_DIR) / "tests/tools/safetensors_peer.py";
+  return kiln::testing::source_dir() / "tests/tools/safetensors_peer.py";
 }
 
 bool python_with_numpy() {

@@ -18,6 +18,7 @@
 #include "kiln/control_flow.h"
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
+#include "support/source_tree.h"
 #include "transforms/eval.h"
 
 namespace kiln {
@@ -29,7 +30,7 @@ struct GoldenCase {
 };
 
 std::string golden_path(const std::string& name) {
-  return std::string(KILN_SOURCE_DIR) + "/tests/ir/golden/" + name + ".txt";
+  return (kiln::testing::source_dir() / "tests/ir/golden/").string() + name + ".txt";
 }
 
 std::string read_file(const std::string& path) {

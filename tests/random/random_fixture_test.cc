@@ -16,6 +16,7 @@
 
 #include "kiln/ops.h"
 #include "kiln/random.h"
+#include "support/source_tree.h"
 
 namespace kiln {
 namespace {
@@ -148,7 +149,7 @@ int64_t ulp_distance(uint64_t a, uint64_t b, int width) {
 }
 
 TEST(RandomFixture, MatchesTheIndependentNumpyReference) {
-  std::ifstream in(KILN_SOURCE_DIR "/tests/random/expected_random.txt");
+  std::ifstream in(kiln::testing::source_dir() / "tests/random/expected_random.txt");
   ASSERT_TRUE(in.good()) << "missing tests/random/expected_random.txt";
   std::string line;
   int records = 0, float_values = 0, off_by_one_ulp = 0;

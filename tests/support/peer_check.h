@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/scratch_dir.h"
+#include "support/source_tree.h"
 
 namespace kiln::testing {
 
@@ -22,9 +23,9 @@ struct PeerReport {
 inline PeerReport run_peer_check(const std::string& script, const nlohmann::json& record) {
   ScratchDir dir;
   std::ofstream(dir / "kiln.json") << record.dump();
-  std::string command =
-      fmt::format("/usr/bin/python3 {}/tests/tools/{} {} > {} 2>&1", KILN_SOURCE_DIR, script,
-                  (dir / "kiln.json").string(), (dir / "out").string());
+  std::string command = fmt::format("/usr/bin/python3 {}/tests/tools/{} {} > {} 2>&1",
+                                    kiln::testing::source_dir().string(), script,
+                                    (dir / "kiln.json").string(), (dir / "out").string());
   int status = std::system(command.c_str());
   std::ifstream out(dir / "out");
   return {status,

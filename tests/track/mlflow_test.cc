@@ -25,6 +25,7 @@
 #include <nlohmann/json.hpp>
 
 #include "support/scratch_dir.h"
+#include "support/source_tree.h"
 #include "track/mlflow.h"
 #include "track/mlflow_client.h"
 
@@ -39,7 +40,7 @@ using ::testing::HasSubstr;
 using Clock = std::chrono::steady_clock;
 using nlohmann::json;
 
-const std::filesystem::path kSource = KILN_SOURCE_DIR;
+const std::filesystem::path kSource = kiln::testing::source_dir();
 const std::filesystem::path kTrackingPython = kSource / ".venv/tracking/bin/python";
 
 std::string read_text(const std::filesystem::path& path) {

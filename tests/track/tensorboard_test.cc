@@ -23,6 +23,7 @@
 #include "base/wall_clock.h"
 #include "io/atomic_file.h"
 #include "support/scratch_dir.h"
+#include "support/source_tree.h"
 
 namespace kiln::track {
 namespace {
@@ -380,7 +381,7 @@ TEST(TensorBoardWriter, AFailedWriteIsRecordedAndStopsTheWriterWithoutThrowing) 
 // ---- TensorBoard's own reader (the tracking environment, scripts/setup) -----------------
 
 TEST(TensorBoard, RealReaderReadsTheEvents) {
-  const fs::path python = KILN_SOURCE_DIR "/.venv/tracking/bin/python";
+  const fs::path python = kiln::testing::source_dir() / ".venv/tracking/bin/python";
   ASSERT_TRUE(fs::exists(python))
       << python.string()
       << " does not exist: run scripts/setup, which creates the tracking environment "
@@ -414,7 +415,7 @@ TEST(TensorBoard, RealReaderReadsTheEvents) {
 
   std::string command =
       fmt::format("'{}' '{}/tests/tools/tensorboard_readback.py' '{}' '{}' > '{}' 2>&1",
-                  python.string(), KILN_SOURCE_DIR, path.string(),
+                  python.string(), kiln::testing::source_dir().string(), path.string(),
                   (scratch / "expected.json").string(), (scratch / "out").string());
   int status = std::system(command.c_str());
   EXPECT_EQ(status, 0) << command << "\n" << read_bytes(scratch / "out");

@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "kiln/error.h"
+#include "support/source_tree.h"
 #include "train/builders.h"
 #include "train/config_schema.h"
 #include "train/config_test_util.h"
@@ -251,7 +252,7 @@ TEST(ConfigSchedules, PiecewiseDropsAtEachBoundary) {
 }
 
 TEST(ConfigFiles, LoadsBothExamples) {
-  std::filesystem::path examples = std::filesystem::path(KILN_SOURCE_DIR) / "examples";
+  std::filesystem::path examples = kiln::testing::source_dir() / "examples";
   TrainConfig mlp = load_config(examples / "fashion_mnist_mlp.toml");
   EXPECT_EQ(mlp.experiment.name, "fashion_mnist_mlp");
   std::vector<std::string> types;
@@ -288,9 +289,9 @@ TEST(ConfigFiles, LoadsBothExamples) {
 TEST(ConfigFiles, MissingOrUnreadableFileNamesThePath) {
   std::string missing = error_of([] { (void)load_config("/nonexistent/kiln/config.toml"); });
   EXPECT_EQ(missing, "cannot read config '/nonexistent/kiln/config.toml': no such file");
-  std::string directory = error_of([] { (void)load_config(KILN_SOURCE_DIR); });
+  std::string directory = error_of([] { (void)load_config(kiln::testing::source_dir()); });
   EXPECT_THAT(directory, HasSubstr("it is a directory"));
-  EXPECT_THAT(directory, HasSubstr(KILN_SOURCE_DIR));
+  EXPECT_THAT(directory, HasSubstr(kiln::testing::source_dir().string()));
 }
 
 TEST(ConfigFiles, ErrorsNameTheFileTheyCameFrom) {
@@ -307,7 +308,7 @@ TEST(ConfigFiles, ErrorsNameTheFileTheyCameFrom) {
 TEST(ConfigDocs, ReferenceSectionMatchesTheSchema) {
   const std::string begin = "<!-- config-reference:begin -->\n";
   const std::string end = "<!-- config-reference:end -->";
-  std::filesystem::path doc = std::filesystem::path(KILN_SOURCE_DIR) / "docs" / "training.md";
+  std::filesystem::path doc = kiln::testing::source_dir() / "docs" / "training.md";
   std::stringstream buffer;
   buffer << std::ifstream(doc).rdbuf();
   std::string text = buffer.str();

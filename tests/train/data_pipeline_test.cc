@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/error.h"
+#include "support/source_tree.h"
 #include "train/config.h"
 #include "train/run_test_util.h"
 #include "train/trainer.h"
@@ -37,7 +38,7 @@ nlohmann::json run_info(const fs::path& run_dir) {
 TrainConfig example(const std::string& name, const fs::path& runs,
                     std::vector<std::string> overrides) {
   overrides.push_back(fmt::format("experiment.runs_dir=\"{}\"", runs.string()));
-  return load_config(fs::path(KILN_SOURCE_DIR) / "examples" / name, overrides);
+  return load_config(kiln::testing::source_dir() / "examples" / name, overrides);
 }
 
 TEST(DataPipeline, WineExampleLearnsFromTheDebianCsv) {
@@ -199,7 +200,7 @@ TEST(DataPipeline, PadRemainderTrainsOnEveryExampleWithOneCompilation) {
 TEST(DataPipeline, PadRemainderIsRefusedWithBatchNormOrDropRemainder) {
   fs::path runs = pipeline_dir("padded-refused");
   // The MLP example with its first ReLU made a batch norm.
-  std::ifstream in(fs::path(KILN_SOURCE_DIR) / "examples/fashion_mnist_mlp.toml");
+  std::ifstream in(kiln::testing::source_dir() / "examples/fashion_mnist_mlp.toml");
   std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   size_t relu = text.find("type = \"relu\"");
   ASSERT_NE(relu, std::string::npos);

@@ -15,6 +15,7 @@
 
 #include "io/atomic_file.h"
 #include "io/savepoint.h"
+#include "support/source_tree.h"
 #include "train/trainer.h"
 
 namespace kiln::train::run_test {
@@ -32,8 +33,7 @@ inline std::filesystem::path fresh_dir(const std::string& suite, const std::stri
 inline TrainConfig mlp_example(const std::filesystem::path& runs_dir,
                                std::vector<std::string> overrides) {
   overrides.push_back(fmt::format("experiment.runs_dir=\"{}\"", runs_dir.string()));
-  return load_config(std::filesystem::path(KILN_SOURCE_DIR) / "examples/fashion_mnist_mlp.toml",
-                     overrides);
+  return load_config(kiln::testing::source_dir() / "examples/fashion_mnist_mlp.toml", overrides);
 }
 
 inline TrainOptions quiet() {

@@ -26,6 +26,7 @@
 #include "io/savepoint.h"
 #include "io/sha256.h"
 #include "kiln/error.h"
+#include "support/source_tree.h"
 #include "train/config.h"
 #include "train/run_directory.h"
 #include "train/run_test_util.h"
@@ -355,7 +356,7 @@ TEST(SavepointConfig, CheckpointEveryIsAnErrorNamingTheSavepointKey) {
   for (const char* key : {"checkpoint_every", "checkpoint_every_seconds"}) {
     SCOPED_TRACE(key);
     try {
-      load_config(fs::path(KILN_SOURCE_DIR) / "examples/fashion_mnist_mlp.toml",
+      load_config(kiln::testing::source_dir() / "examples/fashion_mnist_mlp.toml",
                   {fmt::format("train.{}=100", key)});
       ADD_FAILURE() << "expected an error";
     } catch (const Error& error) {

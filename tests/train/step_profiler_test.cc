@@ -10,6 +10,7 @@
 
 #include "run_test_util.h"
 #include "support/errors.h"
+#include "support/source_tree.h"
 
 namespace kiln::train {
 namespace {
@@ -18,7 +19,7 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
 TrainConfig short_run(const fs::path& runs_dir) {
-  return load_config(fs::path(KILN_SOURCE_DIR) / "examples/fashion_mnist_mlp.toml",
+  return load_config(kiln::testing::source_dir() / "examples/fashion_mnist_mlp.toml",
                      {"data.train_limit=1024", "data.test_limit=200", "train.epochs=1",
                       fmt::format("experiment.runs_dir=\"{}\"", runs_dir.string())});
 }

@@ -16,6 +16,7 @@
 #include "kiln/error.h"
 #include "kiln/safetensors.h"
 #include "support/arrays.h"
+#include "support/source_tree.h"
 #include "train/config.h"
 #include "train/run_test_util.h"
 #include "train/trainer.h"
@@ -35,8 +36,8 @@ TrainConfig small_tp_mlp(const fs::path& runs, std::vector<std::string> extra = 
                                         "train.epochs=1",
                                         fmt::format("experiment.runs_dir=\"{}\"", runs.string())};
   overrides.insert(overrides.end(), extra.begin(), extra.end());
-  return load_config(fs::path(KILN_SOURCE_DIR) / "examples/fashion_mnist_mlp_tensor_parallel.toml",
-                     overrides);
+  return load_config(
+      kiln::testing::source_dir() / "examples/fashion_mnist_mlp_tensor_parallel.toml", overrides);
 }
 
 std::string load_error(const std::string& text) {

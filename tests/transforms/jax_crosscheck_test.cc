@@ -30,6 +30,7 @@
 #include "kiln/vmap.h"
 #include "support/peer_check.h"
 #include "support/scratch_dir.h"
+#include "support/source_tree.h"
 #include "transforms/eval.h"
 #include "transforms/jax_program_file.h"
 
@@ -42,7 +43,8 @@ using Arrays = std::vector<Array>;
 constexpr int64_t kBatch = 3;
 constexpr size_t kMinPrograms = 30;
 
-const std::string kProgramFile = std::string(KILN_SOURCE_DIR) + "/tests/transforms/jax_programs.kp";
+const std::string kProgramFile =
+    (kiln::testing::source_dir() / "tests/transforms/jax_programs.kp").string();
 
 // Smooth values in about [-1, 1], distinct along the flat index (no ties for max or sort);
 // `salt` tells inputs, weights and tangents apart.
