@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "data/dataset.h"
 #include "train/builders.h"
 #include "train/config.h"
@@ -31,7 +32,7 @@ int validate(const DataCommandOptions& options) {
     nlohmann::json report = dataset.to_json();
     report["config_file"] = config.source;
     report["valid"] = clean;
-    train::print_best_effort(stdout, report.dump(2) + "\n");
+    print_result(report.dump(2) + "\n");
     return clean ? 0 : 3;
   }
   std::string text = fmt::format("# data of {} ({})\n", config.source, config.data.dataset);
@@ -51,7 +52,7 @@ int validate(const DataCommandOptions& options) {
                     dataset.train_report.violation_count() + dataset.test_report.violation_count(),
                     dataset.train_report.bad_record_count(), dataset.test_report.bad_record_count(),
                     config.data.on_violation);
-  train::print_best_effort(stdout, text);
+  print_result(text);
   return clean ? 0 : 3;
 }
 

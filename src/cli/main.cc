@@ -1,9 +1,12 @@
 // The `kiln` command: parses the command line and runs one subcommand. Exit status (also
 // in docs/training.md): 0 success; 1 an error (a usage error, or a kiln::Error: config,
 // data, model, file system); 2 a run stopped by a non-finite loss or gradient; 3 `kiln data
-// validate` found contract violations; 130 / 143 a
-// run interrupted by SIGINT / SIGTERM (128 + the signal, as shells report it).
+// validate` found contract violations; 130 / 143 / 129 a
+// run interrupted by SIGINT / SIGTERM / SIGHUP (128 + the signal, as shells report it).
+#include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
 #include <string>
 #include <string_view>
@@ -11,6 +14,7 @@
 
 #include "base/edit_distance.h"
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "dist/processes.h"
 #include "kiln/error.h"
 #include "kiln/version.h"
@@ -56,9 +60,30 @@ std::string rank_prefix() {
 // all: the others would otherwise wait for it at their next exchange.
 int run_command(int argc, char** argv);
 
+namespace {
+
+// A command whose output is its result (`runs list --json`, `data validate --json`) has
+// failed if the output could not be written: a full disk must not pass for an empty
+// result. A reader that closed the pipe early (`kiln runs list | head -1`) ends the
+// command quietly with 141, as SIGPIPE would have. A run's own printout goes through
+// print_best_effort and never counts here: a run is never failed by its printout.
+int check_output_written(int code) {
+  int error = kiln::cli::finish_output();
+  if (error == 0 || code != 0) return code;
+  if (error == EPIPE) return 128 + SIGPIPE;
+  std::fprintf(stderr, "%serror: cannot write the output to stdout: %s\n", rank_prefix().c_str(),
+               std::strerror(error));
+  return 1;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
+  // A closed pipe (`kiln train ... | head -3`) is a write error to handle, not a reason to
+  // die: killed by SIGPIPE, a run would stay "running" with no savepoint.
+  std::signal(SIGPIPE, SIG_IGN);
   kiln::dist::start_if_launched(&argc, &argv);
-  int code = run_command(argc, argv);
+  int code = check_output_written(run_command(argc, argv));
   if (code != 0 && kiln::dist::size() > 1) kiln::dist::abort_job(code);
   kiln::dist::stop();
   return code;
@@ -78,7 +103,7 @@ int run_command(int argc, char** argv) {
       "  KILN_LOG_RECOMPILES=1   print every jit compilation and why\n"
       "Exit status: 0 success, 1 an error (usage, config, data, model, files), 2 a run stopped\n"
       "by a non-finite loss or gradient, 3 `kiln data validate` found contract violations,\n"
-      "130 / 143 a run interrupted by SIGINT / SIGTERM.\n"
+      "130 / 143 / 129 a run interrupted by SIGINT / SIGTERM / SIGHUP.\n"
       "Run `kiln <command> --help` for a command's options.");
   kiln::cli::Runner devices = kiln::cli::add_devices_command(app);
   kiln::cli::Runner bench = kiln::cli::add_bench_command(app);

@@ -19,11 +19,12 @@ struct ReportOptions {
 };
 
 int run_report(const ReportOptions& options) {
-  std::vector<track::RunData> runs;
-  for (const std::string& run : options.runs) runs.push_back(track::load_run_data(run));
   std::filesystem::path out = options.out.empty()
                                   ? std::filesystem::path(options.runs.front()) / "report.html"
                                   : std::filesystem::path(options.out);
+  track::check_report_destination(out);  // before the work
+  std::vector<track::RunData> runs;
+  for (const std::string& run : options.runs) runs.push_back(track::load_run_data(run));
   track::write_report(out, runs);
   fmt::print("{}\n", out.string());
   return 0;

@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "cli/output.h"
 #include "io/atomic_file.h"
 #include "kiln/error.h"
 #include "track/catalog.h"
@@ -125,7 +126,7 @@ int list_runs(const RunsOptions& options) {
                      {"steps", row.info.value("steps", int64_t{0})},
                      {"metrics", metrics}});
     }
-    train::print_best_effort(stdout, out.dump(2) + "\n");
+    print_result(out.dump(2) + "\n");
     return 0;
   }
   std::string text = fmt::format("{:<52} {:<11} {:<20} {:>7} {:>9} {:>9}\n", "run", "status",
@@ -138,7 +139,7 @@ int list_runs(const RunsOptions& options) {
                         metric_or_dash(metrics, "eval/test_loss"));
   }
   text += fmt::format("{} run{}\n", rows.size(), rows.size() == 1 ? "" : "s");
-  train::print_best_effort(stdout, text);
+  print_result(text);
   return 0;
 }
 
@@ -176,7 +177,7 @@ int show_run(const RunsOptions& options) {
   track::RunRow row = catalog.find(options.runs.at(0));
   json run = run_json(catalog, row);
   if (options.json) {
-    train::print_best_effort(stdout, run.dump(2) + "\n");
+    print_result(run.dump(2) + "\n");
     return 0;
   }
   std::string text = fmt::format("run {}\n  directory {}\n  status {} (started {}{})\n", row.key,
@@ -204,7 +205,7 @@ int show_run(const RunsOptions& options) {
   }
   text += fmt::format("config ({} keys): kiln runs show {} --json, or {}/config.toml\n",
                       run["params"].size(), row.key, row.run_dir);
-  train::print_best_effort(stdout, text);
+  print_result(text);
   return 0;
 }
 
@@ -261,7 +262,7 @@ int compare_runs(const RunsOptions& options) {
               {"environment", differences(env_a, env_b)},
               {"metrics", metrics}};
   if (options.json) {
-    train::print_best_effort(stdout, out.dump(2) + "\n");
+    print_result(out.dump(2) + "\n");
     return 0;
   }
   std::string text = fmt::format("A {}\nB {}\n", a.key, b.key);
@@ -283,7 +284,7 @@ int compare_runs(const RunsOptions& options) {
     text += fmt::format("  {:<31} {:>10} {:>10}  {:>16} {:>16}\n", key, number(summary.last.value),
                         number(other->second.last.value), best(summary), best(other->second));
   }
-  train::print_best_effort(stdout, text);
+  print_result(text);
   return 0;
 }
 
@@ -298,7 +299,7 @@ int reindex(const RunsOptions& options) {
       fmt::format("recorded {} run{} ({} metric points) in {}\n", report.runs,
                   report.runs == 1 ? "" : "s", report.metric_points, catalog.path().string());
   for (const std::string& problem : report.problems) text += "not recorded: " + problem + "\n";
-  train::print_best_effort(stdout, text);
+  print_result(text);
   return report.problems.empty() ? 0 : 1;
 }
 
@@ -336,7 +337,7 @@ int push(const RunsOptions& options) {
                       {"complete", true}};
     io::write_file_atomically(run_dir / "run.json", info.dump(2) + "\n");
   }
-  train::print_best_effort(stdout, text);
+  print_result(text);
   return report.complete ? 0 : 1;
 }
 

@@ -1,6 +1,6 @@
 // `kiln train CONFIG`: one training run from a TOML config (see docs/training.md), and
 // `kiln resume RUN_DIR`: the same run continued from its latest savepoint
-// (docs/savepoints.md). Both stop gracefully on SIGINT/SIGTERM with a savepoint.
+// (docs/savepoints.md). Both stop gracefully on SIGINT/SIGTERM/SIGHUP with a savepoint.
 #include <signal.h>
 #include <unistd.h>
 
@@ -36,7 +36,7 @@ struct TrainCommandOptions {
   std::string trace_steps;  // "A-B", or "" for none
 };
 
-// SIGINT / SIGTERM ask the run to stop after the step in flight (the trainer polls this);
+// SIGINT / SIGTERM / SIGHUP ask the run to stop after the step in flight (the trainer polls this);
 // a second one ends the process at once, as the default action would.
 std::atomic<int> stop_signal{0};
 
@@ -56,7 +56,9 @@ void handle_stop_signals() {
   struct sigaction action {};
   action.sa_handler = on_stop_signal;
   sigemptyset(&action.sa_mask);
-  for (int signal : {SIGINT, SIGTERM}) sigaction(signal, &action, nullptr);
+  // SIGHUP (the terminal or the ssh session closed) too: left to its default action, it
+  // would end the process with the run still "running" until the next resume noticed.
+  for (int signal : {SIGINT, SIGTERM, SIGHUP}) sigaction(signal, &action, nullptr);
 }
 
 void print_summary(const train::TrainSummary& summary) {
@@ -168,9 +170,9 @@ Runner add_train_command(CLI::App& app) {
   command->footer(
       "Exit status: 0 when the run completed; 1 on an error (usage, config, data, model, "
       "files); 2 when a non-finite loss, gradient or evaluation, or too many skipped steps, "
-      "stopped the run; 130 / 143 when SIGINT / SIGTERM interrupted it (run.json says "
-      "interrupted; a savepoint of the state after the last step is written and the message "
-      "says how to resume). See docs/training.md.");
+      "stopped the run; 130 / 143 / 129 when SIGINT / SIGTERM / SIGHUP interrupted it "
+      "(run.json says interrupted; a savepoint of the state after the last step is written and "
+      "the message says how to resume). See docs/training.md.");
   return [options] { return run_train(*options); };
 }
 

@@ -35,6 +35,8 @@ std::string_view rule_name(Rule rule) {
       return "label_set";
     case Rule::kTooFewPerClass:
       return "min_per_class";
+    case Rule::kEmpty:
+      return "empty";
   }
   return "unknown";
 }
@@ -45,6 +47,7 @@ bool is_record_rule(Rule rule) {
     case Rule::kDtype:
     case Rule::kShape:
     case Rule::kTooFewPerClass:
+    case Rule::kEmpty:
       return false;
     default:
       return true;

@@ -43,8 +43,9 @@ enum class Rule {
   kAboveMax,
   kUnknownLabel,    // a label outside the allowed set
   kTooFewPerClass,  // a class with fewer examples than min_per_class
+  kEmpty,           // a split without records
 };
-inline constexpr int kNumRules = 11;
+inline constexpr int kNumRules = 12;
 std::string_view rule_name(Rule rule);
 // Whether the rule is about single records (so that dropping them repairs the split).
 bool is_record_rule(Rule rule);

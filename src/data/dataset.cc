@@ -268,6 +268,11 @@ ValidationReport validate_split(const std::string& name, const RawSplit& raw,
                    fmt::format("{} records in '{}' but {} labels in '{}'", raw.feature_rows_in_file,
                                raw.features.file, raw.label_rows_in_file, raw.labels.file));
   }
+  // A split without records: `kiln data validate` reports it as `kiln train` refuses it.
+  if (records == 0) {
+    validator.flag(Rule::kEmpty, -1,
+                   fmt::format("the {} split has no records ('{}')", name, raw.features.file));
+  }
   validator.check_features(raw.features, spec.features);
   classes = validator.check_labels(raw.labels, spec.labels);
   classes.resize(static_cast<size_t>(records));

@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "io/atomic_file.h"
+#include "io/bounded_read.h"
 #include "io/sha256.h"
 #include "kiln/error.h"
 #include "kiln/ops.h"
@@ -80,10 +81,22 @@ bool is_tree_name(const std::string& name) {
   });
 }
 
-std::string read_file(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail_load(path.parent_path(), fmt::format("cannot open {}", path.filename().string()));
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+// A manifest or marker: small JSON files, read within the records' limit.
+std::string read_record(const fs::path& path) {
+  try {
+    return io::read_regular_file(path, io::kMaxRecordBytes);
+  } catch (const Error& error) {
+    fail_load(path.parent_path(), error.what());
+  }
+}
+
+// JSON of the savepoint's own files, nested no deeper than kiln writes it.
+json parse_record(const fs::path& dir, std::string_view name, const std::string& text) {
+  try {
+    return io::parse_json(text, name);
+  } catch (const Error& error) {
+    fail_load(dir, error.what());
+  }
 }
 
 // Removing a savepoint: the marker first, durably, so a crash part-way leaves an unmarked
@@ -111,12 +124,7 @@ json leaf_record(const std::pair<std::string, Array>& leaf) {
 
 // Checks the manifest's shape and returns it; every problem names the manifest.
 json parse_manifest(const fs::path& dir, const std::string& text) {
-  json manifest;
-  try {
-    manifest = json::parse(text);
-  } catch (const json::exception& error) {
-    fail_load(dir, fmt::format("{} is not valid JSON: {}", kManifestName, error.what()));
-  }
+  json manifest = parse_record(dir, kManifestName, text);
   auto require = [&](const char* key, bool ok, std::string_view expected) {
     if (!manifest.is_object() || !manifest.contains(key) || !ok) {
       fail_load(dir, fmt::format("{}: \"{}\" must be {}", kManifestName, key, expected));
@@ -357,13 +365,8 @@ Loaded load(const fs::path& savepoint_dir) {
   if (!fs::is_regular_file(dir / kManifestName, error)) {
     fail_load(dir, fmt::format("{} is missing", kManifestName));
   }
-  std::string manifest_text = read_file(dir / kManifestName);
-  json marker;
-  try {
-    marker = json::parse(read_file(dir / kMarkerName));
-  } catch (const json::exception& parse_error) {
-    fail_load(dir, fmt::format("{} is not valid JSON: {}", kMarkerName, parse_error.what()));
-  }
+  std::string manifest_text = read_record(dir / kManifestName);
+  json marker = parse_record(dir, kMarkerName, read_record(dir / kMarkerName));
   if (!marker.is_object() || !marker["manifest_sha256"].is_string()) {
     fail_load(dir, fmt::format("{} must hold \"manifest_sha256\"", kMarkerName));
   }
@@ -389,7 +392,9 @@ Loaded load_latest(const fs::path& dir, std::vector<std::string>* skipped) {
   for (auto it = committed.rbegin(); it != committed.rend(); ++it) {
     try {
       return load(it->path);
-    } catch (const Error& error) {
+    } catch (const std::exception& error) {
+      // Any failure, not only kiln's own errors: a savepoint whose names are not UTF-8 made
+      // nlohmann throw, and resume stopped instead of falling back to the one before.
       problems.push_back(fmt::format("{}: {}", it->path.filename().string(), error.what()));
       if (skipped) skipped->push_back(problems.back());
     }

@@ -4,10 +4,13 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 
+#include "io/bounded_read.h"
 #include "kiln/error.h"
 #include "kiln/version.h"
 
@@ -84,7 +87,10 @@ void bind_value(SqliteStatement& statement, int index, double value) {
   }
 }
 
-RunRow read_row(SqliteStatement& rows) {
+// The row, or nothing when its record (the info column) is not a JSON object: a damaged
+// row is skipped with a warning naming the database and the run, so that one bad row
+// does not make every `kiln runs` command fail.
+std::optional<RunRow> read_row(SqliteStatement& rows, const std::filesystem::path& database) {
   RunRow row;
   row.key = rows.text(0);
   row.experiment = rows.text(1);
@@ -93,7 +99,15 @@ RunRow read_row(SqliteStatement& rows) {
   row.status = rows.text(4);
   row.started_at = rows.text(5);
   row.finished_at = rows.optional_text(6).value_or("");
-  row.info = json::parse(rows.text(7), nullptr, /*allow_exceptions=*/false);
+  std::optional<json> info = io::parse_json_if_valid(rows.text(7));
+  if (!info || !info->is_object()) {
+    std::fprintf(stderr,
+                 "warning: run catalog %s: the record of run %s is damaged (not a JSON object); "
+                 "skipped (`kiln runs reindex` rebuilds the catalog from the run directories)\n",
+                 database.string().c_str(), row.key.c_str());
+    return std::nullopt;
+  }
+  row.info = std::move(*info);
   return row;
 }
 
@@ -265,7 +279,9 @@ std::vector<RunRow> Catalog::list(std::span<const RunFilter> filters) {
     }
   }
   std::vector<RunRow> result;
-  while (rows.step()) result.push_back(read_row(rows));
+  while (rows.step()) {
+    if (std::optional<RunRow> row = read_row(rows, db_.path())) result.push_back(std::move(*row));
+  }
   return result;
 }
 
@@ -279,7 +295,9 @@ RunRow Catalog::find(const std::string& spec) {
       kRunColumns));
   rows.bind(1, trimmed);
   std::vector<RunRow> matches;
-  while (rows.step()) matches.push_back(read_row(rows));
+  while (rows.step()) {
+    if (std::optional<RunRow> row = read_row(rows, db_.path())) matches.push_back(std::move(*row));
+  }
   if (matches.empty()) {
     fail(kUnknownSite, fmt::format("no run '{}' in the run catalog {}", spec, db_.path().string()),
          "`kiln runs list` shows the runs; a run is named by <experiment>/<run id>, its run id, "

@@ -175,7 +175,28 @@ std::string render_report(const std::vector<RunData>& runs) {
   return out;
 }
 
+void check_report_destination(const std::filesystem::path& out) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  fs::file_status status = fs::symlink_status(out, error);
+  if (!fs::exists(status)) return;  // a new file
+  std::string_view kind = fs::is_directory(status) ? "a directory"
+                          : fs::is_symlink(status) ? "a symbolic link"
+                          : fs::is_fifo(status)    ? "a FIFO"
+                          : fs::is_character_file(status) || fs::is_block_file(status) ? "a device"
+                          : !fs::is_regular_file(status) ? "not a regular file"
+                          : out.extension() != ".html"   ? "a file that is not an HTML report"
+                                                         : "";
+  if (kind.empty()) return;
+  fail(kUnknownSite,
+       fmt::format("will not write the report to {}: it is {}, which the report would replace",
+                   out.string(), kind),
+       "-o names a new file, or an existing .html file to replace (a run's records, devices and "
+       "links are never replaced)");
+}
+
 void write_report(const std::filesystem::path& out, const std::vector<RunData>& runs) {
+  check_report_destination(out);
   io::write_file_atomically(out, std::string_view(render_report(runs)));
 }
 

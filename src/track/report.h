@@ -40,15 +40,22 @@ struct RunData {
 };
 
 // Reads `run_dir`/run.json (required), config.toml and metrics.jsonl (either may be missing:
-// a run that stopped early). An unreadable file, a run.json that is not a JSON object, or a
-// metrics line that is not a JSON object (except a torn last line) is a kiln::Error naming
-// the file and line.
+// a run that stopped early). An unreadable file, one that is not a regular file or is over
+// its size limit (io/bounded_read.h), a run.json that is not a JSON object or is nested too
+// deep, or a metrics line that is not a JSON object (except a torn last line) is a
+// kiln::Error naming the file and line.
 RunData load_run_data(const std::filesystem::path& run_dir);
 
 // The whole HTML document. With several runs their curves share the charts.
 std::string render_report(const std::vector<RunData>& runs);
 
-// render_report written to `out` atomically (a reader never sees a partial report).
+// Refuses, naming `out`, a destination the report would replace that is not an HTML file:
+// a directory, a link, a FIFO, a device (the atomic rename would swap the device node
+// itself for the report), or any other existing file (run.json, metrics.jsonl...).
+void check_report_destination(const std::filesystem::path& out);
+
+// render_report written to `out` atomically (a reader never sees a partial report), after
+// check_report_destination.
 void write_report(const std::filesystem::path& out, const std::vector<RunData>& runs);
 
 // The report of one run directory, written to `run_dir`/report.html; returns that path.

@@ -1,15 +1,13 @@
 // Reading a run directory for `kiln report` (report.h): run.json, config.toml and
 // metrics.jsonl, with errors that name the file and the line.
-#include <algorithm>
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
 #include <optional>
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include "io/bounded_read.h"
 #include "kiln/error.h"
 #include "track/report.h"
 
@@ -19,30 +17,9 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The file's text, or nothing when it does not exist; an error when it exists but cannot
-// be read (a permission, a directory in its place).
-std::optional<std::string> read_optional(const fs::path& path) {
-  std::error_code error;
-  if (!fs::exists(path, error)) return std::nullopt;
-  errno = 0;
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  if (in) text << in.rdbuf();
-  if (!in || fs::is_directory(path, error)) {
-    fail(kUnknownSite, fmt::format("cannot read {}: {}", path.string(),
-                                   errno ? std::strerror(errno) : "not a regular file"));
-  }
-  return text.str();
-}
-
-int64_t line_of(const std::string& text, size_t byte) {
-  size_t end = std::min(byte, text.size());
-  return 1 + std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(end), '\n');
-}
-
 json read_run_json(const fs::path& run_dir) {
   fs::path path = run_dir / "run.json";
-  std::optional<std::string> text = read_optional(path);
+  std::optional<std::string> text = io::read_regular_file_if_present(path, io::kMaxRecordBytes);
   if (!text) {
     std::error_code error;
     fail(kUnknownSite,
@@ -52,14 +29,7 @@ json read_run_json(const fs::path& run_dir) {
          "RUN is a run directory, <runs_dir>/<experiment>/<run-id> (`kiln runs list` shows "
          "them)");
   }
-  json info;
-  try {
-    info = json::parse(*text);
-  } catch (const json::parse_error& error) {
-    // The byte nlohmann reports is one past the offending character.
-    fail(kUnknownSite, fmt::format("{}:{}: not valid JSON ({})", path.string(),
-                                   line_of(*text, error.byte ? error.byte - 1 : 0), error.what()));
-  }
+  json info = io::parse_json(*text, path.string());
   if (!info.is_object()) {
     fail(kUnknownSite, fmt::format("{}:1: not a run record (a JSON object)", path.string()));
   }
@@ -99,7 +69,7 @@ MetricRecord metric_record(const json& line, const std::string& where) {
 
 void read_metrics(const fs::path& run_dir, RunData& run) {
   fs::path path = run_dir / "metrics.jsonl";
-  std::optional<std::string> text = read_optional(path);
+  std::optional<std::string> text = io::read_regular_file_if_present(path, io::kMaxMetricsBytes);
   if (!text) return;
   std::istringstream in(*text);
   int64_t number = 0;
@@ -111,11 +81,12 @@ void read_metrics(const fs::path& run_dir, RunData& run) {
       fail(kUnknownSite, fmt::format("{}:{}: not a JSON record", path.string(), torn),
            "only the last line may be torn (a run that crashed mid-write); fix or remove it");
     }
-    json record = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (record.is_discarded()) {
+    std::optional<json> parsed = io::parse_json_if_valid(line);
+    if (!parsed) {
       torn = number;
       continue;
     }
+    const json& record = *parsed;
     std::string where = fmt::format("{}:{}", path.string(), number);
     if (!record.is_object()) fail(kUnknownSite, where + ": not a metrics record (a JSON object)");
     run.metrics.push_back(metric_record(record, where));
@@ -136,7 +107,8 @@ std::string RunData::key() const {
 RunData load_run_data(const fs::path& run_dir) {
   RunData run;
   run.info = read_run_json(run_dir);
-  run.config_toml = read_optional(run_dir / "config.toml").value_or("");
+  run.config_toml =
+      io::read_regular_file_if_present(run_dir / "config.toml", io::kMaxRecordBytes).value_or("");
   read_metrics(run_dir, run);
   return run;
 }

@@ -13,6 +13,7 @@
 #include <toml++/toml.h>
 
 #include "base/edit_distance.h"
+#include "io/bounded_read.h"
 #include "kiln/error.h"
 #include "train/config_schema.h"
 
@@ -565,9 +566,18 @@ TrainConfig parse_config(const std::string& text, const std::string& source_name
 
 TrainConfig load_config(const std::filesystem::path& path,
                         const std::vector<std::string>& overrides) {
+  // Before opening it: opening a FIFO for reading waits for a writer, maybe forever.
   std::error_code code;
-  if (std::filesystem::is_directory(path, code)) {
-    fail(kUnknownSite, fmt::format("cannot read config '{}': it is a directory", path.string()));
+  std::filesystem::file_status status = std::filesystem::status(path, code);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status)) {
+    std::string_view kind =
+        std::filesystem::is_directory(status) ? "a directory"
+        : std::filesystem::is_fifo(status)    ? "a FIFO"
+        : std::filesystem::is_character_file(status) || std::filesystem::is_block_file(status)
+            ? "a device"
+            : "not a regular file";
+    fail(kUnknownSite, fmt::format("cannot read config '{}': it is {}", path.string(), kind),
+         "a config is a TOML file, e.g. examples/fashion_mnist_mlp.toml");
   }
   std::ifstream file(path, std::ios::binary);
   if (!file) {
@@ -592,7 +602,9 @@ TrainConfig load_config(const std::filesystem::path& path,
                      path.string(), kMaxConfigBytes),
          "is this the TOML config? A config is a few kilobytes of text");
   }
-  return parse_config(text, path.string(), overrides);
+  // The name as text that JSON can hold: run.json and `data validate --json` record it, and
+  // a name that is not UTF-8 made nlohmann throw an error that named nothing.
+  return parse_config(text, io::printable_path(path), overrides);
 }
 
 }  // namespace kiln::train

@@ -19,6 +19,7 @@
 #include "base/host_name.h"
 #include "base/wall_clock.h"
 #include "io/atomic_file.h"
+#include "io/bounded_read.h"
 #include "kiln/error.h"
 
 namespace kiln::train {
@@ -103,8 +104,8 @@ std::vector<fs::path> mark_crashed_runs(const fs::path& experiment_dir) {
     if (!entry.is_directory(error) || !fs::exists(run_json, error)) continue;
     nlohmann::json info;
     try {
-      std::ifstream in(run_json);
-      info = nlohmann::json::parse(in);
+      info =
+          io::parse_json(io::read_regular_file(run_json, io::kMaxRecordBytes), run_json.string());
     } catch (const std::exception&) {
       continue;  // not ours to judge
     }
@@ -179,20 +180,15 @@ RunDirectory RunDirectory::create(const fs::path& runs_dir, const std::string& e
 }
 
 nlohmann::json read_run_json(const fs::path& run_dir) {
-  std::ifstream in(run_dir / "run.json");
-  if (!in) {
+  fs::path path = run_dir / "run.json";
+  std::optional<std::string> text = io::read_regular_file_if_present(path, io::kMaxRecordBytes);
+  if (!text) {
     fail(kUnknownSite,
          fmt::format("cannot resume '{}': it has no run.json (not a run directory?)",
                      run_dir.string()),
          "pass the directory `kiln train` printed last: runs/<experiment>/<run-id>");
   }
-  nlohmann::json info;
-  try {
-    info = nlohmann::json::parse(in);
-  } catch (const nlohmann::json::exception& error) {
-    fail(kUnknownSite, fmt::format("cannot resume '{}': run.json is not valid JSON: {}",
-                                   run_dir.string(), error.what()));
-  }
+  nlohmann::json info = io::parse_json(*text, path.string());
   if (!info.is_object()) {
     fail(kUnknownSite,
          fmt::format("cannot resume '{}': run.json is not a JSON object", run_dir.string()));
@@ -211,7 +207,8 @@ RunDirectory RunDirectory::reopen(const fs::path& path, nlohmann::json run_info,
   std::string kept;
   int64_t lines = 0;
   {
-    std::ifstream in(metrics_path);
+    std::istringstream in(
+        io::read_regular_file_if_present(metrics_path, io::kMaxMetricsBytes).value_or(""));
     for (std::string line; lines < metrics_lines && std::getline(in, line); ++lines) {
       kept += line + "\n";
     }

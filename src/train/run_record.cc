@@ -3,12 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <optional>
 #include <sstream>
 #include <system_error>
 
 #include <fmt/format.h>
 
+#include "io/bounded_read.h"
 #include "kiln/error.h"
 #include "train/run_directory.h"
 #include "train/run_identity.h"
@@ -23,13 +24,6 @@ std::string text_of(const json& info, const char* key) {
   auto found = info.find(key);
   if (found == info.end() || found->is_null()) return {};
   return found->is_string() ? found->get<std::string>() : found->dump();
-}
-
-std::string read_text(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
 }
 
 // A metric value as metrics.jsonl writes it: a number, or "nan" / "inf" / "-inf" as text.
@@ -93,9 +87,9 @@ track::RunRecord run_record(const fs::path& run_dir, const json& info) {
   run.started_at = text_of(info, "started_at");
   run.finished_at = text_of(info, "finished_at");
   run.info = info;
-  std::error_code error;
-  if (fs::exists(run_dir / "config.toml", error)) {
-    run.params = config_keys(read_text(run_dir / "config.toml"));
+  if (std::optional<std::string> config =
+          io::read_regular_file_if_present(run_dir / "config.toml", io::kMaxRecordBytes)) {
+    run.params = config_keys(*config);
   }
   run.tags = identity_tags(info);
   if (info.contains("resumes") && info["resumes"].is_array()) {
@@ -130,7 +124,7 @@ std::vector<track::MetricPoint> metric_points(const json& record) {
 
 std::vector<track::MetricPoint> read_metric_points(const fs::path& run_dir) {
   fs::path path = run_dir / "metrics.jsonl";
-  std::ifstream in(path);
+  std::istringstream in(io::read_regular_file_if_present(path, io::kMaxMetricsBytes).value_or(""));
   std::vector<track::MetricPoint> points;
   int64_t number = 0;
   int64_t torn = 0;  // a line that is not JSON: acceptable only as the last one
@@ -141,12 +135,12 @@ std::vector<track::MetricPoint> read_metric_points(const fs::path& run_dir) {
            "only the last line may be torn (a run that crashed mid-write); fix or remove it");
     }
     if (line.empty()) continue;
-    json record = json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (record.is_discarded()) {
+    std::optional<json> record = io::parse_json_if_valid(line);
+    if (!record) {
       torn = number;
       continue;
     }
-    for (track::MetricPoint& point : metric_points(record)) points.push_back(std::move(point));
+    for (track::MetricPoint& point : metric_points(*record)) points.push_back(std::move(point));
   }
   return points;
 }

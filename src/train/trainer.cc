@@ -1080,6 +1080,7 @@ void Run::save_final() {
 std::string signal_name(int signal) {
   if (signal == SIGINT) return "SIGINT";
   if (signal == SIGTERM) return "SIGTERM";
+  if (signal == SIGHUP) return "SIGHUP";
   return fmt::format("signal {}", signal);
 }
 

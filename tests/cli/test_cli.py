@@ -113,7 +113,10 @@ class Cli(unittest.TestCase):
         self.assertIn("KILN_KERNELS='bogus'", result.stderr)
 
     def test_config_larger_than_the_limit_is_refused(self):
-        result = run("train", "/dev/zero", check=False)
+        with tempfile.NamedTemporaryFile(suffix=".toml") as big:
+            big.write(b"# " + b"x" * (1 << 21) + b"\n")
+            big.flush()
+            result = run("train", big.name, check=False)
         self.assertEqual(result.returncode, 1)
         self.assertIn("larger than 1048576 bytes", result.stderr)
 

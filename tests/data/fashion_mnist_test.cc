@@ -70,8 +70,18 @@ TEST(FashionMnist, AnEmptySplitIsAnError) {
     ScratchDir dir;
     write_fake(dir.path(), empty_train ? 0 : 4, empty_train ? 3 : 0);
     std::string message = error_of([&] { load(dir.path()); });
-    EXPECT_THAT(message, HasSubstr(empty_train ? "0 training and 3 test examples remain"
-                                               : "4 training and 0 test examples remain"));
+    EXPECT_THAT(message, HasSubstr(empty_train ? "the train split violates its contract"
+                                               : "the test split violates its contract"));
+    EXPECT_THAT(message, HasSubstr(empty_train ? "the train split has no records"
+                                               : "the test split has no records"));
+    // `kiln data validate` reports what `kiln train` refuses (it used to call it valid).
+    DatasetSpec spec;
+    spec.dir = dir.path().string();
+    Dataset reported = load_dataset(spec, ViolationPolicy::kReport);
+    const ValidationReport& report = empty_train ? reported.train_report : reported.test_report;
+    ASSERT_EQ(report.violations.size(), 1u);
+    EXPECT_EQ(rule_name(report.violations[0].rule), "empty");
+    EXPECT_TRUE(report.split_level_violation);
   }
 }
 

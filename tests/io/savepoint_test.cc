@@ -199,7 +199,7 @@ TEST(Savepoint, TruncatedMissingAndMislabelledFilesAreNamed) {
 
   fs::path bad_marker = fresh(5);
   write_string(bad_marker / "COMMITTED", "{\"manifest");
-  EXPECT_THAT(load_error(bad_marker), HasSubstr("COMMITTED is not valid JSON"));
+  EXPECT_THAT(load_error(bad_marker), HasSubstr("COMMITTED:1: not valid JSON"));
 
   // Every committed one damaged: the error lists each, newest first.
   std::vector<std::string> skipped;

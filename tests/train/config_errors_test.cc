@@ -3,7 +3,12 @@
 // each with the file's line and column, the key, what was expected and what was given.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <fstream>
+#include <string>
+
+#include "support/scratch_dir.h"
 #include "train/config_test_util.h"
 
 namespace kiln::train {
@@ -162,9 +167,21 @@ TEST(ConfigErrors, NamesAndPathsArePrintable) {
 }
 
 TEST(ConfigErrors, ConfigFilesLargerThanTheLimitAreRefused) {
-  std::string message = error_of([] { (void)load_config("/dev/zero"); });
-  EXPECT_THAT(message, HasSubstr("cannot read config '/dev/zero': it is larger than 1048576 "
-                                 "bytes"));
+  kiln::testing::ScratchDir dir;
+  std::ofstream(dir.path() / "big.toml") << "# " << std::string(kMaxConfigBytes, 'x') << "\n";
+  std::string message = error_of([&] { (void)load_config(dir.path() / "big.toml"); });
+  EXPECT_THAT(message, HasSubstr("big.toml': it is larger than 1048576 bytes"));
+}
+
+// Refused by their type before they are opened: opening a FIFO with no writer waits
+// forever, and /dev/zero never ends.
+TEST(ConfigErrors, ConfigsThatAreNotRegularFilesAreRefusedUnopened) {
+  kiln::testing::ScratchDir dir;
+  ASSERT_EQ(::mkfifo((dir.path() / "config.toml").c_str(), 0600), 0);
+  EXPECT_THAT(error_of([&] { (void)load_config(dir.path() / "config.toml"); }),
+              HasSubstr("config.toml': it is a FIFO"));
+  EXPECT_EQ(error_of([] { (void)load_config("/dev/zero"); }),
+            "cannot read config '/dev/zero': it is a device");
 }
 
 TEST(ConfigErrors, PiecewiseScheduleNeedsIncreasingBoundaries) {

@@ -224,7 +224,7 @@ TEST_F(Savepoints, ResumeRefusesWhatIsNotAResumableRun) {
   EXPECT_THAT(resume_error(where / "empty"),
               HasSubstr("it has no run.json (not a run directory?)"));
   std::ofstream(where / "empty" / "run.json") << "{\"status\": ";
-  EXPECT_THAT(resume_error(where / "empty"), HasSubstr("run.json is not valid JSON"));
+  EXPECT_THAT(resume_error(where / "empty"), HasSubstr("run.json:1: not valid JSON"));
   // A run whose process is alive (this one) is not resumed under it.
   fs::path live = killed_copy(straight_->run_dir, where / "live", 6);
   nlohmann::json info = read_json(live / "run.json");

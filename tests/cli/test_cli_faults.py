@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""The `kiln` command against what a careless operator or a damaged disk hands it (issue 43):
+closed pipes, full outputs, FIFOs and devices where files should be, records nested or
+grown without bound, names that are not UTF-8, a damaged catalog row. Each test failed
+before its fix; each checks the exit status, that the message names the file, and that
+nothing already written was lost.
+
+Usage: test_cli_faults.py PATH_TO_KILN
+"""
+import json
+import os
+import shutil
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+KILN = sys.argv.pop(1) if len(sys.argv) > 1 else "build/release/kiln"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+MLP = os.path.join(ROOT, "examples", "fashion_mnist_mlp.toml")
+SMALL = ["--set", "data.train_limit=1024", "--set", "data.test_limit=500", "--set",
+         "train.epochs=1"]
+# Each command gets this long: a hang is a failure, not a stuck CI.
+TIMEOUT = 120
+
+
+def kiln(*args, check=False, **kwargs):
+    kwargs.setdefault("capture_output", True)
+    result = subprocess.run([KILN, *args], text=True, timeout=TIMEOUT, **kwargs)
+    if check and result.returncode != 0:
+        raise AssertionError(f"kiln {' '.join(args)} failed ({result.returncode}):\n{result.stderr}")
+    return result
+
+
+def read_json(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def file_bytes(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+class Faults(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = tempfile.mkdtemp(prefix="kiln-cli-faults-")
+        cls.runs = os.path.join(cls.dir, "runs")
+        result = kiln("train", MLP, *SMALL, "--set", f"experiment.runs_dir={cls.runs}", "--quiet",
+                      check=True)
+        cls.run_dir = result.stdout.strip().splitlines()[-1]
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def copy_of_run(self, name):
+        """A copy of the trained run, in an experiment of its own, to damage."""
+        copy = os.path.join(self.dir, "copies", name, os.path.basename(self.run_dir))
+        shutil.copytree(self.run_dir, copy, symlinks=True)
+        return copy
+
+    # Defect 2: `kiln train | head` killed kiln by SIGPIPE and left the run "running".
+    def test_a_closed_stdout_pipe_does_not_stop_the_run(self):
+        runs = os.path.join(self.dir, "pipe-runs")
+        train = subprocess.Popen([KILN, "train", MLP, *SMALL, "--set", f"experiment.runs_dir={runs}",
+                                  "--set", "train.log_every=1"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        train.stdout.close()  # the reader is gone before kiln writes anything
+        self.assertEqual(train.wait(timeout=TIMEOUT), 0)
+        experiment = os.path.join(runs, "fashion_mnist_mlp")
+        (run_id,) = os.listdir(experiment)
+        self.assertEqual(read_json(os.path.join(experiment, run_id, "run.json"))["status"],
+                         "completed")
+
+    # Defect 12: a command whose output is its result exited 0 having written nothing.
+    def test_output_that_cannot_be_written_fails_the_command(self):
+        for args in (("runs", "--runs-dir", self.runs, "list", "--json"),
+                     ("data", "validate", MLP, "--set", "data.train_limit=100", "--set",
+                      "data.test_limit=100", "--json")):
+            with open("/dev/full", "w") as full:
+                result = kiln(*args, stdout=full, capture_output=False, stderr=subprocess.PIPE)
+            self.assertEqual(result.returncode, 1, args)
+            self.assertIn("cannot write the output to stdout", result.stderr)
+        # A reader that is gone (`kiln runs list | head -0`): quiet, and 141 as if SIGPIPE
+        # had ended it, the status a shell pipeline expects.
+        reader, writer = os.pipe()
+        os.close(reader)
+        result = kiln("runs", "--runs-dir", self.runs, "list", stdout=writer, capture_output=False,
+                      stderr=subprocess.PIPE)
+        os.close(writer)
+        self.assertEqual(result.returncode, 128 + signal.SIGPIPE, result.stderr)
+        self.assertEqual(result.stderr, "")
+
+    # Defect 8: a FIFO as the config hung `kiln train` forever.
+    def test_a_fifo_config_is_refused_at_once(self):
+        fifo = os.path.join(self.dir, "config.fifo")
+        os.mkfifo(fifo)
+        for command in ("train", "data"):
+            args = ("train", fifo) if command == "train" else ("data", "validate", fifo)
+            result = kiln(*args)
+            self.assertEqual(result.returncode, 1)
+            self.assertIn(f"cannot read config '{fifo}': it is a FIFO", result.stderr)
+        result = kiln("train", "/dev/zero")
+        self.assertIn("cannot read config '/dev/zero': it is a device", result.stderr)
+
+    # Defect 9: a config name that is not UTF-8 failed with nlohmann's type_error.316.
+    def test_a_config_name_that_is_not_utf8_is_recorded_escaped(self):
+        name = os.path.join(os.fsencode(self.dir), b"wine\xff.toml")
+        shutil.copy(os.path.join(ROOT, "examples", "wine_mlp.toml"), name)
+        result = subprocess.run([KILN, "data", "validate", name, "--json"], capture_output=True,
+                                timeout=TIMEOUT)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        report = json.loads(result.stdout)
+        self.assertTrue(report["config_file"].endswith("wine\\xff.toml"), report["config_file"])
+
+    # Defect 6: `kiln data validate` called a split without records valid.
+    def test_validate_reports_an_empty_split(self):
+        data = os.path.join(self.dir, "empty-train")
+        os.makedirs(data)
+        source = "/usr/share/datasets/fashion-mnist"
+        for name in ("t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"):
+            shutil.copy(os.path.join(source, name), data)
+        import gzip
+        import struct
+        with gzip.open(os.path.join(data, "train-images-idx3-ubyte.gz"), "wb") as f:
+            f.write(struct.pack(">IIII", 0x0803, 0, 28, 28))
+        with gzip.open(os.path.join(data, "train-labels-idx1-ubyte.gz"), "wb") as f:
+            f.write(struct.pack(">II", 0x0801, 0))
+        result = kiln("data", "validate", MLP, "--set", f"data.dir={data}")
+        self.assertEqual(result.returncode, 3, result.stdout + result.stderr)
+        self.assertIn("the train split has no records", result.stdout)
+        self.assertIn("INVALID", result.stdout)
+
+    # Defect 4: `kiln report -o PATH` replaced whatever PATH was.
+    def test_report_never_replaces_a_record_a_link_or_a_fifo(self):
+        run_dir = self.copy_of_run("report-out")
+        record = os.path.join(run_dir, "run.json")
+        before = file_bytes(record)
+        fifo = os.path.join(self.dir, "report.fifo")
+        os.mkfifo(fifo)
+        link = os.path.join(self.dir, "report-link.html")
+        os.symlink(record, link)
+        for out, kind in ((record, "a file that is not an HTML report"), (fifo, "a FIFO"),
+                          (link, "a symbolic link"), (run_dir, "a directory")):
+            result = kiln("report", run_dir, "-o", out)
+            self.assertEqual(result.returncode, 1, out)
+            self.assertIn(f"will not write the report to {out}: it is {kind}", result.stderr)
+        self.assertEqual(file_bytes(record), before)
+        self.assertTrue(os.path.islink(link))
+        again = os.path.join(self.dir, "again.html")
+        kiln("report", run_dir, "-o", again, check=True)
+        kiln("report", run_dir, "-o", again, check=True)  # an HTML report is replaced
+
+    # Defect 7: config.toml or metrics.jsonl swapped for /dev/zero: OOM or a hang.
+    def test_report_refuses_records_that_are_devices(self):
+        for name in ("config.toml", "metrics.jsonl", "run.json"):
+            run_dir = self.copy_of_run(f"device-{name}")
+            os.remove(os.path.join(run_dir, name))
+            os.symlink("/dev/zero", os.path.join(run_dir, name))
+            result = kiln("report", run_dir, "-o", os.path.join(self.dir, f"{name}.html"))
+            self.assertEqual(result.returncode, 1, name)
+            self.assertIn(f"cannot read {os.path.join(run_dir, name)}: it is a character device",
+                          result.stderr)
+
+    # Defect 3: run.json nested 100,000 deep segfaulted report, reindex and resume.
+    def test_deeply_nested_records_are_refused_not_crashed_on(self):
+        run_dir = self.copy_of_run("deep")
+        record = os.path.join(run_dir, "run.json")
+        deep = '{"status": "interrupted", "x": ' + "[" * 100000 + "]" * 100000 + "}"
+        with open(record, "w") as f:
+            f.write(deep)
+        for args in (("report", run_dir, "-o", os.path.join(self.dir, "deep.html")),
+                     ("resume", run_dir)):
+            result = kiln(*args)
+            self.assertEqual(result.returncode, 1, args)
+            self.assertIn("nested more than 64 levels deep", result.stderr)
+            self.assertIn(record, result.stderr)
+        runs_dir = os.path.dirname(os.path.dirname(run_dir))
+        result = kiln("runs", "--runs-dir", runs_dir, "reindex")
+        self.assertIn("nested more than 64 levels deep", result.stdout + result.stderr)
+        self.assertEqual(file_bytes(record).decode(), deep)  # nothing rewritten
+
+    # Defect 11: one damaged catalog row made every `kiln runs` command fail.
+    def test_a_damaged_catalog_row_is_skipped_with_a_warning(self):
+        runs = os.path.join(self.dir, "catalog-runs")
+        shutil.copytree(self.runs, runs, symlinks=True)
+        database = os.path.join(runs, "kiln.db")
+        with sqlite3.connect(database) as db:
+            (key,) = db.execute("SELECT run_key FROM runs").fetchone()
+            db.execute("UPDATE runs SET info = 'not json' WHERE run_key = ?", (key,))
+        result = kiln("runs", "--runs-dir", runs, "list", "--json")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertEqual(json.loads(result.stdout), [])
+        self.assertIn(f"warning: run catalog {database}: the record of run {key} is damaged",
+                      result.stderr)
+
+    # Also in issue 43: SIGHUP left the run "running" until the next resume.
+    def test_sighup_stops_the_run_like_sigterm(self):
+        runs = os.path.join(self.dir, "hup-runs")
+        process = subprocess.Popen(
+            [KILN, "train", MLP, "--set", "data.train_limit=1024", "--set", "data.test_limit=500",
+             "--set", "train.epochs=1000", "--set", "train.log_every=1", "--set",
+             f"experiment.runs_dir={runs}"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + TIMEOUT
+        metrics = []
+        while time.monotonic() < deadline and process.poll() is None:
+            metrics = [os.path.join(runs, "fashion_mnist_mlp", d, "metrics.jsonl")
+                       for d in (os.listdir(os.path.join(runs, "fashion_mnist_mlp"))
+                                 if os.path.isdir(os.path.join(runs, "fashion_mnist_mlp")) else [])]
+            if metrics and os.path.exists(metrics[0]) and os.path.getsize(metrics[0]) > 0:
+                break
+            time.sleep(0.05)
+        process.send_signal(signal.SIGHUP)
+        _, err = process.communicate(timeout=TIMEOUT)
+        self.assertEqual(process.returncode, 128 + signal.SIGHUP, err)
+        info = read_json(os.path.join(os.path.dirname(metrics[0]), "run.json"))
+        self.assertEqual(info["status"], "interrupted")
+        self.assertEqual(info["signal"], "SIGHUP")
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
