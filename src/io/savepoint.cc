@@ -337,13 +337,22 @@ fs::path write(const fs::path& dir, const Snapshot& snapshot) {
 std::vector<Committed> list_committed(const fs::path& dir) {
   std::vector<Committed> found;
   std::error_code error;
-  if (!fs::is_directory(dir, error)) return found;
+  if (!fs::exists(fs::symlink_status(dir, error))) return found;  // none written yet
+  // Anything else in its place is an error, not "no savepoints": a resume that took it for
+  // none would start again from step 0 and cut metrics.jsonl back to nothing.
+  if (!fs::is_directory(dir, error)) {
+    fail_load(dir,
+              "is not a directory (savepoints/ holds one directory per savepoint); move "
+              "it away to start the run again from step 0");
+  }
   for (const fs::directory_entry& entry : fs::directory_iterator(dir, error)) {
     int64_t step = step_of(entry.path().filename().string());
-    if (step < 0 || !entry.is_directory(error)) continue;
-    if (!fs::is_regular_file(entry.path() / kMarkerName, error)) continue;
+    std::error_code entry_error;
+    if (step < 0 || !entry.is_directory(entry_error)) continue;
+    if (!fs::is_regular_file(entry.path() / kMarkerName, entry_error)) continue;
     found.push_back({step, entry.path()});
   }
+  if (error) fail_load(dir, fmt::format("cannot be listed: {}", error.message()));
   std::sort(found.begin(), found.end(),
             [](const Committed& a, const Committed& b) { return a.step < b.step; });
   return found;

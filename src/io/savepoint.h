@@ -76,7 +76,7 @@ struct Committed {
 };
 // The committed savepoints under `dir` (by their marker; contents not checked), oldest
 // first. Temporaries, unmarked directories and other names are ignored; a missing `dir`
-// has none.
+// has none; a `dir` that is not a directory, or cannot be listed, is an error.
 std::vector<Committed> list_committed(const std::filesystem::path& dir);
 
 struct Loaded {

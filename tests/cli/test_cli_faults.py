@@ -185,6 +185,25 @@ class Faults(unittest.TestCase):
         self.assertIn("nested more than 64 levels deep", result.stdout + result.stderr)
         self.assertEqual(file_bytes(record).decode(), deep)  # nothing rewritten
 
+    # Defect 13: savepoints/ replaced by a file: resume restarted from step 0 and cut
+    # metrics.jsonl back to nothing before it failed.
+    def test_resume_with_savepoints_replaced_by_a_file_keeps_the_records(self):
+        run_dir = self.copy_of_run("savepoints-file")
+        info = read_json(os.path.join(run_dir, "run.json"))
+        info["status"] = "interrupted"
+        with open(os.path.join(run_dir, "run.json"), "w") as f:
+            json.dump(info, f)
+        shutil.rmtree(os.path.join(run_dir, "savepoints"))
+        with open(os.path.join(run_dir, "savepoints"), "w") as f:
+            f.write("not a directory")
+        metrics = file_bytes(os.path.join(run_dir, "metrics.jsonl"))
+        record = file_bytes(os.path.join(run_dir, "run.json"))
+        result = kiln("resume", run_dir)
+        self.assertEqual(result.returncode, 1, result.stdout + result.stderr)
+        self.assertIn(f"{os.path.join(run_dir, 'savepoints')}': is not a directory", result.stderr)
+        self.assertEqual(file_bytes(os.path.join(run_dir, "metrics.jsonl")), metrics)
+        self.assertEqual(file_bytes(os.path.join(run_dir, "run.json")), record)
+
     # Defect 11: one damaged catalog row made every `kiln runs` command fail.
     def test_a_damaged_catalog_row_is_skipped_with_a_warning(self):
         runs = os.path.join(self.dir, "catalog-runs")

@@ -20,11 +20,13 @@
 #include "io/sha256.h"
 #include "kiln/error.h"
 #include "kiln/ops.h"
+#include "support/errors.h"
 
 namespace kiln::savepoint {
 namespace {
 
 namespace fs = std::filesystem;
+using kiln::testing::error_of;
 using kiln::testing::read_string;
 using kiln::testing::ScratchDir;
 using kiln::testing::write_string;
@@ -146,6 +148,16 @@ TEST(Savepoint, OnlyMarkedStepDirectoriesCount) {
 
   remove_uncommitted(scratch.path());
   EXPECT_THAT(scratch.listing(), ElementsAre("step-00000002", "step-00000009", "step-x"));
+}
+
+// A run's savepoints/ replaced by a file is an error, not "no savepoints": a resume that
+// took it for none restarted from step 0 and cut metrics.jsonl back to nothing (issue 43).
+TEST(Savepoint, ASavepointsPathThatIsNotADirectoryIsAnError) {
+  ScratchDir scratch;
+  EXPECT_TRUE(list_committed(scratch / "savepoints").empty());  // none written yet
+  write_string(scratch / "savepoints", "a file, not a directory");
+  EXPECT_THAT(error_of([&] { (void)list_committed(scratch / "savepoints"); }),
+              HasSubstr("savepoints': is not a directory"));
 }
 
 TEST(Savepoint, ADamagedFileIsNamedAndTheLatestFallsBackToThePreviousGoodOne) {
