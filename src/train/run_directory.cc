@@ -151,6 +151,8 @@ RunDirectory RunDirectory::create(const fs::path& runs_dir, const std::string& e
     run_id = fmt::format("{}-{}", base, suffix);
   }
   fs::path path = parent / run_id;
+  // Before the first write: a `kiln resume` of this directory started now waits its turn.
+  RunLock lock = RunLock::acquire(path, "train");
   run_info["experiment"] = experiment;
   run_info["run_id"] = run_id;
   run_info["config_sha256"] = config_sha256;
@@ -168,6 +170,7 @@ RunDirectory RunDirectory::create(const fs::path& runs_dir, const std::string& e
     throw;
   }
   RunDirectory run(path, run_id, std::move(run_info));
+  run.lock_ = std::move(lock);
   run.crashed_runs_ = std::move(crashed);
   try {
     write_text(run.path_ / "config.toml", resolved_config);
@@ -255,7 +258,8 @@ RunDirectory RunDirectory::follower(const fs::path& path, nlohmann::json run_inf
 }
 
 RunDirectory::RunDirectory(RunDirectory&& other) noexcept
-    : path_(std::move(other.path_)),
+    : lock_(std::move(other.lock_)),
+      path_(std::move(other.path_)),
       run_id_(std::move(other.run_id_)),
       info_(std::move(other.info_)),
       metrics_(std::move(other.metrics_)),

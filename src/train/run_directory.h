@@ -14,18 +14,19 @@
 #include <nlohmann/json.hpp>
 
 #include "train/metrics_log.h"
+#include "train/run_lock.h"
 #include "train/run_observer.h"
 
 namespace kiln::train {
 
 class RunDirectory {
  public:
-  // Creates runs_dir/experiment/<run-id>, where run-id is the start time (UTC, to the
-  // second) and the first 8 hex digits of `config_sha256` (the identity's, identity_toml); a second
-  // run in the same second with the same config gets "-2", "-3"... Writes run.json (status
-  // "running", with this process's pid and host), then config.toml. First marks the experiment's
-  // stale runs as crashed (mark_crashed_runs). If run.json cannot be written the directory is
-  // removed; a later failure is recorded in it as "failed".
+  // Creates runs_dir/experiment/<run-id> and takes its lock (run_lock.h), where run-id is the start
+  // time (UTC, to the second) and the first 8 hex digits of `config_sha256` (the identity's,
+  // identity_toml); a second run in the same second with the same config gets "-2", "-3"... Writes
+  // run.json (status "running", with this process's pid and host), then config.toml. First marks
+  // the experiment's stale runs as crashed (mark_crashed_runs). If run.json cannot be written the
+  // directory is removed; a later failure is recorded in it as "failed".
   static RunDirectory create(const std::filesystem::path& runs_dir, const std::string& experiment,
                              const std::string& resolved_config, const std::string& config_sha256,
                              nlohmann::json run_info);
@@ -80,6 +81,8 @@ class RunDirectory {
   void open_metrics(const char* mode, int64_t lines);
   void write_run_json();
   std::string finish_unfinished() noexcept;
+  // First, so that it is released last: after the destructor's final run.json.
+  RunLock lock_;
   std::filesystem::path path_;
   std::string run_id_;
   nlohmann::json info_;

@@ -1090,6 +1090,9 @@ TrainSummary train(const TrainConfig& config, const TrainOptions& options) {
 
 TrainSummary resume(const fs::path& run_dir, const ResumeOptions& resume,
                     const TrainOptions& options) {
+  // The directory's owner until the run ends, before anything in it is read: of two
+  // resumes started together, the second is refused here. Rank 0 writes, so rank 0 owns it.
+  RunLock lock = dist::rank() == 0 ? RunLock::acquire(run_dir, "resume") : RunLock();
   // In an MPI job rank 0 reads run.json for all: it rewrites run.json as it resumes, and
   // a rank reading it then would find the run running.
   nlohmann::json info = dist::rank() == 0 ? read_run_json(run_dir) : nlohmann::json();

@@ -218,29 +218,71 @@ class Faults(unittest.TestCase):
         self.assertIn(f"warning: run catalog {database}: the record of run {key} is damaged",
                       result.stderr)
 
-    # Also in issue 43: SIGHUP left the run "running" until the next resume.
-    def test_sighup_stops_the_run_like_sigterm(self):
-        runs = os.path.join(self.dir, "hup-runs")
+    @staticmethod
+    def stop(process):
+        """Ends a process a failed test left running, and closes its pipes."""
+        if process.poll() is None:
+            process.kill()
+        process.communicate()
+
+    def start_long_run(self, runs):
+        """A run of 1000 epochs in the background, returned with its directory once it has
+        recorded a step."""
         process = subprocess.Popen(
             [KILN, "train", MLP, "--set", "data.train_limit=1024", "--set", "data.test_limit=500",
              "--set", "train.epochs=1000", "--set", "train.log_every=1", "--set",
              f"experiment.runs_dir={runs}"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(self.stop, process)
+        experiment = os.path.join(runs, "fashion_mnist_mlp")
         deadline = time.monotonic() + TIMEOUT
-        metrics = []
         while time.monotonic() < deadline and process.poll() is None:
-            metrics = [os.path.join(runs, "fashion_mnist_mlp", d, "metrics.jsonl")
-                       for d in (os.listdir(os.path.join(runs, "fashion_mnist_mlp"))
-                                 if os.path.isdir(os.path.join(runs, "fashion_mnist_mlp")) else [])]
-            if metrics and os.path.exists(metrics[0]) and os.path.getsize(metrics[0]) > 0:
-                break
+            for run_id in os.listdir(experiment) if os.path.isdir(experiment) else []:
+                metrics = os.path.join(experiment, run_id, "metrics.jsonl")
+                if os.path.exists(metrics) and os.path.getsize(metrics) > 0:
+                    return process, os.path.join(experiment, run_id)
             time.sleep(0.05)
+        process.kill()
+        self.fail(f"the run recorded no step: {process.communicate()}")
+
+    # Also in issue 43: SIGHUP left the run "running" until the next resume.
+    def test_sighup_stops_the_run_like_sigterm(self):
+        process, run_dir = self.start_long_run(os.path.join(self.dir, "hup-runs"))
         process.send_signal(signal.SIGHUP)
         _, err = process.communicate(timeout=TIMEOUT)
         self.assertEqual(process.returncode, 128 + signal.SIGHUP, err)
-        info = read_json(os.path.join(os.path.dirname(metrics[0]), "run.json"))
+        info = read_json(os.path.join(run_dir, "run.json"))
         self.assertEqual(info["status"], "interrupted")
         self.assertEqual(info["signal"], "SIGHUP")
+
+    # Defect 1: two `kiln resume`s started together both trained the same run.
+    def test_two_resumes_at_once_one_is_refused(self):
+        process, run_dir = self.start_long_run(os.path.join(self.dir, "twice-runs"))
+        process.send_signal(signal.SIGINT)
+        process.communicate(timeout=TIMEOUT)
+        resumes = [subprocess.Popen([KILN, "resume", run_dir], stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE, text=True) for _ in range(2)]
+        for resume in resumes:
+            self.addCleanup(self.stop, resume)
+        # The one refused ends at once; the other trains on until it is stopped.
+        deadline = time.monotonic() + TIMEOUT
+        while all(r.poll() is None for r in resumes):
+            self.assertLess(time.monotonic(), deadline, "neither resume was refused")
+            time.sleep(0.02)
+        refused = next(r for r in resumes if r.poll() is not None)
+        owner = next(r for r in resumes if r is not refused)
+        _, refused_err = refused.communicate()
+        self.assertEqual(refused.returncode, 1, refused_err)
+        self.assertIn(f"cannot resume '{run_dir}': another kiln process (pid {owner.pid}) is "
+                      "training or resuming it", refused_err)
+        owner.send_signal(signal.SIGINT)
+        _, owner_err = owner.communicate(timeout=TIMEOUT)
+        self.assertEqual(owner.returncode, 130, owner_err)
+        with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+            steps = [json.loads(line)["step"] for line in f
+                     if line.strip() and json.loads(line).get("kind") == "train"]
+        self.assertGreater(len(steps), 0)
+        self.assertEqual(steps, sorted(set(steps)), "a step was recorded twice")
 
 
 if __name__ == "__main__":
