@@ -27,8 +27,8 @@ namespace {
 std::string holder_of(int fd) {
   struct stat status {};
   if (::fstat(fd, &status) != 0) return "";
-  std::string file = fmt::format("{:02x}:{:02x}:{}", major(status.st_dev), minor(status.st_dev),
-                                 status.st_ino);
+  std::string file =
+      fmt::format("{:02x}:{:02x}:{}", major(status.st_dev), minor(status.st_dev), status.st_ino);
   std::ifstream locks("/proc/locks");
   for (std::string line; std::getline(locks, line);) {
     std::istringstream fields(line);
@@ -54,8 +54,8 @@ RunLock RunLock::acquire(const std::filesystem::path& run_dir, std::string_view 
   while (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     if (errno == EINTR) continue;
     if (errno != EWOULDBLOCK) {
-      fail(kUnknownSite, fmt::format("cannot {} '{}': cannot lock {}: {}", doing,
-                                     run_dir.string(), path.string(), std::strerror(errno)));
+      fail(kUnknownSite, fmt::format("cannot {} '{}': cannot lock {}: {}", doing, run_dir.string(),
+                                     path.string(), std::strerror(errno)));
     }
     std::string holder = holder_of(fd);
     fail(kUnknownSite,

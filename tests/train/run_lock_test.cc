@@ -23,10 +23,11 @@ TEST(RunLock, ASecondOwnerIsRefusedNamingTheFirst) {
   EXPECT_TRUE(first.held());
   // flock locks belong to an open file: a second acquire in this process is refused as
   // one in another process would be.
-  std::string message = ::kiln::testing::error_of([&] { (void)RunLock::acquire(dir.path(), "resume"); });
-  EXPECT_THAT(message, HasSubstr("cannot resume '" + dir.path().string() +
-                                 "': another kiln process (pid " + std::to_string(::getpid()) +
-                                 ") is training or resuming it"));
+  std::string message =
+      ::kiln::testing::error_of([&] { (void)RunLock::acquire(dir.path(), "resume"); });
+  EXPECT_THAT(message,
+              HasSubstr("cannot resume '" + dir.path().string() + "': another kiln process (pid " +
+                        std::to_string(::getpid()) + ") is training or resuming it"));
   RunLock moved = std::move(first);
   EXPECT_TRUE(moved.held());
   EXPECT_FALSE(first.held());  // NOLINT(bugprone-use-after-move): the moved-from state
