@@ -163,6 +163,9 @@ nlohmann::json parse_json(std::string_view text, std::string_view source, int ma
     // The byte nlohmann reports is one past the offending character.
     fail(kUnknownSite, fmt::format("{}:{}: not valid JSON ({})", source,
                                    line_of(text, error.byte ? error.byte - 1 : 0), error.what()));
+  } catch (const nlohmann::json::exception& error) {
+    // Not a syntax error: a number too large for a double (1e400) is out_of_range.
+    fail(kUnknownSite, fmt::format("{}: not valid JSON ({})", source, error.what()));
   }
 }
 
@@ -171,7 +174,7 @@ std::optional<nlohmann::json> parse_json_if_valid(std::string_view text, int max
     return parse_with_depth_limit(text, max_depth);
   } catch (const TooDeep&) {
     return std::nullopt;
-  } catch (const nlohmann::json::parse_error&) {
+  } catch (const nlohmann::json::exception&) {  // a syntax error, or a number out of range
     return std::nullopt;
   }
 }

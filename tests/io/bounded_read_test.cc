@@ -92,6 +92,11 @@ TEST(ParseJson, TextThatIsNotJsonNamesTheSourceAndLine) {
   // Invalid UTF-8 in a string: refused by the parser, named like any other error.
   EXPECT_THAT(error_of([&] { parse_json("{\"\xff\": 1}", "manifest.json"); }),
               HasSubstr("manifest.json:1: not valid JSON"));
+  // A number beyond a double is nlohmann's out_of_range, not a parse_error: the savepoint
+  // manifest fuzz target found it escaping as an uncaught exception.
+  EXPECT_THAT(error_of([&] { parse_json("33e330", "manifest.json"); }),
+              HasSubstr("manifest.json: not valid JSON"));
+  EXPECT_EQ(parse_json_if_valid("[1e400]"), std::nullopt);
   EXPECT_EQ(parse_json_if_valid("{\"a\": "), std::nullopt);
   EXPECT_EQ(parse_json_if_valid("[1]")->size(), 1u);
 }
