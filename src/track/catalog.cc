@@ -111,6 +111,15 @@ std::optional<RunRow> read_row(SqliteStatement& rows, const std::filesystem::pat
   return row;
 }
 
+// Every row the statement yields, the damaged ones skipped (read_row).
+std::vector<RunRow> read_rows(SqliteStatement& rows, const std::filesystem::path& database) {
+  std::vector<RunRow> result;
+  while (rows.step()) {
+    if (std::optional<RunRow> row = read_row(rows, database)) result.push_back(std::move(*row));
+  }
+  return result;
+}
+
 constexpr const char* kRunColumns =
     "run_key, experiment, run_id, run_dir, status, started_at, finished_at, info";
 
@@ -278,11 +287,7 @@ std::vector<RunRow> Catalog::list(std::span<const RunFilter> filters) {
       rows.bind(index, texts[i]);
     }
   }
-  std::vector<RunRow> result;
-  while (rows.step()) {
-    if (std::optional<RunRow> row = read_row(rows, db_.path())) result.push_back(std::move(*row));
-  }
-  return result;
+  return read_rows(rows, db_.path());
 }
 
 RunRow Catalog::find(const std::string& spec) {
@@ -294,10 +299,7 @@ RunRow Catalog::find(const std::string& spec) {
       "ORDER BY (run_key = ?1 OR run_id = ?1 OR run_dir = ?1) DESC, started_at, run_key",
       kRunColumns));
   rows.bind(1, trimmed);
-  std::vector<RunRow> matches;
-  while (rows.step()) {
-    if (std::optional<RunRow> row = read_row(rows, db_.path())) matches.push_back(std::move(*row));
-  }
+  std::vector<RunRow> matches = read_rows(rows, db_.path());
   if (matches.empty()) {
     fail(kUnknownSite, fmt::format("no run '{}' in the run catalog {}", spec, db_.path().string()),
          "`kiln runs list` shows the runs; a run is named by <experiment>/<run id>, its run id, "
