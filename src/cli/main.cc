@@ -57,7 +57,8 @@ std::string rank_prefix() {
 }  // namespace
 
 // Runs the command. In a job of several ranks (mpirun), an error on this rank stops them
-// all: the others would otherwise wait for it at their next exchange.
+// all: the others would otherwise wait for it at their next exchange. An ending that every
+// rank reaches together (dist::exit_together) finishes normally on each instead.
 int run_command(int argc, char** argv);
 
 namespace {
@@ -84,7 +85,9 @@ int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   kiln::dist::start_if_launched(&argc, &argv);
   int code = check_output_written(run_command(argc, argv));
-  if (code != 0 && kiln::dist::size() > 1) kiln::dist::abort_job(code);
+  if (code != 0 && kiln::dist::size() > 1 && !kiln::dist::exiting_together()) {
+    kiln::dist::abort_job(code);
+  }
   kiln::dist::stop();
   return code;
 }

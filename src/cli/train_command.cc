@@ -105,10 +105,15 @@ int run_and_report(const std::function<train::TrainSummary()>& body) {
     if (dist::rank() == 0) print_summary(summary);
     return 0;
   } catch (const train::NonFiniteError& error) {
+    dist::exit_together();
     if (dist::rank() == 0)
       train::print_best_effort(stderr, fmt::format("error: {}\n", error.what()));
     return 2;
   } catch (const train::InterruptedError& interrupted) {
+    // An agreed stop: the ranks all get here after the same step, and rank 0 has written
+    // the savepoint and run.json; aborting the job from a faster rank could cut rank 0 off
+    // in the middle of them (issue 43, defect 5).
+    if (interrupted.every_rank()) dist::exit_together();
     std::string text = fmt::format("interrupted: {}\n", interrupted.what());
     if (!interrupted.run_dir().empty()) text += interrupted.run_dir().string() + "\n";
     if (dist::rank() == 0) train::print_best_effort(stderr, text);

@@ -28,6 +28,7 @@ struct Job {
   int size = 1;
   int64_t exchanges = 0;  // all_gather calls so far: the sequence number of the last one
   int64_t bytes_sent = 0;
+  bool exit_together = false;  // exit_together() was called
 };
 
 Job& job() {
@@ -238,6 +239,14 @@ std::vector<std::string> all_gather(std::string_view what, std::string_view mine
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   return out;
+}
+
+void exit_together() {
+  job().exit_together = true;
+}
+
+bool exiting_together() {
+  return job().exit_together;
 }
 
 void abort_job(int code) {

@@ -44,4 +44,11 @@ double timeout_seconds();
 // that no other rank waits for it.
 [[noreturn]] void abort_job(int code);
 
+// Marks this process's coming exit as one that every rank reaches at the same point (a
+// stop they agreed on, a non-finite loss they all computed): the job then ends with
+// stop() on every rank, not abort_job, which would kill rank 0 while it still writes the
+// run's last savepoint and run.json.
+void exit_together();
+bool exiting_together();
+
 }  // namespace kiln::dist

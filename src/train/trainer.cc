@@ -389,10 +389,12 @@ TrainSummary Run::execute() {
   prepare();
   if (options_.stop_signal && options_.stop_signal->load() != 0) {
     int signal = options_.stop_signal->load();
+    // This rank's own signal, not agreed: the other ranks are stopped by the job's abort.
     throw InterruptedError(signal, 0, {},
                            fmt::format("interrupted by {} before the run started; nothing was "
                                        "written",
-                                       signal_name(signal)));
+                                       signal_name(signal)),
+                           false);
   }
   if (resume_) {
     reopen_run_directory();
@@ -689,7 +691,8 @@ void Run::stop_if_asked(int64_t step_number, DataPosition next, std::deque<Pendi
   throw InterruptedError(
       signal, step_number, run_->path(),
       fmt::format("interrupted by {} after step {} of {}; run.json says interrupted; {}",
-                  signal_name(signal), step_number, total_steps_, saved));
+                  signal_name(signal), step_number, total_steps_, saved),
+      true);
 }
 
 void Run::start_savepoints() {

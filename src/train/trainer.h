@@ -66,7 +66,8 @@ struct TrainSummary {
 };
 
 // Raised when the run stops on a non-finite loss or gradient; the run directory holds the
-// record.
+// record. In an MPI job every rank sees the same loss and gradients, so every rank raises
+// it after the same step.
 class NonFiniteError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
@@ -76,19 +77,25 @@ class NonFiniteError : public std::runtime_error {
 // "interrupted" with the signal and the steps taken.
 class InterruptedError : public std::runtime_error {
  public:
-  InterruptedError(int signal, int64_t steps, std::filesystem::path run_dir, std::string message)
+  // every_rank: in an MPI job, the ranks agreed on the stop (a signal to any one of them
+  // stops them all after the same step), so each raises this error at the same point.
+  InterruptedError(int signal, int64_t steps, std::filesystem::path run_dir, std::string message,
+                   bool every_rank)
       : std::runtime_error(std::move(message)),
         signal_(signal),
         steps_(steps),
-        run_dir_(std::move(run_dir)) {}
+        run_dir_(std::move(run_dir)),
+        every_rank_(every_rank) {}
   int signal() const { return signal_; }
   int64_t steps() const { return steps_; }
   const std::filesystem::path& run_dir() const { return run_dir_; }
+  bool every_rank() const { return every_rank_; }
 
  private:
   int signal_;
   int64_t steps_;
   std::filesystem::path run_dir_;
+  bool every_rank_;
 };
 
 // "SIGINT", "SIGTERM", or "signal N".

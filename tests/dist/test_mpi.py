@@ -10,6 +10,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -141,6 +142,69 @@ class ManyProcesses(unittest.TestCase):
         self.assertEqual(params_sha(resumed_one), whole, resumed_one.stderr)
         resumed_two = mpirun(2, ["resume", run_dir, "--quiet"], 1)
         self.assertEqual(params_sha(resumed_two), whole, resumed_two.stderr)
+
+    def test_a_signal_to_rank_zero_alone_stops_every_rank_after_its_savepoint(self):
+        # Issue 43, defect 5: rank 1, with nothing to write, reached its exit first and
+        # aborted the job while rank 0 was still writing the stop savepoint and run.json.
+        runs = self.runs("signal")
+        args = ["train", MLP, "--no-progress", "--set", f"experiment.runs_dir={runs}",
+                "--set", "mesh.data=2", "--set", "train.savepoint_every=0", "--set",
+                "tracking.tensorboard=false", "--set", "train.log_every=10"]
+        env_flags = ["-x", "KILN_CPU_DEVICES"]
+        job = subprocess.Popen([*MPIRUN, "-np", "2", *env_flags, KILN, *args],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env=environment(1))
+        try:
+            run_dir, pid = self.wait_for_steps(runs, 20, job)
+            os.kill(pid, signal.SIGTERM)  # rank 0's process alone, not mpirun's group
+            out, err = job.communicate(timeout=180)
+        finally:
+            if job.poll() is None:
+                job.kill()
+                job.communicate()
+        self.assertEqual(job.returncode, 143, out + err)
+        with open(os.path.join(run_dir, "run.json")) as f:
+            record = json.load(f)
+        self.assertEqual(record["status"], "interrupted", err)
+        self.assertEqual(record["signal"], "SIGTERM")
+        stop = record["steps"]
+        self.assertGreaterEqual(stop, 20)
+        saved = sorted(os.listdir(os.path.join(run_dir, "savepoints")))
+        self.assertEqual(saved[-1], f"step-{stop:08d}", err)
+        self.assertIn(f"interrupted by SIGTERM after step {stop} ", err)
+
+    def test_a_nonfinite_loss_stops_every_rank_after_rank_zero_records_it(self):
+        # Every rank computes the same loss and stops after the same step: the job ends
+        # normally with status 2, not by an abort that could cut rank 0's record short.
+        runs = self.runs("nonfinite")
+        result = mpirun(2, self.train_args(runs, "--set", "mesh.data=2", "--set",
+                                           "optim.lr=1e30"), 1)
+        self.assertEqual(result.returncode, 2, result.stdout + result.stderr)
+        self.assertNotIn("MPI_ABORT", result.stderr)
+        [run_dir] = self.run_dirs(runs)
+        with open(os.path.join(run_dir, "run.json")) as f:
+            record = json.load(f)
+        self.assertEqual(record["status"], "failed")
+        self.assertIn("loss is nan", record["error"])
+
+    def wait_for_steps(self, runs, steps, job):
+        """The run directory and rank 0's pid once metrics.jsonl has `steps` train lines."""
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if job.poll() is not None:
+                self.fail(f"the job ended early (exit {job.returncode}): {job.stderr.read()}")
+            for run_dir in self.run_dirs(runs):
+                try:
+                    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+                        done = sum(1 for line in f if '"kind":"train"' in line)
+                    with open(os.path.join(run_dir, "run.json")) as f:
+                        pid = json.load(f)["pid"]
+                except (OSError, ValueError, KeyError):
+                    continue
+                if done >= steps:
+                    return run_dir, pid
+            time.sleep(0.05)
+        self.fail(f"no run in {runs} reached step {steps} within 120 s")
 
     def test_a_hung_rank_stops_the_job_naming_it(self):
         self.fault_then_resume("hang:1:57", r"rank 0: error: nothing from rank 1 within 5 s")
