@@ -10,6 +10,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "data/dataset.h"
+#include "io/json_text.h"
 #include "train/builders.h"
 #include "train/config.h"
 #include "train/progress.h"
@@ -32,7 +33,7 @@ int validate(const DataCommandOptions& options) {
     nlohmann::json report = dataset.to_json();
     report["config_file"] = config.source;
     report["valid"] = clean;
-    print_result(report.dump(2) + "\n");
+    print_result(io::json_text(report, 2) + "\n");
     return clean ? 0 : 3;
   }
   std::string text = fmt::format("# data of {} ({})\n", config.source, config.data.dataset);

@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "io/atomic_file.h"
+#include "io/json_text.h"
 #include "kiln/error.h"
 #include "track/catalog.h"
 #include "train/progress.h"
@@ -126,7 +127,7 @@ int list_runs(const RunsOptions& options) {
                      {"steps", row.info.value("steps", int64_t{0})},
                      {"metrics", metrics}});
     }
-    print_result(out.dump(2) + "\n");
+    print_result(io::json_text(out, 2) + "\n");
     return 0;
   }
   std::string text = fmt::format("{:<52} {:<11} {:<20} {:>7} {:>9} {:>9}\n", "run", "status",
@@ -177,7 +178,7 @@ int show_run(const RunsOptions& options) {
   track::RunRow row = catalog.find(options.runs.at(0));
   json run = run_json(catalog, row);
   if (options.json) {
-    print_result(run.dump(2) + "\n");
+    print_result(io::json_text(run, 2) + "\n");
     return 0;
   }
   std::string text = fmt::format("run {}\n  directory {}\n  status {} (started {}{})\n", row.key,
@@ -262,7 +263,7 @@ int compare_runs(const RunsOptions& options) {
               {"environment", differences(env_a, env_b)},
               {"metrics", metrics}};
   if (options.json) {
-    print_result(out.dump(2) + "\n");
+    print_result(io::json_text(out, 2) + "\n");
     return 0;
   }
   std::string text = fmt::format("A {}\nB {}\n", a.key, b.key);
@@ -335,7 +336,7 @@ int push(const RunsOptions& options) {
                       {"experiment_id", report.experiment_id},
                       {"run_id", report.run_id},
                       {"complete", true}};
-    io::write_file_atomically(run_dir / "run.json", info.dump(2) + "\n");
+    io::write_file_atomically(run_dir / "run.json", io::json_text(info, 2) + "\n");
   }
   print_result(text);
   return report.complete ? 0 : 1;

@@ -1,6 +1,7 @@
 // Writing, finding, verifying and pruning savepoints (see savepoint.h and
 // docs/savepoints.md for the commit protocol).
 #include "io/savepoint.h"
+#include "io/json_text.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -307,7 +308,7 @@ fs::path write(const fs::path& dir, const Snapshot& snapshot) {
                                  {"sha256", io::sha256_file(temporary / file)}};
       reached("file " + file);
     }
-    std::string manifest_text = manifest.dump(2) + "\n";
+    std::string manifest_text = io::json_text(manifest, 2) + "\n";
     io::write_file_atomically(temporary / kManifestName, manifest_text);
     reached("manifest");
     fsync_path(temporary);
@@ -395,12 +396,15 @@ Loaded load(const fs::path& savepoint_dir) {
   return loaded;
 }
 
-Loaded load_latest(const fs::path& dir, std::vector<std::string>* skipped) {
+Loaded load_latest(const fs::path& dir, std::vector<std::string>* skipped,
+                   const std::function<void(const Loaded&)>& usable) {
   std::vector<Committed> committed = list_committed(dir);
   std::vector<std::string> problems;
   for (auto it = committed.rbegin(); it != committed.rend(); ++it) {
     try {
-      return load(it->path);
+      Loaded loaded = load(it->path);
+      if (usable) usable(loaded);
+      return loaded;
     } catch (const std::exception& error) {
       // Any failure, not only kiln's own errors: a savepoint whose names are not UTF-8 made
       // nlohmann throw, and resume stopped instead of falling back to the one before.

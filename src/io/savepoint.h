@@ -93,10 +93,12 @@ struct Loaded {
 // the manifest's leaves. Errors name the savepoint, the file and what is wrong.
 Loaded load(const std::filesystem::path& savepoint_dir);
 
-// The newest committed savepoint under `dir` that loads; each newer one that does not is
+// The newest committed savepoint under `dir` that loads and that `usable` (when given)
+// accepts by returning; each newer one that does not load, or that `usable` throws for, is
 // skipped, with a line in `skipped` saying which and why ("step-00000042: ..."). An error
 // when there is none (naming `dir`, and every damaged one).
-Loaded load_latest(const std::filesystem::path& dir, std::vector<std::string>* skipped);
+Loaded load_latest(const std::filesystem::path& dir, std::vector<std::string>* skipped,
+                   const std::function<void(const Loaded&)>& usable = {});
 
 // The leaves of `tree_name` arranged as `like` (the freshly initialised tree of the same
 // config): every path, dtype and shape must match; an error names the first that does not.

@@ -1,5 +1,6 @@
 // The background metrics.jsonl writer (metrics_log.h).
 #include "train/metrics_log.h"
+#include "io/json_text.h"
 
 #include <cerrno>
 #include <cstring>
@@ -69,7 +70,7 @@ void MetricsLog::observe(RunObserver* observer) {
 std::exception_ptr MetricsLog::write(const std::vector<nlohmann::json>& batch) {
   std::string text;
   for (const nlohmann::json& record : batch) {
-    text += record.dump();
+    text += io::json_text(record);
     text += '\n';
   }
   int error = io::injected_write_fault(path_);

@@ -1,5 +1,6 @@
 // Creating a run directory and keeping its run.json and metrics.jsonl up to date.
 #include "train/run_directory.h"
+#include "io/json_text.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -118,7 +119,7 @@ std::vector<fs::path> mark_crashed_runs(const fs::path& experiment_dir) {
         info["pid"].get<int64_t>(), host);
     info["crash_detected_at"] = utc_timestamp();
     try {
-      write_text(run_json, info.dump(2) + "\n");
+      write_text(run_json, io::json_text(info, 2) + "\n");
       crashed.push_back(entry.path());
     } catch (const std::exception&) {
       // A read-only or full disk: the run stays "running", as before.
@@ -164,7 +165,7 @@ RunDirectory RunDirectory::create(const fs::path& runs_dir, const std::string& e
   // run.json first: once the directory exists, it says what the run is, even when the disk
   // fills up before anything else fits.
   try {
-    write_text(path / "run.json", run_info.dump(2) + "\n");
+    write_text(path / "run.json", io::json_text(run_info, 2) + "\n");
   } catch (const std::exception&) {
     fs::remove_all(path, error);  // an empty directory without a record helps no one
     throw;
@@ -294,7 +295,7 @@ void RunDirectory::write_info() {
 }
 
 void RunDirectory::write_run_json() {
-  std::string text = info_.dump(2) + "\n";
+  std::string text = io::json_text(info_, 2) + "\n";
   try {
     write_text(path_ / "run.json", text);
   } catch (const std::exception&) {

@@ -1,6 +1,7 @@
 // The training run: data, model, optimizer, checks, run directory, the step loop,
 // evaluation, and the final weights.
 #include "train/trainer.h"
+#include "io/json_text.h"
 
 #include <csignal>
 
@@ -797,10 +798,22 @@ void Run::savepoint_failed(int64_t step, const std::string& error) {
 void Run::reopen_run_directory() {
   fs::path dir = savepoints_dir(resume_->run_dir);
   std::optional<savepoint::Loaded> loaded;
+  std::optional<Restored> restored;
   std::vector<std::string> skipped;
+  // A savepoint of this run (the same identity) whose trees do not fit the run's model (a
+  // tensor renamed or reshaped by an edit) is damaged, and skipped like a file that does
+  // not load. Under a changed identity the difference is reported below instead.
+  auto fits_this_run = [&](const savepoint::Loaded& candidate) {
+    restored.reset();
+    if (!identity_differences(candidate.manifest.value("identity", nlohmann::json()), identity_)
+             .empty()) {
+      return;
+    }
+    restored = restore(candidate, state_, keys_);
+  };
   if (!savepoint::list_committed(dir).empty()) {
     try {
-      loaded = savepoint::load_latest(dir, &skipped);
+      loaded = savepoint::load_latest(dir, &skipped, fits_this_run);
     } catch (const Error&) {
       // Every one damaged (listed in `skipped`): start again from the config.
     }
@@ -826,20 +839,20 @@ void Run::reopen_run_directory() {
   }
   int64_t metrics_lines = 0;
   if (loaded) {
-    Restored restored = restore(*loaded, state_, keys_);
-    if (restored.counters.batch_size != config_.train.batch_size) {
+    if (!restored) restored = restore(*loaded, state_, keys_);  // --allow-changed
+    if (restored->counters.batch_size != config_.train.batch_size) {
       fail(kUnknownSite, fmt::format("cannot resume from {}: it was saved with batch size {}, the "
                                      "config says {}",
-                                     loaded->path.string(), restored.counters.batch_size,
+                                     loaded->path.string(), restored->counters.batch_size,
                                      config_.train.batch_size));
     }
-    state_ = restored.state;
-    keys_ = restored.keys;
-    resumed_counters_ = restored.counters;
-    start_step_ = restored.counters.step;
-    start_position_ = restored.counters.data;
-    summary_.skipped_steps = restored.counters.skipped_steps;
-    metrics_lines = restored.counters.metrics_lines;
+    state_ = restored->state;
+    keys_ = restored->keys;
+    resumed_counters_ = restored->counters;
+    start_step_ = restored->counters.step;
+    start_position_ = restored->counters.data;
+    summary_.skipped_steps = restored->counters.skipped_steps;
+    metrics_lines = restored->counters.metrics_lines;
     summary_.resumed_from_step = start_step_;
     summary_.last_savepoint = loaded->path;
   } else {
@@ -1099,7 +1112,8 @@ TrainSummary resume(const fs::path& run_dir, const ResumeOptions& resume,
   // In an MPI job rank 0 reads run.json for all: it rewrites run.json as it resumes, and
   // a rank reading it then would find the run running.
   nlohmann::json info = dist::rank() == 0 ? read_run_json(run_dir) : nlohmann::json();
-  if (dist::size() > 1) info = nlohmann::json::parse(from_rank_zero("run.json", info.dump()));
+  if (dist::size() > 1)
+    info = nlohmann::json::parse(from_rank_zero("run.json", io::json_text(info)));
   std::string status = info.value("status", "");
   if (status == "completed") {
     TrainSummary summary;

@@ -19,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "base/host_name.h"
@@ -283,6 +284,52 @@ TEST_F(Savepoints, ADamagedLatestSavepointIsSkippedWithANote) {
   EXPECT_THAT(
       read_json(copy / "run.json")["resumes"][0]["skipped_savepoints"][0].get<std::string>(),
       HasSubstr("step-00000010"));
+  fs::remove_all(where);
+}
+
+// Rewrites the last byte of the name of tensor dense_1/bias in savepoint `step`'s params
+// file (and in its manifest) and signs the result again (the file's SHA-256 in the
+// manifest, the manifest's in COMMITTED), as an edit by hand would.
+void rename_first_tensor(const fs::path& run_dir, int64_t step, char last_byte) {
+  fs::path dir = run_dir / fmt::format("savepoints/step-{:08d}", step);
+  std::string params = run_test::read_text(dir / "params.safetensors");
+  size_t name = params.find("dense_1/bias");
+  ASSERT_NE(name, std::string::npos);
+  params[name + 11] = last_byte;
+  io::write_file_atomically(dir / "params.safetensors", params);
+  nlohmann::json manifest = read_json(dir / "manifest.json");
+  manifest["files"]["params.safetensors"]["sha256"] = io::sha256_hex(params);
+  nlohmann::json& leaf = manifest["trees"]["params"]["leaves"][0]["path"];
+  // The manifest, being JSON, can hold the new name only when it is UTF-8.
+  if (static_cast<unsigned char>(last_byte) < 0x80) leaf = params.substr(name, 12);
+  std::string manifest_text = manifest.dump(2) + "\n";
+  io::write_file_atomically(dir / "manifest.json", manifest_text);
+  io::write_file_atomically(
+      dir / "COMMITTED",
+      nlohmann::json({{"manifest_sha256", io::sha256_hex(manifest_text)}}).dump() + "\n");
+}
+
+// Issue 43, defect 10: a savepoint whose tensor name is not UTF-8 was skipped, but the note
+// quoting the name could not be written to run.json (nlohmann's dump threw type_error.316)
+// and resume failed naming nothing. A savepoint of this run whose tensors do not fit its
+// model (a name edited and signed again) is damaged like any other, and skipped too.
+TEST_F(Savepoints, EditedTensorNamesAreSkippedLikeAnyDamagedSavepoint) {
+  fs::path where = savepoint_dir("renamed");
+  fs::path copy = killed_copy(straight_->run_dir, where, 10);
+  rename_first_tensor(copy, 10, 'X');    // loads, but does not fit the model
+  rename_first_tensor(copy, 8, '\xff');  // not UTF-8: the file's header is not JSON
+
+  TrainSummary resumed = resume(copy, {}, quiet());
+  EXPECT_EQ(resumed.resumed_from_step, 6);
+  ASSERT_EQ(resumed.notes.size(), 2u);
+  EXPECT_THAT(resumed.notes[0], HasSubstr("skipped damaged savepoint step-00000010"));
+  EXPECT_THAT(resumed.notes[0], HasSubstr("does not fit this run: leaf 0 is 'dense_1/biaX'"));
+  EXPECT_THAT(resumed.notes[1], HasSubstr("skipped damaged savepoint step-00000008"));
+  EXPECT_THAT(resumed.notes[1], HasSubstr("the header is not valid JSON"));
+  EXPECT_EQ(resumed.params_sha256, straight_->params_sha256);
+  nlohmann::json skipped = read_json(copy / "run.json")["resumes"][0]["skipped_savepoints"];
+  ASSERT_EQ(skipped.size(), 2u);
+  EXPECT_THAT(skipped[1].get<std::string>(), HasSubstr("step-00000008"));
   fs::remove_all(where);
 }
 
