@@ -1,7 +1,6 @@
 // Writing, finding, verifying and pruning savepoints (see savepoint.h and
 // docs/savepoints.md for the commit protocol).
 #include "io/savepoint.h"
-#include "io/json_text.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -17,6 +16,7 @@
 
 #include "io/atomic_file.h"
 #include "io/bounded_read.h"
+#include "io/json_text.h"
 #include "io/sha256.h"
 #include "kiln/error.h"
 #include "kiln/ops.h"
@@ -146,6 +146,7 @@ json parse_manifest(const fs::path& dir, const std::string& text) {
   require("files", manifest["files"].is_object(), "an object");
   require("state", manifest["state"].is_object(), "an object");
   require("identity", manifest["identity"].is_object(), "an object");
+  if (manifest.contains("run_id")) require("run_id", manifest["run_id"].is_string(), "a string");
   return manifest;
 }
 
@@ -289,6 +290,7 @@ fs::path write(const fs::path& dir, const Snapshot& snapshot) {
         {"format", kFormat},       {"version", kVersion},           {"step", snapshot.step},
         {"state", snapshot.state}, {"identity", snapshot.identity}, {"trees", json::object()},
         {"files", json::object()}};
+    if (!snapshot.run_id.empty()) manifest["run_id"] = snapshot.run_id;
     for (const auto& [name, tree] : snapshot.trees) {
       if (!is_tree_name(name) || manifest["trees"].contains(name)) {
         fail_write(temporary, fmt::format("save a tree named '{}' (names are unique, of letters, "
@@ -389,6 +391,7 @@ Loaded load(const fs::path& savepoint_dir) {
   Loaded loaded;
   loaded.step = manifest["step"].get<int64_t>();
   loaded.path = dir;
+  loaded.run_id = manifest.value("run_id", "");
   for (const auto& [name, record] : manifest["trees"].items()) {
     loaded.trees.emplace_back(name, load_tree(dir, name, record, manifest["files"]));
   }

@@ -55,6 +55,9 @@ struct Snapshot {
   std::vector<std::pair<std::string, SnapshotTree>> trees;
   nlohmann::json state = nlohmann::json::object();     // data position, counters
   nlohmann::json identity = nlohmann::json::object();  // what makes the run this run
+  // The run whose state this is (its directory's name), so that a savepoint copied into
+  // another run's directory is known as such; "" for none.
+  std::string run_id;
   int64_t size_bytes() const;
 };
 
@@ -82,6 +85,7 @@ std::vector<Committed> list_committed(const std::filesystem::path& dir);
 struct Loaded {
   int64_t step = 0;
   std::filesystem::path path;
+  std::string run_id;  // "" in a savepoint that names no run (kiln before issue 43)
   nlohmann::json manifest;
   // Tree name -> its leaves, in the manifest's (flatten) order.
   std::vector<std::pair<std::string, NamedArrays>> trees;

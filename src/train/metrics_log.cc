@@ -1,6 +1,5 @@
 // The background metrics.jsonl writer (metrics_log.h).
 #include "train/metrics_log.h"
-#include "io/json_text.h"
 
 #include <cerrno>
 #include <cstring>
@@ -9,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "io/atomic_file.h"
+#include "io/json_text.h"
 #include "kiln/error.h"
 #include "train/run_observer.h"
 

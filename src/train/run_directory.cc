@@ -1,6 +1,5 @@
 // Creating a run directory and keeping its run.json and metrics.jsonl up to date.
 #include "train/run_directory.h"
-#include "io/json_text.h"
 
 #include <signal.h>
 #include <unistd.h>
@@ -21,6 +20,7 @@
 #include "base/wall_clock.h"
 #include "io/atomic_file.h"
 #include "io/bounded_read.h"
+#include "io/json_text.h"
 #include "kiln/error.h"
 
 namespace kiln::train {

@@ -1,7 +1,6 @@
 // The training run: data, model, optimizer, checks, run directory, the step loop,
 // evaluation, and the final weights.
 #include "train/trainer.h"
-#include "io/json_text.h"
 
 #include <csignal>
 
@@ -21,6 +20,8 @@
 
 #include "dist/processes.h"
 #include "io/atomic_file.h"
+#include "io/bounded_read.h"
+#include "io/json_text.h"
 #include "io/savepoint.h"
 #include "io/savepoint_writer.h"
 #include "io/sha256.h"
@@ -753,6 +754,7 @@ void Run::save_savepoint(int64_t step_number, DataPosition data, std::deque<Pend
   counters.epoch_correct = epoch_totals_.correct;
   counters.epoch_examples = epoch_totals_.examples;
   savepoint::Snapshot snapshot = take_snapshot(state_, keys_, counters, identity_);
+  snapshot.run_id = run_->run_id();
   last_savepoint_at_ = Clock::now();
   fs::path dir = savepoints_dir(run_->path());
   if (writer_ && !wait) {
@@ -803,8 +805,14 @@ void Run::reopen_run_directory() {
   // A savepoint of this run (the same identity) whose trees do not fit the run's model (a
   // tensor renamed or reshaped by an edit) is damaged, and skipped like a file that does
   // not load. Under a changed identity the difference is reported below instead.
+  // A savepoint copied from another run's directory is not this run's state.
+  std::string run_id = resume_->info.value("run_id", "");
   auto fits_this_run = [&](const savepoint::Loaded& candidate) {
     restored.reset();
+    if (!candidate.run_id.empty() && candidate.run_id != run_id) {
+      fail(kUnknownSite, fmt::format("it is a savepoint of run {}, not of this run ({})",
+                                     candidate.run_id, run_id));
+    }
     if (!identity_differences(candidate.manifest.value("identity", nlohmann::json()), identity_)
              .empty()) {
       return;
@@ -1104,6 +1112,45 @@ TrainSummary train(const TrainConfig& config, const TrainOptions& options) {
   return Run(config, options).execute();
 }
 
+namespace {
+
+// What kiln checks of a run's records against edits (docs/reliability.md, *What kiln
+// trusts*): a run.json names its own run, and a completed run has the weights it recorded.
+// Checksums find damage, not a deliberate edit signed again; these find the edits that
+// would make resume do something else than the record says.
+void check_record_is_this_runs(const fs::path& run_dir, const nlohmann::json& info) {
+  std::string recorded = info.value("run_id", "");
+  std::string directory = fs::weakly_canonical(run_dir).filename().string();
+  if (recorded.empty() || recorded == directory) return;
+  fail(kUnknownSite,
+       fmt::format("cannot resume '{}': its run.json is the record of run {}, not of this "
+                   "directory ({})",
+                   io::printable_path(run_dir), recorded, io::printable_path(directory)),
+       "a run directory keeps the name kiln gave it; resume the directory the run created (or "
+       "rename this one back)");
+}
+
+void check_final_weights(const fs::path& run_dir, const nlohmann::json& info) {
+  fs::path params = run_dir / "params.safetensors";
+  std::string recorded = info.value("params_sha256", "");
+  std::string problem;
+  std::error_code error;
+  if (!fs::is_regular_file(params, error)) {
+    problem = "params.safetensors is missing";
+  } else if (std::string actual = io::sha256_file(params); actual != recorded) {
+    problem = fmt::format("the SHA-256 of params.safetensors is {}, run.json records {}", actual,
+                          recorded.empty() ? "none" : recorded);
+  }
+  if (problem.empty()) return;
+  fail(kUnknownSite,
+       fmt::format("cannot resume '{}': run.json says it completed, but {}",
+                   io::printable_path(run_dir), problem),
+       "the final weights were removed or changed after the run ended (or run.json was "
+       "edited); train the config again for a new run");
+}
+
+}  // namespace
+
 TrainSummary resume(const fs::path& run_dir, const ResumeOptions& resume,
                     const TrainOptions& options) {
   // The directory's owner until the run ends, before anything in it is read: of two
@@ -1114,8 +1161,10 @@ TrainSummary resume(const fs::path& run_dir, const ResumeOptions& resume,
   nlohmann::json info = dist::rank() == 0 ? read_run_json(run_dir) : nlohmann::json();
   if (dist::size() > 1)
     info = nlohmann::json::parse(from_rank_zero("run.json", io::json_text(info)));
+  check_record_is_this_runs(run_dir, info);
   std::string status = info.value("status", "");
   if (status == "completed") {
+    check_final_weights(run_dir, info);
     TrainSummary summary;
     summary.run_dir = run_dir;
     summary.already_completed = true;

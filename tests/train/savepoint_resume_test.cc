@@ -27,6 +27,7 @@
 #include "io/savepoint.h"
 #include "io/sha256.h"
 #include "kiln/error.h"
+#include "support/errors.h"
 #include "support/source_tree.h"
 #include "train/config.h"
 #include "train/run_directory.h"
@@ -330,6 +331,50 @@ TEST_F(Savepoints, EditedTensorNamesAreSkippedLikeAnyDamagedSavepoint) {
   nlohmann::json skipped = read_json(copy / "run.json")["resumes"][0]["skipped_savepoints"];
   ASSERT_EQ(skipped.size(), 2u);
   EXPECT_THAT(skipped[1].get<std::string>(), HasSubstr("step-00000008"));
+  fs::remove_all(where);
+}
+
+// What kiln checks against edits (docs/reliability.md, *What kiln trusts*), issue 43: the
+// final weights of a completed run, the run a run.json and a savepoint belong to.
+TEST_F(Savepoints, ACompletedRunWhoseFinalWeightsChangedIsNotCalledDone) {
+  fs::path where = savepoint_dir("weights_changed");
+  fs::create_directories(where);
+  fs::path copy = where / straight_->run_dir.filename();
+  fs::copy(straight_->run_dir, copy, fs::copy_options::recursive);
+  std::string params = run_test::read_text(copy / "params.safetensors");
+  params.back() ^= 0x01;
+  io::write_file_atomically(copy / "params.safetensors", params);
+  EXPECT_THAT(::kiln::testing::error_of([&] { resume(copy, {}, quiet()); }),
+              HasSubstr("run.json says it completed, but the SHA-256 of params.safetensors is"));
+  fs::remove(copy / "params.safetensors");
+  EXPECT_THAT(::kiln::testing::error_of([&] { resume(copy, {}, quiet()); }),
+              HasSubstr("run.json says it completed, but params.safetensors is missing"));
+  fs::remove_all(where);
+}
+
+TEST_F(Savepoints, ARunJsonCopiedFromAnotherRunIsRefused) {
+  fs::path where = savepoint_dir("record_copied");
+  fs::path copy = killed_copy(straight_->run_dir, where, 10);
+  fs::copy_file(plain_->run_dir / "run.json", copy / "run.json",
+                fs::copy_options::overwrite_existing);
+  std::string error = ::kiln::testing::error_of([&] { resume(copy, {}, quiet()); });
+  EXPECT_THAT(error,
+              HasSubstr("its run.json is the record of run " + plain_->run_dir.filename().string() +
+                        ", not of this directory (" + copy.filename().string() + ")"));
+  fs::remove_all(where);
+}
+
+TEST_F(Savepoints, ASavepointCopiedFromAnotherRunIsSkipped) {
+  fs::path where = savepoint_dir("savepoint_copied");
+  fs::path copy = killed_copy(straight_->run_dir, where, 10);
+  fs::copy(plain_->run_dir / "savepoints/step-00000016", copy / "savepoints/step-00000016",
+           fs::copy_options::recursive);
+  TrainSummary resumed = resume(copy, {}, quiet());
+  EXPECT_EQ(resumed.resumed_from_step, 10);
+  ASSERT_FALSE(resumed.notes.empty());
+  EXPECT_THAT(resumed.notes[0], HasSubstr("step-00000016: it is a savepoint of run " +
+                                          plain_->run_dir.filename().string()));
+  EXPECT_EQ(resumed.params_sha256, straight_->params_sha256);
   fs::remove_all(where);
 }
 
