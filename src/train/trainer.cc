@@ -413,6 +413,7 @@ TrainSummary Run::execute() {
                         : options_.interactive     ? Progress::Mode::kBar
                                                    : Progress::Mode::kLines;
   progress_.emplace(mode, config_.train.log_every);
+  progress_->starting_at(start_step_, total_steps_);
   try {
     train_epochs();
     save_final();
@@ -918,7 +919,9 @@ void Run::reopen_run_directory() {
 
 void Run::end_epoch(int64_t epoch, int64_t step_number, const EvalStep& eval) {
   const TrainConfig& c = config_;
+  progress_->working_on(fmt::format("evaluating epoch {} on the test set", epoch));
   EvalResult test = evaluate(eval, state_, *data_->test);
+  progress_->working_on("");
   summary_.test_accuracy = test.accuracy;
   summary_.test_loss = test.loss;
   summary_.train_loss = epoch_totals_.mean_loss();
