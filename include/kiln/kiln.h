@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kiln/array.h"
+#include "kiln/array_functions.h"
 #include "kiln/checkpoint.h"
 #include "kiln/control_flow.h"
 #include "kiln/cost.h"

@@ -1,0 +1,295 @@
+// kiln/array_functions.h against the real jax.numpy (the pinned peers, docs/peers.md): each
+// case runs one function on fixed inputs in f32 and f64, and, where the result is a float,
+// takes the gradient of sum(result * weights) with respect to the first input. This test
+// writes the cases, inputs and kiln's results to one JSON file;
+// tests/tools/jnp_crosscheck.py runs the same functions with jax.numpy and compares.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kiln/array_functions.h"
+#include "kiln/grad.h"
+#include "kiln/ops.h"
+#include "support/arrays.h"
+#include "support/errors.h"
+#include "support/peer_check.h"
+
+namespace kiln::testing {
+namespace {
+
+using nlohmann::json;
+using Inputs = std::vector<Array>;
+using Function = std::function<std::vector<Array>(const Inputs&)>;
+
+// Distinct values in about [-2, 2], so that no max, min or clip has a tie.
+Array smooth(Shape shape, DType dtype, double phase = 0) {
+  std::vector<double> values;
+  for (int64_t i = 0; i < shape.num_elements(); ++i) {
+    values.push_back(2 * std::sin(1.37 * static_cast<double>(i) + 0.71 + phase));
+  }
+  return astype(from_host(values, shape), dtype);
+}
+
+Array listed(std::vector<double> values, Shape shape, DType dtype) {
+  return astype(from_host(values, shape), dtype);
+}
+
+// A number JSON can hold: non-finite values as the strings numpy prints.
+json number(double value) {
+  if (std::isnan(value)) return "nan";
+  if (std::isinf(value)) return value > 0 ? "inf" : "-inf";
+  return value;
+}
+
+json encode(const Array& x) {
+  HostArray host = x.to_host();
+  json values = json::array();
+  for (int64_t i = 0; i < x.size(); ++i) values.push_back(number(host.element<double>(i)));
+  return {{"dtype", dtype_name(x.dtype())}, {"shape", x.shape().dims()}, {"values", values}};
+}
+
+struct Case {
+  std::string name;  // the jax.numpy function (tests/tools/jnp_crosscheck.py knows each)
+  json kwargs;
+  std::function<Inputs(DType)> inputs;
+  Function fn;
+};
+
+Inputs one(Shape shape, DType dtype) {
+  return {smooth(shape, dtype)};
+}
+
+std::vector<Array> single(Array x) {
+  return {std::move(x)};
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> list;
+  auto add = [&](std::string name, json kwargs, std::function<Inputs(DType)> inputs, Function fn) {
+    list.push_back({std::move(name), std::move(kwargs), std::move(inputs), std::move(fn)});
+  };
+  auto of_shape = [](Shape shape) { return [shape](DType dtype) { return one(shape, dtype); }; };
+  auto specials = [](DType dtype) {
+    double inf = std::numeric_limits<double>::infinity();
+    return Inputs{listed({NAN, inf, -inf, 1.5, 0.0, -2.0}, Shape{6}, dtype)};
+  };
+  add("square", {}, of_shape({3, 4}), [](const Inputs& in) { return single(square(in[0])); });
+  add("isnan", {}, specials, [](const Inputs& in) { return single(isnan(in[0])); });
+  add("isinf", {}, specials, [](const Inputs& in) { return single(isinf(in[0])); });
+  add("isfinite", {}, specials, [](const Inputs& in) { return single(isfinite(in[0])); });
+  add(
+      "clip", {},
+      [](DType dtype) {
+        return Inputs{smooth({3, 4}, dtype), listed({-1.1, -0.3, 0.2, -1.7}, {4}, dtype),
+                      listed({0.9, 1.3, 0.45}, {3, 1}, dtype)};
+      },
+      [](const Inputs& in) { return single(clip(in[0], in[1], in[2])); });
+  add("flip", {}, of_shape({2, 3, 4}), [](const Inputs& in) { return single(flip(in[0])); });
+  add("flip", {{"axis", -1}}, of_shape({2, 3, 4}),
+      [](const Inputs& in) { return single(flip(in[0], {-1})); });
+  add("flip", {{"axis", json::array({0, 2})}}, of_shape({2, 3, 4}), [](const Inputs& in) {
+    return single(flip(in[0], {0, 2}));
+  });
+  add("flip", {}, of_shape({0, 3}), [](const Inputs& in) { return single(flip(in[0])); });
+  add("roll", {{"shift", 2}}, of_shape({3, 4}),
+      [](const Inputs& in) { return single(roll(in[0], 2)); });
+  add("roll", {{"shift", -1}, {"axis", 1}}, of_shape({3, 4}),
+      [](const Inputs& in) { return single(roll(in[0], -1, 1)); });
+  add("roll", {{"shift", json::array({1, -5})}, {"axis", json::array({0, 1})}}, of_shape({3, 4}),
+      [](const Inputs& in) {
+        return single(roll(in[0], {1, -5}, {0, 1}));
+      });
+  add("roll", {{"shift", 3}, {"axis", 0}}, of_shape({0, 2}),
+      [](const Inputs& in) { return single(roll(in[0], 3, 0)); });
+  add("swapaxes", {{"axis1", 0}, {"axis2", -1}}, of_shape({2, 3, 4}),
+      [](const Inputs& in) { return single(swapaxes(in[0], 0, -1)); });
+  add("moveaxis", {{"source", 0}, {"destination", 2}}, of_shape({2, 3, 4}),
+      [](const Inputs& in) { return single(moveaxis(in[0], 0, 2)); });
+  add("moveaxis", {{"source", -1}, {"destination", 0}}, of_shape({2, 3, 4}),
+      [](const Inputs& in) { return single(moveaxis(in[0], -1, 0)); });
+  add("tril", {}, of_shape({4, 5}), [](const Inputs& in) { return single(tril(in[0])); });
+  add("tril", {{"k", -1}}, of_shape({2, 3, 3}),
+      [](const Inputs& in) { return single(tril(in[0], -1)); });
+  add("triu", {{"k", 1}}, of_shape({4, 5}),
+      [](const Inputs& in) { return single(triu(in[0], 1)); });
+  add("triu", {}, of_shape({3, 3}), [](const Inputs& in) { return single(triu(in[0])); });
+  add("repeat", {{"repeats", 2}}, of_shape({2, 3}),
+      [](const Inputs& in) { return single(repeat(in[0], 2)); });
+  add("repeat", {{"repeats", 3}, {"axis", 1}}, of_shape({2, 3}),
+      [](const Inputs& in) { return single(repeat(in[0], 3, 1)); });
+  add("repeat", {{"repeats", 0}, {"axis", 0}}, of_shape({2, 3}),
+      [](const Inputs& in) { return single(repeat(in[0], 0, 0)); });
+  add("tile", {{"reps", json::array({2})}}, of_shape({3}),
+      [](const Inputs& in) { return single(tile(in[0], {2})); });
+  add("tile", {{"reps", json::array({2, 1})}}, of_shape({3}), [](const Inputs& in) {
+    return single(tile(in[0], {2, 1}));
+  });
+  add("tile", {{"reps", json::array({2, 3})}}, of_shape({2, 2}), [](const Inputs& in) {
+    return single(tile(in[0], {2, 3}));
+  });
+  add("tile", {{"reps", json::array({2})}}, of_shape({2, 3, 1}),
+      [](const Inputs& in) { return single(tile(in[0], {2})); });
+  add("split", {{"indices_or_sections", 2}, {"axis", 1}}, of_shape({2, 4}),
+      [](const Inputs& in) { return split(in[0], 2, 1); });
+  add("split", {{"indices_or_sections", json::array({1, 3})}, {"axis", 0}}, of_shape({5, 2}),
+      [](const Inputs& in) {
+        return split(in[0], Dims{1, 3}, 0);
+      });
+  add("split", {{"indices_or_sections", json::array({0, 5, 5})}, {"axis", 0}}, of_shape({5, 2}),
+      [](const Inputs& in) {
+        return split(in[0], Dims{0, 5, 5}, 0);
+      });
+  add("array_split", {{"indices_or_sections", 3}}, of_shape({7}),
+      [](const Inputs& in) { return array_split(in[0], 3); });
+  auto with_zeros = [](DType dtype) {
+    return Inputs{listed({0, 1, 0, 0, 2, 3, -1, 4, 0, 0, 0, 0}, {3, 4}, dtype)};
+  };
+  add("any", {{"axis", 1}}, with_zeros, [](const Inputs& in) { return single(any(in[0], {1})); });
+  add("all", {{"axis", 1}}, with_zeros, [](const Inputs& in) { return single(all(in[0], {1})); });
+  add("any", {{"axis", 0}, {"keepdims", true}}, with_zeros,
+      [](const Inputs& in) { return single(any(in[0], {0}, true)); });
+  add("any", {}, of_shape({0, 3}), [](const Inputs& in) { return single(any(in[0])); });
+  add("all", {}, of_shape({0, 3}), [](const Inputs& in) { return single(all(in[0])); });
+  add("any", {}, specials, [](const Inputs& in) { return single(any(in[0])); });
+  add("var", {}, of_shape({3, 4}), [](const Inputs& in) { return single(var(in[0])); });
+  add("var", {{"axis", 1}, {"ddof", 1}}, of_shape({3, 4}),
+      [](const Inputs& in) { return single(var(in[0], {1}, 1)); });
+  add("var", {{"axis", 0}, {"keepdims", true}}, of_shape({3, 4}),
+      [](const Inputs& in) { return single(var(in[0], {0}, 0, true)); });
+  add("std", {{"axis", 0}}, of_shape({3, 4}),
+      [](const Inputs& in) { return single(std(in[0], {0})); });
+  add("std", {{"axis", -1}, {"ddof", 2}}, of_shape({2, 5}),
+      [](const Inputs& in) { return single(std(in[0], {-1}, 2)); });
+  add("logsumexp", {{"axis", 1}}, of_shape({3, 4}),
+      [](const Inputs& in) { return single(logsumexp(in[0], {1})); });
+  add("logsumexp", {}, of_shape({3, 4}), [](const Inputs& in) { return single(logsumexp(in[0])); });
+  add("logsumexp", {{"axis", 0}, {"keepdims", true}}, of_shape({3, 4}),
+      [](const Inputs& in) { return single(logsumexp(in[0], {0}, true)); });
+  add(
+      "logsumexp", {{"axis", 1}},
+      [](DType dtype) {
+        double inf = std::numeric_limits<double>::infinity();
+        return Inputs{listed({-inf, -inf, 1000, 999, inf, 1, NAN, 2}, {4, 2}, dtype)};
+      },
+      [](const Inputs& in) { return single(logsumexp(in[0], {1})); });
+  add("logsumexp", {{"axis", 0}}, of_shape({0, 3}),
+      [](const Inputs& in) { return single(logsumexp(in[0], {0})); });
+  add("linalg.norm", {}, of_shape({3, 4}),
+      [](const Inputs& in) { return single(linalg::norm(in[0])); });
+  add("linalg.norm", {{"axis", 1}, {"keepdims", true}}, of_shape({3, 4}),
+      [](const Inputs& in) { return single(linalg::norm(in[0], {1}, true)); });
+  for (double ord : {1.0, 3.0, 0.5, 0.0, std::numeric_limits<double>::infinity(),
+                     -std::numeric_limits<double>::infinity()}) {
+    add("linalg.vector_norm", {{"ord", number(ord)}, {"axis", 1}}, of_shape({3, 4}),
+        [ord](const Inputs& in) { return single(linalg::vector_norm(in[0], ord, {1})); });
+  }
+  return list;
+}
+
+// Weights that differ along the first two axes (the same formula in jnp_crosscheck.py).
+Array weights_like(const Array& out) {
+  if (out.rank() == 0) return scalar(0.7, out.dtype());
+  Array row = iota(out.shape(), DType::f64, 0);
+  Array weights = cos(mul(row, scalar(0.3, DType::f64)));
+  if (out.rank() > 1) weights = add(weights, iota(out.shape(), DType::f64, 1));
+  return astype(weights, out.dtype());
+}
+
+// The gradient of sum(result * weights) over the results, with respect to input 0.
+Array gradient(const Function& fn, const Inputs& inputs) {
+  auto objective = [&](const Array& first) {
+    Inputs changed = inputs;
+    changed[0] = first;
+    Array total = scalar(0, first.dtype());
+    for (const Array& out : fn(changed)) total = add(total, sum(mul(out, weights_like(out))));
+    return total;
+  };
+  return grad(objective)(inputs[0]);
+}
+
+TEST(JnpCrosscheck, ArrayFunctionsMatchJaxNumpyInValueAndGradient) {
+  json record = {{"cases", json::array()}};
+  for (const Case& c : cases()) {
+    for (DType dtype : {DType::f32, DType::f64}) {
+      Inputs inputs = c.inputs(dtype);
+      std::vector<Array> outputs = c.fn(inputs);
+      json entry = {{"name", c.name},
+                    {"kwargs", c.kwargs},
+                    {"inputs", json::array()},
+                    {"outputs", json::array()}};
+      for (const Array& x : inputs) entry["inputs"].push_back(encode(x));
+      for (const Array& y : outputs) entry["outputs"].push_back(encode(y));
+      if (is_floating(outputs.at(0).dtype())) entry["gradient"] = encode(gradient(c.fn, inputs));
+      record["cases"].push_back(entry);
+    }
+  }
+  PeerReport peer = run_peer_check("jnp_crosscheck.py", record);
+  EXPECT_EQ(peer.status, 0) << peer.text;
+  EXPECT_THAT(peer.text, ::testing::HasSubstr(" 0 failed")) << peer.text;
+  std::cout << peer.text;
+}
+
+// Small cases worked by hand, so that the index arithmetic also runs under ASan (the
+// comparison with JAX runs in the release build only).
+TEST(ArrayFunctions, SmallCasesWorkedByHand) {
+  using V = std::vector<double>;
+  Array x = counting({2, 3});  // [[0 1 2] [3 4 5]]
+  EXPECT_EQ(values(flip(x)), (V{5, 4, 3, 2, 1, 0}));
+  EXPECT_EQ(values(flip(x, {1})), (V{2, 1, 0, 5, 4, 3}));
+  EXPECT_EQ(values(roll(x, 1)), (V{5, 0, 1, 2, 3, 4}));
+  EXPECT_EQ(values(roll(x, -1, 1)), (V{1, 2, 0, 4, 5, 3}));
+  EXPECT_EQ(values(swapaxes(x, 0, 1)), (V{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(values(tril(x)), (V{0, 0, 0, 3, 4, 0}));
+  EXPECT_EQ(values(triu(x, 1)), (V{0, 1, 2, 0, 0, 5}));
+  EXPECT_EQ(values(repeat(x, 2, 1)), (V{0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5}));
+  EXPECT_EQ(tile(x, {2, 1}).shape(), (Shape{4, 3}));
+  EXPECT_EQ(values(tile(counting({2}), {3})), (V{0, 1, 0, 1, 0, 1}));
+  std::vector<Array> parts = array_split(counting({7}), 3);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(values(parts[0]), (V{0, 1, 2}));
+  EXPECT_EQ(values(parts[2]), (V{5, 6}));
+  EXPECT_EQ(values(any(x - 3.0, {1})), (V{1, 1}));
+  EXPECT_EQ(values(all(x, {1})), (V{0, 1}));
+  for (double v : values(var(x, {1}))) EXPECT_NEAR(v, 2.0 / 3, 1e-7);
+  EXPECT_EQ(values(moveaxis(counting({1, 2, 3}), 2, 0)).size(), 6u);
+  EXPECT_EQ(moveaxis(counting({1, 2, 3}), 2, 0).shape(), (Shape{3, 1, 2}));
+}
+
+// Bad arguments name the function and what was expected.
+TEST(ArrayFunctions, BadArgumentsAreNamed) {
+  Array matrix = ones({2, 4});
+  EXPECT_TRUE(fails_with(
+      [&] { (void)split(matrix, 3, 1); },
+      {"split: axis 1 of f32[2,4] (size 4) does not split into 3 equal parts", "array_split"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        (void)split(matrix, Dims{-1, 2}, 1);
+      },
+      {"split: the indices must increase within [0, 4]", "got -1, 2"}));
+  EXPECT_TRUE(fails_with([&] { (void)split(matrix, Dims{3, 2}, 1); }, {"got 3, 2"}));
+  EXPECT_TRUE(fails_with([&] { (void)split(matrix, Dims{5}, 1); }, {"got 5"}));
+  EXPECT_TRUE(fails_with([&] { (void)tril(ones({3})); },
+                         {"tril: the operand must have at least 2 axes", "f32[3]"}));
+  EXPECT_TRUE(fails_with([&] { (void)roll(matrix, {1}, {0, 1}); }, {"roll: 1 shifts for 2 axes"}));
+  EXPECT_TRUE(fails_with([&] { (void)repeat(matrix, -1); }, {"repeat: repeats must be >= 0"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        (void)tile(matrix, {2, -1});
+      },
+      {"tile: every repetition must be >= 0"}));
+  EXPECT_TRUE(fails_with([&] { (void)var(matrix, {}, -1); }, {"var: ddof must be >= 0"}));
+  EXPECT_TRUE(fails_with([&] { (void)swapaxes(matrix, 0, 2); }, {"swapaxes"}));
+  EXPECT_TRUE(fails_with([&] { (void)array_split(matrix, 0); }, {"array_split: sections"}));
+  EXPECT_TRUE(fails_with([&] { (void)flip(Array()); }, {"flip: the operand is an empty Array"}));
+}
+
+}  // namespace
+}  // namespace kiln::testing

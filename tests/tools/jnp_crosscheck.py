@@ -1,0 +1,131 @@
+#!/usr/bin/env python3
+"""kiln's jax.numpy functions (kiln/array_functions.h) against the real jax.numpy, for
+tests/ops/jnp_crosscheck_test.cc, which writes FILE: for each case the function's name and
+keyword arguments, its inputs, kiln's results, and, where the result is a float, kiln's
+gradient of sum(result * weights) with respect to the first input. This script calls the
+same jax.numpy function on the same inputs (with x64 on, so f64 stays f64), takes the same
+gradient with jax.grad, and compares.
+
+Tolerances (relative to max(1, |value|)): f32 2e-6, f64 1e-13. The functions compose the
+same operations as jax.numpy's, but reductions may add in another order (var, logsumexp,
+the norms): measured at most a few f32 or f64 roundings. NaN must meet NaN, and infinities
+the same infinity; bool results must be equal.
+
+  jnp_crosscheck.py FILE     exit 0 when everything agrees, 1 naming each difference,
+                             2 when the peers' environment is missing or not the pins.
+Any Python starts it: it runs itself again under .venv/peers (scripts/setup).
+"""
+import json
+import math
+import sys
+
+import peers
+
+TOLERANCE = {"f32": 2e-6, "f64": 1e-13}
+
+
+def main(argv):
+    if len(argv) != 2:
+        print(__doc__)
+        return 2
+    peers.enter("jnp_crosscheck.py")
+    try:
+        import jax
+        import numpy as np
+    except ImportError as error:
+        peers.fail("jnp_crosscheck.py", f"{error.name} is missing from {sys.prefix}; run scripts/setup")
+    peers.require("jnp_crosscheck.py", {"jax": jax.__version__})
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_platforms", "cpu")
+    import jax.numpy as jnp
+
+    def decode(entry):
+        values = [float(v) if isinstance(v, str) else v for v in entry["values"]]
+        dtype = {"f32": np.float32, "f64": np.float64, "bool": np.bool_}[entry["dtype"]]
+        return np.array(values, dtype=np.float64).astype(dtype).reshape(entry["shape"])
+
+    def function_of(name, kwargs):
+        kwargs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in kwargs.items()}
+        if "ord" in kwargs and isinstance(kwargs["ord"], str):
+            kwargs["ord"] = float(kwargs["ord"])
+        # logsumexp is jax.nn's (jax.numpy has none); the rest are jax.numpy's names.
+        target = jax.nn.logsumexp if name == "logsumexp" else jnp
+        for part in name.split(".") if name != "logsumexp" else []:
+            target = getattr(target, part)
+
+        def call(*inputs):
+            out = target(*inputs, **kwargs)
+            return list(out) if isinstance(out, (list, tuple)) else [out]
+        return call
+
+    def weights_like(out):
+        if out.ndim == 0:
+            return jnp.asarray(0.7, out.dtype)
+        row = jax.lax.broadcasted_iota(jnp.float64, out.shape, 0)
+        weights = jnp.cos(row * 0.3)
+        if out.ndim > 1:
+            weights = weights + jax.lax.broadcasted_iota(jnp.float64, out.shape, 1)
+        return weights.astype(out.dtype)
+
+    def differences(what, kiln_value, jax_value, tolerance):
+        kiln_value = np.asarray(kiln_value)
+        jax_value = np.asarray(jax_value)
+        if kiln_value.shape != jax_value.shape:
+            return [f"{what}: shape {kiln_value.shape}, jax {jax_value.shape}"]
+        if kiln_value.dtype == np.bool_ or jax_value.dtype == np.bool_:
+            if kiln_value.dtype != jax_value.dtype or not np.array_equal(kiln_value, jax_value):
+                return [f"{what}: {kiln_value.tolist()}, jax {jax_value.tolist()} "
+                        f"({jax_value.dtype})"]
+            return []
+        problems = []
+        for index, (a, b) in enumerate(zip(kiln_value.ravel().tolist(),
+                                           jax_value.ravel().tolist())):
+            if math.isnan(a) or math.isnan(b):
+                same = math.isnan(a) and math.isnan(b)
+            elif math.isinf(a) or math.isinf(b):
+                same = a == b
+            else:
+                same = abs(a - b) <= tolerance * max(1.0, abs(b))
+            if not same:
+                problems.append(f"{what}[{index}]: {a!r}, jax {b!r}")
+        return problems[:3]
+
+    record = json.loads(open(argv[1]).read())
+    failed = []
+    for case in record["cases"]:
+        case["kwargs"] = case["kwargs"] or {}  # C++'s json {} is null
+        inputs = [decode(x) for x in case["inputs"]]
+        dtype = case["inputs"][0]["dtype"]
+        tolerance = TOLERANCE[dtype]
+        label = f"{case['name']}({', '.join(f'{k}={v}' for k, v in case['kwargs'].items())}) {dtype}"
+        fn = function_of(case["name"], case["kwargs"])
+        try:
+            outputs = fn(*inputs)
+        except Exception as error:  # an argument kiln takes and jax.numpy does not
+            failed.append(f"{label}: jax.numpy raised {type(error).__name__}: {error}")
+            continue
+        problems = []
+        if len(outputs) != len(case["outputs"]):
+            problems.append(f"{len(case['outputs'])} results, jax {len(outputs)}")
+        for i, (mine, theirs) in enumerate(zip(case["outputs"], outputs)):
+            expected_dtype = {"f32": np.float32, "f64": np.float64, "bool": np.bool_}[mine["dtype"]]
+            if np.asarray(theirs).dtype != expected_dtype:
+                problems.append(f"result {i}: dtype {mine['dtype']}, jax {np.asarray(theirs).dtype}")
+            problems += differences(f"result {i}", decode(mine), theirs, tolerance)
+        if "gradient" in case:
+            def objective(first):
+                results = fn(first, *inputs[1:])
+                return sum(jnp.sum(out * weights_like(out)) for out in results)
+            problems += differences("gradient", decode(case["gradient"]),
+                                    jax.grad(objective)(inputs[0]), tolerance)
+        if problems:
+            failed.append(f"{label}: " + "; ".join(problems))
+    for line in failed:
+        print("FAILED", line)
+    print(f"jnp_crosscheck: {len(record['cases'])} cases (values and gradients, f32 and f64), "
+          f"{len(failed)} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
