@@ -184,7 +184,9 @@ Array expand_dims(const Array& x, int64_t axis, CallSite site = {});
 // Removes the given size-1 axes (all size-1 axes when empty).
 Array squeeze(const Array& x, Dims axes = {}, CallSite site = {});
 Array slice(const Array& x, Dims start, Dims limit, Dims strides = {}, CallSite site = {});
-// Slice of `sizes` starting at the integer vector `start` (clamped into range).
+// Slice of `sizes` starting at the integer vector `start`, as jax.lax.dynamic_slice: a
+// negative start counts from the end of its axis (start + size), then the window is
+// clamped into the array. dynamic_update_slice places `update` there the same way.
 Array dynamic_slice(const Array& x, const Array& start, Dims sizes, CallSite site = {});
 Array dynamic_update_slice(const Array& x, const Array& update, const Array& start,
                            CallSite site = {});

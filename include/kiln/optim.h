@@ -3,6 +3,7 @@
 // same program as the forward and backward pass and the whole train step jits as one:
 //
 //   optim::GradientTransformation opt = optim::adamw(optim::warmup_cosine(1e-3, 100, 5000));
+//   optim::GradientTransformation plain = optim::adamw(1e-3);  // a constant rate, as in Optax
 //   Tree opt_state = opt.init(params);
 //   auto step = jit([&](const Tree& params, const Tree& opt_state, const Array& x, const Array& y)
 //   {
@@ -21,10 +22,12 @@
 // the first path where they differ.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -58,6 +61,22 @@ Schedule exponential(double init, double rate, int64_t transition_steps, bool st
 // The value of a schedule at a concrete step (for logs and tests).
 double schedule_value(const Schedule& schedule, int64_t step, CallSite site = {});
 
+// What an optimizer takes as its learning rate: a number, a constant rate
+// (optim::adamw(1e-3), as Optax takes one), or any schedule, including a lambda of the
+// step. It is the schedule itself, so the optimizers use it as one, and check it as one
+// (a negative or non-finite rate is refused naming the optimizer).
+class LearningRate : public Schedule {
+ public:
+  LearningRate(double value);  // implicit on purpose, as above
+  LearningRate(Schedule schedule) : Schedule(std::move(schedule)) {}
+  LearningRate(std::nullptr_t) : Schedule(nullptr) {}  // refused by the optimizer, by name
+  template <typename F>
+  requires(std::is_invocable_r_v<Array, const F&, const Array&> &&
+           !std::is_convertible_v<F, double> && !std::is_same_v<std::decay_t<F>, Schedule>)
+      LearningRate(F schedule)
+      : Schedule(std::move(schedule)) {}
+};
+
 // ----- transformations -------------------------------------------------------------------
 struct GradientTransformation {
   std::string name;
@@ -74,12 +93,12 @@ struct GradientTransformation {
 // params + updates, leaf by leaf (the structures must match).
 Tree apply_updates(const Tree& params, const Tree& updates, CallSite site = {});
 
-GradientTransformation sgd(Schedule learning_rate, CallSite site = {});
+GradientTransformation sgd(LearningRate learning_rate, CallSite site = {});
 // v = beta * v + g; update = -lr * v, or -lr * (g + beta * v) when nesterov
 // (torch.optim.SGD's momentum and nesterov, dampening 0).
-GradientTransformation momentum(Schedule learning_rate, double beta = 0.9, bool nesterov = false,
-                                CallSite site = {});
-GradientTransformation nesterov(Schedule learning_rate, double beta = 0.9, CallSite site = {});
+GradientTransformation momentum(LearningRate learning_rate, double beta = 0.9,
+                                bool nesterov = false, CallSite site = {});
+GradientTransformation nesterov(LearningRate learning_rate, double beta = 0.9, CallSite site = {});
 
 struct AdamOptions {
   double b1 = 0.9;
@@ -87,13 +106,14 @@ struct AdamOptions {
   double eps = 1e-8;
 };
 // Kingma & Ba, with bias correction: m_hat / (sqrt(v_hat) + eps).
-GradientTransformation adam(Schedule learning_rate, AdamOptions options = {}, CallSite site = {});
+GradientTransformation adam(LearningRate learning_rate, AdamOptions options = {},
+                            CallSite site = {});
 // Loshchilov & Hutter: adam's update minus lr * weight_decay * param, the decay applied
 // only to the leaves for which `mask(path, param)` is true. The mask is called while
 // tracing, so it should look at the path and the param's type, not its values. The default
 // (null) decays every leaf, as torch.optim.AdamW.
 using DecayMask = std::function<bool(std::string_view path, const Array& param)>;
-GradientTransformation adamw(Schedule learning_rate, double weight_decay = 0.01,
+GradientTransformation adamw(LearningRate learning_rate, double weight_decay = 0.01,
                              AdamOptions options = {}, DecayMask mask = nullptr,
                              CallSite site = {});
 // Decay only leaves of rank >= 2 (kernels, not biases or norm scales): a common mask.
@@ -101,7 +121,7 @@ DecayMask decay_matrices_only();
 
 // v = decay * v + (1 - decay) * g^2; update = -lr * g / (sqrt(v) + eps)
 // (torch.optim.RMSprop, alpha = decay, no momentum, not centered).
-GradientTransformation rmsprop(Schedule learning_rate, double decay = 0.99, double eps = 1e-8,
+GradientTransformation rmsprop(LearningRate learning_rate, double decay = 0.99, double eps = 1e-8,
                                CallSite site = {});
 
 // Scales all gradients by min(1, max_norm / global_norm), global_norm over every leaf.

@@ -193,6 +193,31 @@ Array slice(const Array& x, Dims start, Dims limit, Dims strides, CallSite site)
                SliceParams{std::move(start), std::move(limit), std::move(strides)}, site);
 }
 
+namespace {
+
+// As jax.lax.dynamic_slice and dynamic_update_slice: a negative start counts from the end of
+// its axis (start + size) before the primitive clamps the window into the array. (The
+// primitive itself only clamps, as XLA's and JAX's primitives do.)
+Array count_negative_starts_from_the_end(const Array& x, const Array& start, CallSite site) {
+  if (!is_signed_integer(start.dtype())) return start;
+  // The axis sizes as a constant of start's own dtype (i32 or i64), so that no conversion
+  // joins the program.
+  Shape rank{x.rank()};
+  Array sizes;
+  if (start.dtype() == DType::i32) {
+    std::vector<int32_t> dims;
+    for (int64_t d : x.shape().dims()) dims.push_back(static_cast<int32_t>(d));
+    sizes = from_host(dims, rank, device_of(x), site);
+  } else {
+    std::vector<int64_t> dims(x.shape().dims().begin(), x.shape().dims().end());
+    sizes = from_host(dims, rank, device_of(x), site);
+  }
+  Array negative = less(start, detail::weak_scalar_like(0, false, start, site), site);
+  return where(negative, add(start, sizes, site), start, site);
+}
+
+}  // namespace
+
 Array dynamic_slice(const Array& x, const Array& start, Dims sizes, CallSite site) {
   check_defined("dynamic_slice", x, site);
   check_defined("dynamic_slice", start, site);
@@ -201,7 +226,8 @@ Array dynamic_slice(const Array& x, const Array& start, Dims sizes, CallSite sit
   AbstractValue in_avals[] = {x.aval(), start.aval()};
   std::vector<AbstractValue> out = abstract_eval(PrimId::dynamic_slice, in_avals, params, site);
   if (out[0] == x.aval()) return x;
-  return bind1(PrimId::dynamic_slice, {x, start}, params, site);
+  return bind1(PrimId::dynamic_slice, {x, count_negative_starts_from_the_end(x, start, site)},
+               params, site);
 }
 
 Array dynamic_update_slice(const Array& x, const Array& update, const Array& start, CallSite site) {
@@ -214,7 +240,8 @@ Array dynamic_update_slice(const Array& x, const Array& update, const Array& sta
   // An empty update changes nothing; a full-size one (clamped to start 0) replaces all.
   if (update.size() == 0 && out[0] == x.aval()) return x;
   if (update.shape() == x.shape() && out[0] == update.aval()) return update;
-  return bind1(PrimId::dynamic_update_slice, {x, update, start}, NoParams{}, site);
+  return bind1(PrimId::dynamic_update_slice,
+               {x, update, count_negative_starts_from_the_end(x, start, site)}, NoParams{}, site);
 }
 
 Array concatenate(std::span<const Array> arrays, int64_t axis, CallSite site) {

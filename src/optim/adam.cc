@@ -92,7 +92,7 @@ GradientTransformation make_adam(AdamConfig c) {
 
 }  // namespace
 
-GradientTransformation adam(Schedule learning_rate, AdamOptions options, CallSite site) {
+GradientTransformation adam(LearningRate learning_rate, AdamOptions options, CallSite site) {
   AdamConfig c;
   c.name = "adam";
   c.learning_rate = std::move(learning_rate);
@@ -101,7 +101,7 @@ GradientTransformation adam(Schedule learning_rate, AdamOptions options, CallSit
   return make_adam(std::move(c));
 }
 
-GradientTransformation adamw(Schedule learning_rate, double weight_decay, AdamOptions options,
+GradientTransformation adamw(LearningRate learning_rate, double weight_decay, AdamOptions options,
                              DecayMask mask, CallSite site) {
   AdamConfig c;
   c.name = "adamw";

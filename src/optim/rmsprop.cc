@@ -7,7 +7,8 @@
 
 namespace kiln::optim {
 
-GradientTransformation rmsprop(Schedule learning_rate, double decay, double eps, CallSite site) {
+GradientTransformation rmsprop(LearningRate learning_rate, double decay, double eps,
+                               CallSite site) {
   detail::require_learning_rate("rmsprop", learning_rate, site);
   detail::require_unit_interval("rmsprop", "decay", decay, site);
   detail::require_positive("rmsprop", "eps", eps, site);

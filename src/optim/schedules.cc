@@ -41,6 +41,10 @@ void require_steps(std::string_view what, std::string_view arg, int64_t value, i
 
 }  // namespace
 
+// Unchecked here: the optimizer it is given to checks it and names itself in the error.
+LearningRate::LearningRate(double value)
+    : Schedule([value](const Array& step) { return f32_scalar_on(value, step); }) {}
+
 Schedule constant(double value, CallSite site) {
   require_non_negative("constant", "value", value, site);
   return [value](const Array& step) { return f32_scalar_on(value, step); };

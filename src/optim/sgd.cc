@@ -9,7 +9,7 @@ namespace kiln::optim {
 
 using detail::in_dtype;
 
-GradientTransformation sgd(Schedule learning_rate, CallSite site) {
+GradientTransformation sgd(LearningRate learning_rate, CallSite site) {
   detail::require_learning_rate("sgd", learning_rate, site);
   GradientTransformation t;
   t.name = "sgd";
@@ -29,7 +29,8 @@ GradientTransformation sgd(Schedule learning_rate, CallSite site) {
   return t;
 }
 
-GradientTransformation momentum(Schedule learning_rate, double beta, bool nesterov, CallSite site) {
+GradientTransformation momentum(LearningRate learning_rate, double beta, bool nesterov,
+                                CallSite site) {
   std::string name = nesterov ? "nesterov" : "momentum";
   detail::require_learning_rate(name, learning_rate, site);
   detail::require_unit_interval(name, "beta", beta, site);
@@ -63,7 +64,7 @@ GradientTransformation momentum(Schedule learning_rate, double beta, bool nester
   return t;
 }
 
-GradientTransformation nesterov(Schedule learning_rate, double beta, CallSite site) {
+GradientTransformation nesterov(LearningRate learning_rate, double beta, CallSite site) {
   return momentum(std::move(learning_rate), beta, true, site);
 }
 

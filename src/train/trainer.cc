@@ -803,10 +803,10 @@ void Run::reopen_run_directory() {
   std::optional<savepoint::Loaded> loaded;
   std::optional<Restored> restored;
   std::vector<std::string> skipped;
-  // A savepoint of this run (the same identity) whose trees do not fit the run's model (a
-  // tensor renamed or reshaped by an edit) is damaged, and skipped like a file that does
-  // not load. Under a changed identity the difference is reported below instead.
-  // A savepoint copied from another run's directory is not this run's state.
+  // Skipped like a savepoint whose files do not load: one copied from another run's
+  // directory, and one of this run (the same identity) whose trees do not fit the run's
+  // model (a tensor renamed or reshaped by an edit). Under a changed identity the
+  // difference is reported below instead.
   std::string run_id = resume_->info.value("run_id", "");
   auto fits_this_run = [&](const savepoint::Loaded& candidate) {
     restored.reset();

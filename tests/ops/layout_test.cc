@@ -184,12 +184,24 @@ Array starts(std::vector<int32_t> values) {
   return from_host(values, Shape{n});
 }
 
-TEST(DynamicSlice, ClampsStartsIntoRange) {
+// As jax.lax.dynamic_slice: a negative start counts from the end of its axis, then the
+// window is clamped into the array (issue 44: kiln only clamped, and gave [[0,1],[5,6]]
+// for JAX's [[3,4],[8,9]] below).
+TEST(DynamicSlice, CountsNegativeStartsFromTheEndThenClamps) {
   Array x = counting({3, 4});
   EXPECT_EQ(dynamic_slice(x, starts({1, 1}), {2, 2}).to_vector<float>(),
             (std::vector<float>{5, 6, 9, 10}));
+  // Row 5 clamps to 1; column -3 is 4 - 3 = 1.
   EXPECT_EQ(dynamic_slice(x, starts({5, -3}), {2, 2}).to_vector<float>(),
-            (std::vector<float>{4, 5, 8, 9}));
+            (std::vector<float>{5, 6, 9, 10}));
+  // Column -9 is 4 - 9 = -5, clamped to 0.
+  EXPECT_EQ(dynamic_slice(x, starts({0, -9}), {1, 2}).to_vector<float>(),
+            (std::vector<float>{0, 1}));
+  Array ten = counting({2, 5});
+  EXPECT_EQ(dynamic_slice(ten, starts({0, -2}), {2, 2}).to_vector<float>(),
+            (std::vector<float>{3, 4, 8, 9}));
+  EXPECT_EQ(dynamic_slice(ten, from_host<int64_t>({0, -2}, {2}), {2, 2}).to_vector<float>(),
+            (std::vector<float>{3, 4, 8, 9}));
   Array i64_starts = from_host<int64_t>({0, 3}, {2});
   EXPECT_EQ(dynamic_slice(x, i64_starts, {1, 1}).to_vector<float>(), (std::vector<float>{3}));
   EXPECT_EQ(dynamic_slice(x, starts({2, 2}), {3, 4}).impl(), x.impl());
@@ -226,13 +238,16 @@ TEST(DynamicSlice, RejectsBadStartsAndSizes) {
   EXPECT_TRUE(fails_with([&] { dynamic_slice(x, flags, {1, 1}); }, {"dynamic_slice:", "bool[2]"}));
 }
 
-TEST(DynamicUpdateSlice, WritesAClampedWindow) {
+TEST(DynamicUpdateSlice, WritesAClampedWindowCountingNegativeStartsFromTheEnd) {
   Array x = counting({2, 3});
   Array update = floats({-1, -2}, {1, 2});
   EXPECT_EQ(dynamic_update_slice(x, update, starts({1, 0})).to_vector<float>(),
             (std::vector<float>{0, 1, 2, -1, -2, 5}));
   EXPECT_EQ(dynamic_update_slice(x, update, starts({9, 9})).to_vector<float>(),
             (std::vector<float>{0, 1, 2, 3, -1, -2}));
+  // As jax.lax.dynamic_update_slice: column -2 is 3 - 2 = 1.
+  EXPECT_EQ(dynamic_update_slice(x, update, starts({0, -2})).to_vector<float>(),
+            (std::vector<float>{0, -1, -2, 3, 4, 5}));
   EXPECT_EQ(x.to_vector<float>(), iota_values(6));  // the operand is unchanged
   Array whole = counting({2, 3});
   EXPECT_EQ(dynamic_update_slice(x, whole, starts({1, 1})).impl(), whole.impl());

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "optim/optim_fixture.h"
+#include "support/errors.h"
 
 namespace kiln::testing {
 namespace {
@@ -149,6 +150,28 @@ TEST(AdamW, MaskSeesPaths) {
 
 // torch.optim.RMSprop, alpha = decay, not centered, no momentum:
 // v = alpha v + (1 - alpha) g^2; p -= lr * g / (sqrt(v) + eps).
+// A plain number is a constant learning rate, as in Optax (optim::adamw(1e-3)); a lambda of
+// the step is a schedule (issue 44).
+TEST(LearningRate, ANumberIsAConstantScheduleAndALambdaASchedule) {
+  auto same_bits = [](const optim::GradientTransformation& a,
+                      const optim::GradientTransformation& b) {
+    Trajectory first = run_kiln(a), second = run_kiln(b);
+    EXPECT_EQ(first.updates, second.updates);
+    EXPECT_EQ(first.params, second.params);
+  };
+  same_bits(optim::adamw(1e-3), optim::adamw(optim::constant(1e-3)));
+  same_bits(optim::sgd(0.1), optim::sgd(optim::constant(0.1)));
+  same_bits(optim::momentum(0.05, 0.8), optim::momentum(optim::constant(0.05), 0.8));
+  same_bits(optim::rmsprop(1e-2), optim::rmsprop(optim::constant(1e-2)));
+  same_bits(optim::sgd([](const Array& step) { return 0.1 / (1.0 + astype(step, DType::f32)); }),
+            optim::sgd(optim::Schedule(
+                [](const Array& step) { return 0.1 / (1.0 + astype(step, DType::f32)); })));
+  EXPECT_TRUE(fails_with([] { optim::adamw(-1e-3); },
+                         {"adamw: learning_rate must be finite and >= 0", "gives -0.001"}));
+  EXPECT_TRUE(
+      fails_with([] { optim::sgd(std::nan("")); }, {"sgd: learning_rate must be finite and >= 0"}));
+}
+
 TEST(Rmsprop, MatchesTorchRmsprop) {
   for (double eps : {1e-8, 0.1}) {
     auto v = std::make_shared<Vec>(kNumElements, 0.0);

@@ -4,6 +4,7 @@
 // cotangent; the clamping of starts is the same forwards and backwards.
 #include <algorithm>
 
+#include "prims/bind.h"
 #include "transforms/vjp_rules/vjp_rules.h"
 #include "transforms/vjp_rules/vjp_util.h"
 
@@ -69,8 +70,12 @@ std::vector<Array> dynamic_slice_vjp(const VjpArgs& args) {
   std::vector<Array> cts = vjp_util::none(args);
   if (args.wanted[0]) {
     const Array& x = args.inputs[0];
-    cts[0] = dynamic_update_slice(zeros_like(x, args.site), vjp_util::cotangent_or_zeros(args, 0),
-                                  args.inputs[1], args.site);
+    // The primitives, not the ops: the start is the primitive's, whose negative values
+    // clamp (the ops count them from the end first, as JAX's wrappers do).
+    cts[0] =
+        bind1(PrimId::dynamic_update_slice,
+              {zeros_like(x, args.site), vjp_util::cotangent_or_zeros(args, 0), args.inputs[1]},
+              NoParams{}, args.site);
   }
   return cts;
 }
@@ -83,9 +88,13 @@ std::vector<Array> dynamic_update_slice_vjp(const VjpArgs& args) {
   Array g = vjp_util::cotangent_or_zeros(args, 0);
   std::vector<Array> cts = vjp_util::none(args);
   if (args.wanted[0]) {
-    cts[0] = dynamic_update_slice(g, zeros_like(update, args.site), start, args.site);
+    cts[0] = bind1(PrimId::dynamic_update_slice, {g, zeros_like(update, args.site), start},
+                   NoParams{}, args.site);
   }
-  if (args.wanted[1]) cts[1] = dynamic_slice(g, start, update.shape().dims(), args.site);
+  if (args.wanted[1]) {
+    cts[1] = bind1(PrimId::dynamic_slice, {g, start}, DynamicSliceParams{update.shape().dims()},
+                   args.site);
+  }
   return cts;
 }
 
