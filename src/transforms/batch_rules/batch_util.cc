@@ -1,6 +1,8 @@
 // Shared helpers for the batching rules (see batch_util.h).
 #include "transforms/batch_rules/batch_util.h"
 
+#include "kiln/array_functions.h"
+
 namespace kiln::batch_util {
 
 Array batch_at(const Array& x, int64_t dim, int64_t to, int64_t size, CallSite site) {
@@ -12,12 +14,7 @@ Array batch_at(const Array& x, int64_t dim, int64_t to, int64_t size, CallSite s
     return broadcast_in_dim(x, Shape(sizes), kept, site);
   }
   if (dim == to) return x;
-  Dims perm;
-  for (int64_t d = 0; d < x.rank(); ++d) {
-    if (d != dim) perm.push_back(d);
-  }
-  perm.insert_at(static_cast<size_t>(to), dim);
-  return transpose(x, perm, site);
+  return moveaxis(x, dim, to, site);
 }
 
 Array move_batch_first(const Array& x, int64_t dim, CallSite site) {
