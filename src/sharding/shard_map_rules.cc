@@ -4,6 +4,8 @@
 // (what makes a block of a replicated result the result, and shard_map's VJP right): a
 // static walk over the body tracks the axes along which each value may vary.
 #include <algorithm>
+#include <functional>
+#include <optional>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -39,13 +41,57 @@ AxisMask mask_of(const std::vector<AxisText>& mesh, const ShardingSpec& spec) {
 
 // The mesh axes along which each body output may differ between devices.
 std::vector<AxisMask> varying_outputs(const Program& body, const std::vector<AxisText>& mesh,
+                                      const std::vector<AxisMask>& inputs);
+
+std::vector<AxisMask> slice_of(const std::vector<AxisMask>& masks, size_t begin, size_t count) {
+  return {masks.begin() + static_cast<std::ptrdiff_t>(begin),
+          masks.begin() + static_cast<std::ptrdiff_t>(begin + count)};
+}
+
+// Widens `carry` until a loop body that maps (prefix, carry, suffix) to (carry', ...) adds
+// no axis: a carry varies along an axis once any step can make it vary. Masks only grow and
+// have at most kMaxMeshAxes bits, so this ends.
+std::vector<AxisMask> loop_invariant_carry(
+    std::vector<AxisMask> carry,
+    const std::function<std::vector<AxisMask>(const std::vector<AxisMask>&)>& step) {
+  for (bool changed = true; changed;) {
+    std::vector<AxisMask> next = step(carry);
+    changed = false;
+    for (size_t i = 0; i < carry.size(); ++i) {
+      AxisMask widened = carry[i] | next[i];
+      changed |= widened != carry[i];
+      carry[i] = widened;
+    }
+  }
+  return carry;
+}
+
+// The results' masks of a control-flow equation, from its operands': the sub-programs are
+// walked too, so that a collective inside a scan, cond or while_loop body counts (a scan
+// whose body psums its carry returns a replicated carry). nullopt for other primitives.
+std::optional<std::vector<AxisMask>> control_flow_outputs(const Equation& equation,
+                                                          const std::vector<AxisText>& mesh,
+                                                          const std::vector<AxisMask>& operands);
+
+std::vector<AxisMask> varying_outputs(const Program& body, const std::vector<AxisText>& mesh,
                                       const std::vector<AxisMask>& inputs) {
   std::vector<AxisMask> vary(body.num_vars(), 0);
   for (size_t i = 0; i < body.inputs.size(); ++i)
     vary[static_cast<size_t>(body.inputs[i])] = inputs[i];
   for (const Equation& equation : body.equations) {
+    std::vector<AxisMask> operand_masks;
     AxisMask operands = 0;
-    for (VarId var : equation.inputs) operands |= vary[static_cast<size_t>(var)];
+    for (VarId var : equation.inputs) {
+      operand_masks.push_back(vary[static_cast<size_t>(var)]);
+      operands |= vary[static_cast<size_t>(var)];
+    }
+    if (std::optional<std::vector<AxisMask>> results =
+            control_flow_outputs(equation, mesh, operand_masks)) {
+      for (size_t k = 0; k < equation.outputs.size(); ++k) {
+        vary[static_cast<size_t>(equation.outputs[k])] = (*results)[k];
+      }
+      continue;
+    }
     AxisMask result = operands;
     if (const auto* p = std::get_if<CollectiveParams>(&equation.params)) {
       AxisMask axes = mask_of(mesh, split_axes(p->axes));
@@ -66,6 +112,65 @@ std::vector<AxisMask> varying_outputs(const Program& body, const std::vector<Axi
   std::vector<AxisMask> out;
   for (VarId var : body.outputs) out.push_back(vary[static_cast<size_t>(var)]);
   return out;
+}
+
+std::optional<std::vector<AxisMask>> control_flow_outputs(const Equation& equation,
+                                                          const std::vector<AxisText>& mesh,
+                                                          const std::vector<AxisMask>& operands) {
+  if (const auto* p = std::get_if<ScanParams>(&equation.params)) {
+    auto consts = static_cast<size_t>(p->num_consts), carried = static_cast<size_t>(p->num_carry);
+    std::vector<AxisMask> xs =
+        slice_of(operands, consts + carried, operands.size() - consts - carried);
+    auto body_outputs = [&](const std::vector<AxisMask>& carry) {
+      std::vector<AxisMask> in = slice_of(operands, 0, consts);
+      in.insert(in.end(), carry.begin(), carry.end());
+      in.insert(in.end(), xs.begin(), xs.end());
+      return varying_outputs(*p->body.program, mesh, in);
+    };
+    std::vector<AxisMask> carry = loop_invariant_carry(
+        slice_of(operands, consts, carried),
+        [&](const std::vector<AxisMask>& c) { return slice_of(body_outputs(c), 0, carried); });
+    // The final carry is the last step's (each step seeing at most `carry`'s axes), or, for
+    // a scan of length 0, the initial one.
+    std::vector<AxisMask> results = body_outputs(carry);
+    if (p->length == 0) {
+      for (size_t i = 0; i < carried; ++i) results[i] = operands[consts + i];
+    }
+    return results;
+  }
+  if (const auto* p = std::get_if<CondParams>(&equation.params)) {
+    // Devices whose index differs may take different branches.
+    std::vector<AxisMask> branch_operands = slice_of(operands, 1, operands.size() - 1);
+    std::vector<AxisMask> results(equation.outputs.size(), operands[0]);
+    for (const ProgramRef& branch : p->branches) {
+      std::vector<AxisMask> out = varying_outputs(*branch.program, mesh, branch_operands);
+      for (size_t k = 0; k < results.size(); ++k) results[k] |= out[k];
+    }
+    return results;
+  }
+  if (const auto* p = std::get_if<WhileParams>(&equation.params)) {
+    auto cond_consts = static_cast<size_t>(p->cond_num_consts);
+    auto body_consts = static_cast<size_t>(p->body_num_consts);
+    size_t carried = operands.size() - cond_consts - body_consts;
+    auto with = [&](size_t begin, size_t count, const std::vector<AxisMask>& carry) {
+      std::vector<AxisMask> in = slice_of(operands, begin, count);
+      in.insert(in.end(), carry.begin(), carry.end());
+      return in;
+    };
+    // Where the predicate varies, devices may run different numbers of steps: every carry
+    // then varies there too.
+    std::vector<AxisMask> carry = loop_invariant_carry(
+        slice_of(operands, cond_consts + body_consts, carried),
+        [&](const std::vector<AxisMask>& c) {
+          std::vector<AxisMask> next =
+              varying_outputs(*p->body.program, mesh, with(cond_consts, body_consts, c));
+          AxisMask predicate = varying_outputs(*p->cond.program, mesh, with(0, cond_consts, c))[0];
+          for (AxisMask& m : next) m |= predicate;
+          return next;
+        });
+    return carry;
+  }
+  return std::nullopt;
 }
 
 void check_spec(const std::vector<AxisText>& mesh, const ShardingSpec& spec, int64_t rank,

@@ -56,7 +56,8 @@ TEST(Take, OutOfRangeIndexFailsAtTheNextSynchronization) {
   std::string message = error_of([&] { y.block_until_ready(); });
   for (std::string_view part :
        {"gather failed while running", "index 7 at indices[1] is out of range for axis 0 of size 3",
-        "indexing_test.cc", "HINT", "IndexMode::kClip", "IndexMode::kFill"}) {
+        "indexing_test.cc", "HINT", "take() clamps them with IndexMode::kClip",
+        "IndexMode::kFill"}) {
     EXPECT_NE(message.find(part), std::string::npos) << part << " is not in:\n" << message;
   }
   // Later ops on the failed result report the same error.
@@ -182,6 +183,13 @@ TEST(IndexedUpdate, RejectsBadValuesAndIndices) {
   EXPECT_TRUE(fails_with([&] { y.block_until_ready(); },
                          {"scatter failed while running", "index 3 at indices[0]",
                           "axis 0 of size 3", "indexing_test.cc"}));
+  // The hint names what .at() can do, not an IndexMode it does not take (issue 44).
+  std::string hint = error_of([&] { x.at(ints({3}, {1})).add(1.0).block_until_ready(); });
+  EXPECT_NE(hint.find("x.at(indices).set/add checks every index: clamp them first (clip(indices, "
+                      "0, 2))"),
+            std::string::npos)
+      << hint;
+  EXPECT_EQ(hint.find("IndexMode"), std::string::npos) << hint;
 }
 
 // ----- primitive rules ------------------------------------------------------------------

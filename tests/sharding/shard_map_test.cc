@@ -13,6 +13,7 @@
 #include "ir/parser.h"
 #include "ir/printer.h"
 #include "ir/verifier.h"
+#include "kiln/control_flow.h"
 #include "kiln/grad.h"
 #include "kiln/jit.h"
 #include "kiln/ops.h"
@@ -296,6 +297,36 @@ TEST(ShardMapProgram, MeshesThatCannotBeAreRefusedByName) {
 }
 
 // ----- misuse -----------------------------------------------------------------------------
+
+// The replication check walks into control flow (issue 44): a carry that a scan's body
+// psums is the same on every device. It was reported as "may differ ... psum it", which
+// the body already did; now the error is the true one: collectives inside control flow
+// do not run yet.
+TEST(ShardMap, ACarryPsummedInsideAScanIsReplicated) {
+  auto scanned = [](bool with_psum) {
+    return unary([with_psum](const Array& b) {
+      auto step = [with_psum](const Array& carry, const Array& x) {
+        Array next = carry * x;
+        if (with_psum) next = psum(next, "data");
+        return std::pair{next, next};
+      };
+      return scan(step, b, full({3}, 0.5)).first;
+    });
+  };
+  Array x = numbered(Shape{8});
+  std::string error = error_of([&] { run1(scanned(true), line(), {{"data"}}, {}, x); });
+  EXPECT_THAT(error, HasSubstr("inside control flow they are not supported yet"));
+  EXPECT_THAT(error, ::testing::Not(HasSubstr("may differ")));
+  EXPECT_TRUE(fails_with([&] { run1(scanned(false), line(), {{"data"}}, {}, x); },
+                         {"result 0 (f32[2]) may differ along mesh axis 'data'"}));
+  // A while_loop whose predicate differs between devices may stop at different steps.
+  auto looped = unary([](const Array& b) {
+    return while_loop([](const Array& v) { return sum(v) < 30.0f; },
+                      [](const Array& v) { return psum(v, "data") + 1.0f; }, b);
+  });
+  EXPECT_TRUE(fails_with([&] { run1(looped, line(), {{"data"}}, {}, x); },
+                         {"result 0 (f32[2]) may differ along mesh axis 'data'"}));
+}
 
 TEST(ShardMapErrors, NameTheArgumentTheAxisAndTheSizes) {
   auto id = unary([](const Array& b) { return b; });

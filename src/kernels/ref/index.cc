@@ -53,8 +53,27 @@ std::vector<int64_t> read_indices(const KernelInput& indices) {
 
 // The axis position an index selects, or -1 when mode fill drops it. Mode error throws an
 // Error that the runtime reports at the next synchronization with the op's call site.
+// Which primitive reads the indices: the remedy the error suggests differs (take() has a
+// mode; x.at(indices).set/add and take_along_axis have none).
+enum class IndexUse { kGather, kScatter };
+
+std::string out_of_range_remedy(IndexUse use, int64_t axis_size) {
+  if (use == IndexUse::kGather) {
+    return fmt::format(
+        "valid indices are 0..{}; take() clamps them with IndexMode::kClip or "
+        "reads zeros with IndexMode::kFill; elsewhere clamp the indices first "
+        "(clip(indices, 0, {}))",
+        axis_size - 1, axis_size - 1);
+  }
+  return fmt::format(
+      "valid indices are 0..{}; x.at(indices).set/add checks every index: clamp "
+      "them first (clip(indices, 0, {})), or give the updates you want left out "
+      "an index of their own and drop it afterwards",
+      axis_size - 1, axis_size - 1);
+}
+
 int64_t resolve(int64_t value, int64_t position, const Shape& indices_shape, int64_t axis,
-                int64_t axis_size, IndexMode mode) {
+                int64_t axis_size, IndexMode mode, IndexUse use) {
   if (value >= 0 && value < axis_size) return value;
   switch (mode) {
     case IndexMode::kClip:
@@ -74,19 +93,17 @@ int64_t resolve(int64_t value, int64_t position, const Shape& indices_shape, int
   fail(kUnknownSite,
        fmt::format("index {} at indices{} is out of range for axis {} of size {}", value,
                    dims_to_string(where), axis, axis_size),
-       fmt::format("valid indices are 0..{}; pass mode IndexMode::kClip to clamp them or "
-                   "IndexMode::kFill to read zeros / drop the update",
-                   axis_size - 1));
+       out_of_range_remedy(use, axis_size));
 }
 
 // The index values; in mode error every one is checked up front, so a bad index is
 // reported even when the operand's other axes leave nothing to read or write.
 std::vector<int64_t> checked_indices(const KernelInput& indices, int64_t axis, int64_t axis_size,
-                                     IndexMode mode) {
+                                     IndexMode mode, IndexUse use) {
   std::vector<int64_t> values = read_indices(indices);
   if (mode == IndexMode::kError) {
     for (size_t i = 0; i < values.size(); ++i) {
-      resolve(values[i], static_cast<int64_t>(i), indices.aval->shape, axis, axis_size, mode);
+      resolve(values[i], static_cast<int64_t>(i), indices.aval->shape, axis, axis_size, mode, use);
     }
   }
   return values;
@@ -97,7 +114,8 @@ void ref_gather(const KernelCall& call) {
   const KernelInput& operand = call.inputs[0];
   const KernelInput& indices = call.inputs[1];
   IndexGeometry g = geometry(operand.aval->shape, indices.aval->shape, p.axis, p.batch_dims);
-  std::vector<int64_t> index = checked_indices(indices, p.axis, g.axis_size, p.mode);
+  std::vector<int64_t> index =
+      checked_indices(indices, p.axis, g.axis_size, p.mode, IndexUse::kGather);
   int64_t width = dtype_size(operand.aval->dtype);
   size_t row_bytes = static_cast<size_t>(g.post * width);
   const auto* in = static_cast<const std::byte*>(operand.data);
@@ -107,7 +125,7 @@ void ref_gather(const KernelCall& call) {
       for (int64_t j = 0; j < g.n; ++j) {
         int64_t position = b * g.n + j;
         int64_t a = resolve(index[static_cast<size_t>(position)], position, indices.aval->shape,
-                            p.axis, g.axis_size, p.mode);
+                            p.axis, g.axis_size, p.mode, IndexUse::kGather);
         std::byte* target = out + (((b * g.pre + pre) * g.n + j) * g.post) * width;
         if (a < 0) {
           // Zero bytes are 0 (or false) in every dtype.
@@ -128,7 +146,8 @@ void ref_scatter(const KernelCall& call) {
   const KernelInput& indices = call.inputs[1];
   const KernelInput& updates = call.inputs[2];
   IndexGeometry g = geometry(operand.aval->shape, indices.aval->shape, p.axis, p.batch_dims);
-  std::vector<int64_t> index = checked_indices(indices, p.axis, g.axis_size, p.mode);
+  std::vector<int64_t> index =
+      checked_indices(indices, p.axis, g.axis_size, p.mode, IndexUse::kScatter);
   visit_dtype(operand.aval->dtype, [&](auto tag) {
     using S = storage_t<decltype(tag)::value>;
     // Accumulator: double for floats, wrapping uint64_t for integers; plain scatter only
@@ -154,7 +173,7 @@ void ref_scatter(const KernelCall& call) {
         for (int64_t j = 0; j < g.n; ++j) {
           int64_t position = b * g.n + j;
           int64_t a = resolve(index[static_cast<size_t>(position)], position, indices.aval->shape,
-                              p.axis, g.axis_size, p.mode);
+                              p.axis, g.axis_size, p.mode, IndexUse::kScatter);
           if (a < 0) continue;
           A* target = acc.data() + ((b * g.pre + pre) * g.axis_size + a) * g.post;
           const S* source = upd + ((b * g.pre + pre) * g.n + j) * g.post;
