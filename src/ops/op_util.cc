@@ -44,6 +44,10 @@ Array lift_rank(const Array& x, int64_t rank, CallSite site) {
   return reshape(x, lifted, site);
 }
 
+void require_defined(std::string_view op, const Array& x, CallSite site) {
+  if (!x.defined()) fail(site, fmt::format("{}: the operand is an empty Array", op));
+}
+
 Array bind_binary(PrimId id, std::string_view op, const Array& a, const Array& b, CallSite site) {
   if (!a.defined() || !b.defined()) {
     fail(site, fmt::format("{}: an operand is an empty Array (default-constructed)", op));

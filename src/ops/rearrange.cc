@@ -14,10 +14,6 @@
 namespace kiln {
 namespace {
 
-void require_operand(std::string_view op, const Array& x, CallSite site) {
-  if (!x.defined()) fail(site, fmt::format("{}: the operand is an empty Array", op));
-}
-
 // x[start:limit] along `axis`, every other axis whole.
 Array slice_axis(const Array& x, int64_t axis, int64_t start, int64_t limit, CallSite site) {
   Dims starts, limits;
@@ -34,7 +30,7 @@ Array flattened(const Array& x, CallSite site) {
 
 // The triangle of the last two axes whose column - row satisfies `keep` against k.
 Array triangle(std::string_view op, const Array& x, int64_t k, bool lower, CallSite site) {
-  require_operand(op, x, site);
+  require_defined(op, x, site);
   if (x.rank() < 2) {
     fail(site,
          fmt::format("{}: the operand must have at least 2 axes (a matrix, or a batch of them), "
@@ -54,7 +50,7 @@ Array triangle(std::string_view op, const Array& x, int64_t k, bool lower, CallS
 }  // namespace
 
 Array flip(const Array& x, Dims axes, CallSite site) {
-  require_operand("flip", x, site);
+  require_defined("flip", x, site);
   Array out = x;
   for (int64_t axis : user_axes("flip", axes, x.rank(), site)) {
     int64_t n = x.shape()[axis];
@@ -68,7 +64,7 @@ Array flip(const Array& x, Dims axes, CallSite site) {
 }
 
 Array roll(const Array& x, int64_t shift, std::optional<int64_t> axis, CallSite site) {
-  require_operand("roll", x, site);
+  require_defined("roll", x, site);
   if (!axis) return reshape(roll(flattened(x, site), shift, 0, site), x.shape(), site);
   int64_t a = user_axis("roll", *axis, x.rank(), site);
   int64_t n = x.shape()[a];
@@ -79,7 +75,7 @@ Array roll(const Array& x, int64_t shift, std::optional<int64_t> axis, CallSite 
 }
 
 Array roll(const Array& x, Dims shifts, Dims axes, CallSite site) {
-  require_operand("roll", x, site);
+  require_defined("roll", x, site);
   if (shifts.size() != axes.size()) {
     fail(site, fmt::format("roll: {} shifts for {} axes; give one shift per axis", shifts.size(),
                            axes.size()));
@@ -90,7 +86,7 @@ Array roll(const Array& x, Dims shifts, Dims axes, CallSite site) {
 }
 
 Array swapaxes(const Array& x, int64_t axis1, int64_t axis2, CallSite site) {
-  require_operand("swapaxes", x, site);
+  require_defined("swapaxes", x, site);
   int64_t a = user_axis("swapaxes", axis1, x.rank(), site);
   int64_t b = user_axis("swapaxes", axis2, x.rank(), site);
   Dims permutation;
@@ -99,7 +95,7 @@ Array swapaxes(const Array& x, int64_t axis1, int64_t axis2, CallSite site) {
 }
 
 Array moveaxis(const Array& x, int64_t source, int64_t destination, CallSite site) {
-  require_operand("moveaxis", x, site);
+  require_defined("moveaxis", x, site);
   int64_t from = user_axis("moveaxis", source, x.rank(), site);
   int64_t to = user_axis("moveaxis", destination, x.rank(), site);
   Dims permutation;
@@ -119,7 +115,7 @@ Array triu(const Array& x, int64_t k, CallSite site) {
 }
 
 Array repeat(const Array& x, int64_t repeats, std::optional<int64_t> axis, CallSite site) {
-  require_operand("repeat", x, site);
+  require_defined("repeat", x, site);
   if (repeats < 0) fail(site, fmt::format("repeat: repeats must be >= 0, got {}", repeats));
   if (!axis) return repeat(flattened(x, site), repeats, 0, site);
   int64_t a = user_axis("repeat", *axis, x.rank(), site);
@@ -136,7 +132,7 @@ Array repeat(const Array& x, int64_t repeats, std::optional<int64_t> axis, CallS
 }
 
 Array tile(const Array& x, Dims reps, CallSite site) {
-  require_operand("tile", x, site);
+  require_defined("tile", x, site);
   for (int64_t r : reps) {
     if (r < 0) fail(site, fmt::format("tile: every repetition must be >= 0, got {}", r));
   }
@@ -162,7 +158,7 @@ Array tile(const Array& x, Dims reps, CallSite site) {
 }
 
 std::vector<Array> split(const Array& x, int64_t sections, int64_t axis, CallSite site) {
-  require_operand("split", x, site);
+  require_defined("split", x, site);
   int64_t a = user_axis("split", axis, x.rank(), site);
   int64_t n = x.shape()[a];
   if (sections <= 0 || n % sections != 0) {
@@ -179,7 +175,7 @@ std::vector<Array> split(const Array& x, int64_t sections, int64_t axis, CallSit
 }
 
 std::vector<Array> split(const Array& x, const Dims& indices, int64_t axis, CallSite site) {
-  require_operand("split", x, site);
+  require_defined("split", x, site);
   int64_t a = user_axis("split", axis, x.rank(), site);
   int64_t n = x.shape()[a];
   // As jax.numpy (stricter than NumPy, which also takes negative and decreasing indices):
@@ -205,7 +201,7 @@ std::vector<Array> split(const Array& x, const Dims& indices, int64_t axis, Call
 }
 
 std::vector<Array> array_split(const Array& x, int64_t sections, int64_t axis, CallSite site) {
-  require_operand("array_split", x, site);
+  require_defined("array_split", x, site);
   int64_t a = user_axis("array_split", axis, x.rank(), site);
   if (sections <= 0) {
     fail(site, fmt::format("array_split: sections must be positive, got {}", sections));

@@ -23,7 +23,7 @@ Array keep_dims(const Array& reduced, const Shape& in_shape, const Dims& axes, C
 
 Array reduce(PrimId id, std::string_view op, const Array& x, const Dims& axes, bool keepdims,
              CallSite site) {
-  if (!x.defined()) fail(site, fmt::format("{}: the operand is an empty Array", op));
+  require_defined(op, x, site);
   Dims normalised = user_axes(op, axes, x.rank(), site);
   Array out = bind1(id, {x}, ReduceParams{normalised}, site);
   return keepdims ? keep_dims(out, x.shape(), normalised, site) : out;
@@ -31,7 +31,7 @@ Array reduce(PrimId id, std::string_view op, const Array& x, const Dims& axes, b
 
 Array arg_reduce(PrimId id, std::string_view op, const Array& x, int64_t axis, DType index_dtype,
                  CallSite site) {
-  if (!x.defined()) fail(site, fmt::format("{}: the operand is an empty Array", op));
+  require_defined(op, x, site);
   int64_t normalised = user_axis(op, axis, x.rank(), site);
   if (x.shape()[normalised] == 0) {
     fail(site,
@@ -49,12 +49,12 @@ Array arg_reduce(PrimId id, std::string_view op, const Array& x, int64_t axis, D
 }  // namespace
 
 Array sum(const Array& x, Dims axes, bool keepdims, CallSite site) {
-  if (!x.defined()) fail(site, "sum: the operand is an empty Array");
+  require_defined("sum", x, site);
   return reduce(PrimId::reduce_sum, "sum", counting_dtype(x, site), axes, keepdims, site);
 }
 
 Array prod(const Array& x, Dims axes, bool keepdims, CallSite site) {
-  if (!x.defined()) fail(site, "prod: the operand is an empty Array");
+  require_defined("prod", x, site);
   return reduce(PrimId::reduce_prod, "prod", counting_dtype(x, site), axes, keepdims, site);
 }
 
@@ -70,7 +70,7 @@ Array min(const Array& x, Dims axes, bool keepdims, CallSite site) {
 // where the mean would not) and round back once, as jnp.mean does. An empty reduction
 // divides 0 by 0 and gives NaN, like numpy.
 Array mean(const Array& x, Dims axes, bool keepdims, CallSite site) {
-  if (!x.defined()) fail(site, "mean: the operand is an empty Array");
+  require_defined("mean", x, site);
   Dims normalised = user_axes("mean", axes, x.rank(), site);
   int64_t count = 1;
   for (int64_t axis : normalised) count *= x.shape()[axis];
@@ -94,7 +94,7 @@ Array argmin(const Array& x, int64_t axis, DType index_dtype, CallSite site) {
 }
 
 Array cumsum(const Array& x, int64_t axis, bool reverse, CallSite site) {
-  if (!x.defined()) fail(site, "cumsum: the operand is an empty Array");
+  require_defined("cumsum", x, site);
   int64_t normalised = user_axis("cumsum", axis, x.rank(), site);
   return bind1(PrimId::cumsum, {counting_dtype(x, site)}, CumsumParams{normalised, reverse}, site);
 }

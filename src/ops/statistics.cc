@@ -13,10 +13,6 @@
 namespace kiln {
 namespace {
 
-void require_defined(std::string_view op, const Array& x, CallSite site) {
-  if (!x.defined()) fail(site, fmt::format("{}: the operand is an empty Array", op));
-}
-
 Array weak(double value, const Array& like, CallSite site) {
   return detail::weak_scalar_like(value, is_floating(like.dtype()), like, site);
 }

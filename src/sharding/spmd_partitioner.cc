@@ -267,7 +267,11 @@ class BlockRunner {
       }
       Dims sizes = x.shape().dims();
       sizes[d] = block;
-      x = dynamic_slice(x, stack(start), sizes, site);
+      // The primitive, not the op: these starts are never negative, so the op's counting of
+      // negative starts from the end would only add three equations to every slice.
+      if (block != x.shape()[d]) {
+        x = bind1(PrimId::dynamic_slice, {x, stack(start)}, DynamicSliceParams{sizes}, site);
+      }
       have.dims[d] = want;
     }
     brought_.emplace(key, x);
