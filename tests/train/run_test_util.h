@@ -4,10 +4,13 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <stdexcept>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <fmt/format.h>
@@ -21,12 +24,29 @@
 
 namespace kiln::train::run_test {
 
+// The directories fresh_dir gave out in this process, removed when it exits. A test that
+// stops at a failed assertion skips its own cleanup, and some tests had none: runs of
+// 11-75 MB each piled up in /tmp run after run until the disk was full.
+inline std::vector<std::filesystem::path>& directories_to_remove() {
+  static std::vector<std::filesystem::path> directories;
+  return directories;
+}
+
+inline void remove_fresh_dirs() {
+  for (const std::filesystem::path& dir : directories_to_remove()) {
+    std::error_code ignored;
+    std::filesystem::remove_all(dir, ignored);
+  }
+}
+
 // An empty directory under the system's temporary one, unique to this suite, test and
-// process (ctest may run test binaries side by side).
+// process (ctest may run test binaries side by side), removed when the process exits.
 inline std::filesystem::path fresh_dir(const std::string& suite, const std::string& name) {
   std::filesystem::path dir = std::filesystem::temp_directory_path() /
                               fmt::format("kiln-{}-test-{}-{}", suite, name, getpid());
   std::filesystem::remove_all(dir);
+  if (directories_to_remove().empty()) std::atexit(remove_fresh_dirs);
+  directories_to_remove().push_back(dir);
   return dir;
 }
 
@@ -41,6 +61,23 @@ inline TrainOptions quiet() {
   TrainOptions options;
   options.quiet = true;
   return options;
+}
+
+// The one run directory under `runs`/`experiment`; throws (a test failure, not a crash)
+// when there is none, as after a run that failed before creating it.
+inline std::filesystem::path only_run_dir(const std::filesystem::path& runs,
+                                          const std::string& experiment) {
+  std::vector<std::filesystem::path> found;
+  std::error_code error;
+  for (std::filesystem::directory_iterator it(runs / experiment, error), end; !error && it != end;
+       it.increment(error)) {
+    found.push_back(it->path());
+  }
+  if (found.size() != 1) {
+    throw std::runtime_error(fmt::format("expected one run in '{}', found {}",
+                                         (runs / experiment).string(), found.size()));
+  }
+  return found.front();
 }
 
 inline std::string read_text(const std::filesystem::path& path) {

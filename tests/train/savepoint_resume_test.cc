@@ -421,7 +421,7 @@ TEST_F(Savepoints, AFailedSaveStopsTheRunOrIsRecordedAsConfigured) {
     EXPECT_THAT(error.what(), HasSubstr("the earlier savepoints are intact"));
   }
   io::set_write_fault_for_testing({});
-  fs::path failed = (*fs::directory_iterator(runs / "fashion_mnist_mlp")).path();
+  fs::path failed = run_test::only_run_dir(runs, "fashion_mnist_mlp");
   EXPECT_EQ(read_json(failed / "run.json")["status"], "failed");
   std::vector<int64_t> steps;
   for (const auto& entry : savepoint::list_committed(failed / "savepoints")) {

@@ -128,7 +128,7 @@ TEST_F(Trainer, NonFiniteLossStopsTheRunNamingTheStepAndParameter) {
     EXPECT_THAT(error.what(), HasSubstr("step "));
     EXPECT_THAT(error.what(), HasSubstr("first non-finite gradient: dense_"));
   }
-  fs::path run_dir = *fs::directory_iterator(runs / "fashion_mnist_mlp");
+  fs::path run_dir = run_test::only_run_dir(runs, "fashion_mnist_mlp");
   nlohmann::json info = nlohmann::json::parse(read_text(run_dir / "run.json"));
   EXPECT_EQ(info["status"], "failed");
   EXPECT_THAT(info["error"].get<std::string>(), HasSubstr("non-finite"));
@@ -140,7 +140,7 @@ TEST_F(Trainer, NonFiniteLossStopsTheRunNamingTheStepAndParameter) {
 }
 
 nlohmann::json only_run_info(const fs::path& runs, const std::string& experiment) {
-  fs::path run_dir = *fs::directory_iterator(runs / experiment);
+  fs::path run_dir = run_test::only_run_dir(runs, experiment);
   return nlohmann::json::parse(read_text(run_dir / "run.json"));
 }
 
@@ -178,7 +178,7 @@ TEST_F(Trainer, SkipPolicyStopsAfterMaxSkippedSteps) {
   }
   EXPECT_EQ(only_run_info(runs, "fashion_mnist_mlp")["status"], "failed");
   int skipped = 0;
-  for (const auto& r : read_metrics(*fs::directory_iterator(runs / "fashion_mnist_mlp"))) {
+  for (const auto& r : read_metrics(run_test::only_run_dir(runs, "fashion_mnist_mlp"))) {
     skipped += r["kind"] == "nonfinite" && r["action"] == "skipped";
   }
   EXPECT_EQ(skipped, 4);
@@ -196,7 +196,7 @@ TEST_F(Trainer, FirstNonFiniteGradientIsTheFirstInBackwardOrder) {
     EXPECT_THAT(error.what(), HasSubstr("first non-finite gradient: dense_5/bias (in backward "
                                         "order: the last layer's first)"));
   }
-  for (const auto& r : read_metrics(*fs::directory_iterator(runs / "fashion_mnist_mlp"))) {
+  for (const auto& r : read_metrics(run_test::only_run_dir(runs, "fashion_mnist_mlp"))) {
     if (r["kind"] != "nonfinite") continue;
     EXPECT_EQ(r["first_nonfinite_gradient"], "dense_5/bias");
     EXPECT_EQ(r["nonfinite_gradients"][0], "dense_5/bias");
@@ -307,7 +307,7 @@ TEST_F(WriteFaults, AFailedMetricsOrWeightsWriteNamesTheFileAndIsRecorded) {
     nlohmann::json info = only_run_info(runs, "fashion_mnist_mlp");
     EXPECT_EQ(info["status"], "failed") << file;
     EXPECT_THAT(info["error"].get<std::string>(), HasSubstr(file));
-    fs::path run_dir = *fs::directory_iterator(runs / "fashion_mnist_mlp");
+    fs::path run_dir = run_test::only_run_dir(runs, "fashion_mnist_mlp");
     for (const auto& entry : fs::directory_iterator(run_dir)) {
       EXPECT_THAT(entry.path().filename().string(), ::testing::Not(HasSubstr(".tmp.")));
     }
@@ -327,7 +327,7 @@ TEST_F(WriteFaults, ARunFailingLateKeepsTheLastGoodWeights) {
   EXPECT_EQ(info["status"], "failed");
   EXPECT_EQ(info["last_good"]["epoch"], 2);
   EXPECT_EQ(info["last_good"]["step"], 8);  // 512 examples, batch 128, 2 epochs
-  fs::path run_dir = *fs::directory_iterator(runs / "fashion_mnist_mlp");
+  fs::path run_dir = run_test::only_run_dir(runs, "fashion_mnist_mlp");
   EXPECT_FALSE(fs::exists(run_dir / "params.safetensors"));
   SafetensorsFile kept = load_safetensors(run_dir / "last_good.params.safetensors");
   EXPECT_EQ(kept.metadata["epoch"], "2");
