@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "kiln/array.h"
@@ -72,9 +73,36 @@ Array var(const Array& x, Dims axes = {}, int64_t ddof = 0, bool keepdims = fals
           CallSite site = {});
 Array std(const Array& x, Dims axes = {}, int64_t ddof = 0, bool keepdims = false,
           CallSite site = {});
+// With a mask, as jax.numpy's where=: `where` (bool, broadcasting to x) selects the
+// elements that take part. sum gives 0 and prod 1 where nothing is selected, mean NaN
+// (0 / 0, as jax.numpy). max and min need `initial` (as jax.numpy does with where=), which
+// always takes part: max(x, axes, keepdims, mask, -inf) is -inf where nothing is selected.
+Array sum(const Array& x, Dims axes, bool keepdims, const Array& where, CallSite site = {});
+Array prod(const Array& x, Dims axes, bool keepdims, const Array& where, CallSite site = {});
+Array mean(const Array& x, Dims axes, bool keepdims, const Array& where, CallSite site = {});
+Array max(const Array& x, Dims axes, bool keepdims, const Array& where, double initial,
+          CallSite site = {});
+Array min(const Array& x, Dims axes, bool keepdims, const Array& where, double initial,
+          CallSite site = {});
+// lax.cumprod / cummax / cummin (jax.numpy's cumprod without its flattening default):
+// the running product, maximum or minimum along `axis`, from the end when `reverse`. Bool
+// products count in i32.
+Array cumprod(const Array& x, int64_t axis, bool reverse = false, CallSite site = {});
+Array cummax(const Array& x, int64_t axis, bool reverse = false, CallSite site = {});
+Array cummin(const Array& x, int64_t axis, bool reverse = false, CallSite site = {});
 // log(sum(exp(x))) computed without overflow (the maximum is taken out first, and its
 // gradient stopped, as jax.nn.logsumexp does); -inf for an empty or all -inf reduction.
 Array logsumexp(const Array& x, Dims axes = {}, bool keepdims = false, CallSite site = {});
+
+// ----- contraction ----------------------------------------------------------------------
+// numpy.einsum: "ij,jk->ik" (explicit output), "ij,jk" (implicit: the labels used once,
+// sorted), "...ij,...jk->...ik" (the ellipsis axes broadcast like numpy's trailing axes),
+// "ii->i" (a diagonal), "ii" (a trace). Operands promote to their common dtype. Operands
+// are contracted left to right (jax.numpy searches for the cheapest order among three or
+// more: give the cheap pair first).
+Array einsum(std::string_view subscripts, const std::vector<Array>& operands, CallSite site = {});
+Array einsum(std::string_view subscripts, const Array& a, CallSite site = {});
+Array einsum(std::string_view subscripts, const Array& a, const Array& b, CallSite site = {});
 
 namespace linalg {
 // jax.numpy.linalg.norm with ord=None: the square root of the sum of squares over `axes`

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "kiln/nn/activations.h"
+#include "kiln/nn/functional.h"
 #include "kiln/nn/initializers.h"
 #include "kiln/nn/losses.h"
 #include "kiln/nn/module.h"

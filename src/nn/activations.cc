@@ -5,12 +5,15 @@
 
 #include <array>
 #include <cmath>
+#include <limits>
 #include <numbers>
 #include <string_view>
 
 #include <fmt/format.h>
 
 #include "base/edit_distance.h"
+#include "kiln/array_functions.h"
+#include "kiln/device.h"
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
 
@@ -129,6 +132,61 @@ Array log_softmax(const Array& x, int64_t axis, CallSite site) {
   int64_t a = softmax_axis("log_softmax", x, axis, site);
   Array shifted = shifted_by_max(x, a, site);
   return sub(shifted, log(sum(exp(shifted, site), {a}, /*keepdims=*/true, site), site), site);
+}
+
+namespace {
+
+// The mask `where` for x (bool, broadcasting to x's shape), or an error naming `op`.
+Array mask_for(std::string_view op, const Array& x, const Array& where, CallSite site) {
+  if (!where.defined()) fail(site, fmt::format("nn::{}: where is an empty Array", op));
+  if (where.dtype() != DType::bool_) {
+    fail(site,
+         fmt::format("nn::{}: where must be a bool mask, got {}", op, where.aval().to_string()),
+         "compare to get one, e.g. not_equal(tokens, pad_id)");
+  }
+  return broadcast_to(where, x.shape(), site);
+}
+
+// The masked maximum along `axis`, 0 where every element is masked: a finite shift for
+// exp, so that no inf or NaN enters the forward pass or the gradient of a masked row.
+Array masked_shift(const Array& x, const Array& mask, int64_t axis, CallSite site) {
+  Array lowest =
+      full(Shape{}, -std::numeric_limits<double>::infinity(), x.dtype(), device_of(x), site);
+  Array peak = max(where(mask, x, broadcast_to(lowest, x.shape(), site), site), {axis}, true, site);
+  peak = where(isfinite(peak, site), peak, zeros_like(peak, site), site);
+  return stop_gradient(peak, site);
+}
+
+}  // namespace
+
+Array softmax(const Array& x, int64_t axis, const Array& where_mask, CallSite site) {
+  int64_t a = softmax_axis("softmax", x, axis, site);
+  Array mask = mask_for("softmax", x, where_mask, site);
+  Array shift = masked_shift(x, mask, a, site);
+  // Masked elements enter exp as the shift itself (exp(0) = 1) and are then zeroed: no
+  // overflow in exp, and no 0 * inf in the gradient.
+  Array safe = where(mask, x, broadcast_to(shift, x.shape(), site), site);
+  Array e = where(mask, exp(sub(safe, shift, site), site), zeros_like(x, site), site);
+  Array total = sum(e, {a}, true, site);
+  // A row with every element masked sums to 0: divide by 1 instead, giving zeros.
+  Array divisor =
+      where(equal(total, zeros_like(total, site), site), ones_like(total, site), total, site);
+  return div(e, divisor, site);
+}
+
+Array log_softmax(const Array& x, int64_t axis, const Array& where_mask, CallSite site) {
+  int64_t a = softmax_axis("log_softmax", x, axis, site);
+  Array mask = mask_for("log_softmax", x, where_mask, site);
+  Array shift = masked_shift(x, mask, a, site);
+  Array shifted = sub(where(mask, x, broadcast_to(shift, x.shape(), site), site), shift, site);
+  Array e = where(mask, exp(shifted, site), zeros_like(x, site), site);
+  Array total = sum(e, {a}, true, site);
+  Array divisor =
+      where(equal(total, zeros_like(total, site), site), ones_like(total, site), total, site);
+  Array minus_inf = broadcast_to(
+      full(Shape{}, -std::numeric_limits<double>::infinity(), x.dtype(), device_of(x), site),
+      x.shape(), site);
+  return where(mask, sub(shifted, log(divisor, site), site), minus_inf, site);
 }
 
 ActivationFn activation_by_name(std::string_view name, CallSite site) {

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/nn/functional.h"
 #include "nn/module_impl.h"
 
 namespace kiln::nn {
@@ -166,16 +167,10 @@ class LayerNormImpl final : public NormBase {
                     const Scope& scope) const override {
     output_type(x.aval(), scope);
     CallSite site = scope.site;
-    Dims last{x.rank() - 1};
-    Array normalized;
-    if (rms_) {
-      Array mean_square = mean(mul(x, x, site), last, true, site);
-      normalized = mul(x, rsqrt(Operand(mean_square, site) + options_.epsilon, site), site);
-    } else {
-      Array centered = sub(x, mean(x, last, true, site), site);
-      Array var = mean(mul(centered, centered, site), last, true, site);
-      normalized = mul(centered, rsqrt(Operand(var, site) + options_.epsilon, site), site);
-    }
+    // The functions of kiln/nn/functional.h, without their scale and bias: affine() adds
+    // the module's own.
+    Array normalized = rms_ ? rms_norm(x, std::nullopt, options_.epsilon, site)
+                            : layer_norm(x, std::nullopt, std::nullopt, options_.epsilon, site);
     return ApplyResult{affine(normalized, variables.params, x, scope), variables.state};
   }
 

@@ -17,6 +17,8 @@
 
 #include "kiln/array_functions.h"
 #include "kiln/grad.h"
+#include "kiln/nn/activations.h"
+#include "kiln/nn/functional.h"
 #include "kiln/ops.h"
 #include "support/arrays.h"
 #include "support/errors.h"
@@ -69,6 +71,150 @@ Inputs one(Shape shape, DType dtype) {
 
 std::vector<Array> single(Array x) {
   return {std::move(x)};
+}
+
+using AddCase = std::function<void(std::string, json, std::function<Inputs(DType)>, Function)>;
+
+// einsum, and jax.nn's functions with the Flax modules they stand for (the name tells
+// jnp_crosscheck.py where to look: "nn.*" is jax.nn, "flax.*" a flax.linen module applied
+// to the inputs after the first as its parameters). "array_kwargs" passes inputs as
+// keyword arguments (a mask); "f64_tolerance" loosens the f64 comparison where JAX itself
+// computes in f32.
+void add_contraction_and_nn_cases(const AddCase& add) {
+  auto operands = [](std::vector<Shape> shapes) {
+    return [shapes](DType dtype) {
+      Inputs inputs;
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        inputs.push_back(smooth(shapes[i], dtype, 0.37 * static_cast<double>(i)));
+      }
+      return inputs;
+    };
+  };
+  auto einsum_case = [&](std::string subscripts, std::vector<Shape> shapes) {
+    add("einsum", {{"subscripts", subscripts}}, operands(shapes),
+        [subscripts](const Inputs& in) { return single(einsum(subscripts, in)); });
+  };
+  einsum_case("ij,jk->ik", {{3, 4}, {4, 5}});
+  einsum_case("ij,jk", {{3, 4}, {4, 5}});
+  einsum_case("bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}});
+  einsum_case("bhqd,bhkd->bhqk", {{2, 2, 3, 4}, {2, 2, 5, 4}});
+  einsum_case("...ij,...jk->...ik", {{2, 3, 4}, {4, 5}});
+  einsum_case("...ij,...jk->...ik", {{2, 1, 3, 4}, {3, 4, 2}});
+  einsum_case("ij,jk,kl->il", {{2, 3}, {3, 4}, {4, 2}});
+  einsum_case("ii->i", {{3, 3}});
+  einsum_case("ii", {{3, 3}});
+  einsum_case("iji->ij", {{3, 2, 3}});
+  einsum_case("ij->ji", {{3, 4}});
+  einsum_case("ijk->ki", {{2, 3, 4}});
+  einsum_case("ij->", {{3, 4}});
+  einsum_case("i,i->", {{5}, {5}});
+  einsum_case("i,j->ij", {{3}, {4}});
+  einsum_case("ij,->ij", {{2, 3}, {}});
+  einsum_case("ij,jk->ik", {{0, 3}, {3, 2}});
+  einsum_case("ij,jk->ik", {{2, 0}, {0, 3}});
+
+  auto masked = [](DType dtype) {
+    // The last row masked entirely: softmax gives zeros there, and a gradient of 0.
+    std::vector<double> mask = {1, 0, 1, 1, 0, 1, 1, 0, 0, 0, 0, 0};
+    return Inputs{smooth({3, 4}, dtype), astype(from_host(mask, Shape{3, 4}), DType::bool_)};
+  };
+  add("nn.softmax", {{"axis", -1}, {"array_kwargs", {{"where", 1}}}}, masked,
+      [](const Inputs& in) { return single(nn::softmax(in[0], -1, in[1])); });
+  auto partly_masked = [](DType dtype) {
+    std::vector<double> mask = {1, 0, 1, 1, 0, 1, 1, 0, 1, 0, 0, 0};
+    return Inputs{smooth({3, 4}, dtype), astype(from_host(mask, Shape{3, 4}), DType::bool_)};
+  };
+  add("nn.log_softmax", {{"axis", -1}, {"array_kwargs", {{"where", 1}}}}, partly_masked,
+      [](const Inputs& in) { return single(nn::log_softmax(in[0], -1, in[1])); });
+  add("nn.softmax", {{"axis", 0}, {"array_kwargs", {{"where", 1}}}}, partly_masked,
+      [](const Inputs& in) { return single(nn::softmax(in[0], 0, in[1])); });
+  add("nn.standardize", {}, operands({{3, 4}}),
+      [](const Inputs& in) { return single(nn::standardize(in[0])); });
+  add("nn.standardize", {{"axis", json::array({0, 1})}}, operands({{3, 4}}), [](const Inputs& in) {
+    return single(nn::standardize(in[0], {0, 1}));
+  });
+  add("flax.LayerNorm", {}, operands({{3, 4}, {4}, {4}}),
+      [](const Inputs& in) { return single(nn::layer_norm(in[0], in[1], in[2])); });
+  add("flax.RMSNorm", {}, operands({{2, 3, 5}, {5}}),
+      [](const Inputs& in) { return single(nn::rms_norm(in[0], in[1])); });
+
+  // Grouped-query attention: 4 query heads share 2 key heads.
+  Shape q{2, 5, 4, 8}, kv{2, 6, 2, 8};
+  json loose = 1e-6;  // JAX's softmax runs in f32 for f64 inputs too
+  add("nn.dot_product_attention", {{"f64_tolerance", loose}}, operands({q, kv, kv}),
+      [](const Inputs& in) { return single(nn::dot_product_attention(in[0], in[1], in[2])); });
+  add("nn.dot_product_attention", {{"is_causal", true}, {"f64_tolerance", loose}},
+      operands({q, kv, kv}), [](const Inputs& in) {
+        return single(nn::dot_product_attention(in[0], in[1], in[2], {.is_causal = true}));
+      });
+  add(
+      "nn.dot_product_attention",
+      {{"scale", 0.5}, {"array_kwargs", {{"mask", 3}, {"bias", 4}}}, {"f64_tolerance", loose}},
+      [=](DType dtype) {
+        Inputs inputs = {smooth(q, dtype), smooth(kv, dtype, 0.4), smooth(kv, dtype, 0.8)};
+        // Padding in the second sequence: keys 4 and 5 masked for every query, and query 4
+        // may attend to nothing (it averages the values evenly, as in JAX).
+        std::vector<double> mask;
+        for (int64_t b = 0; b < 2; ++b) {
+          for (int64_t t = 0; t < 5; ++t) {
+            for (int64_t s = 0; s < 6; ++s) mask.push_back(!(b == 1 && (s >= 4 || t == 4)));
+          }
+        }
+        inputs.push_back(astype(from_host(mask, Shape{2, 1, 5, 6}), DType::bool_));
+        inputs.push_back(smooth({1, 4, 5, 6}, dtype, 1.1));
+        return inputs;
+      },
+      [](const Inputs& in) {
+        return single(nn::dot_product_attention(in[0], in[1], in[2],
+                                                {.bias = in[4], .mask = in[3], .scale = 0.5}));
+      });
+  add("nn.dot_product_attention", {{"is_causal", true}, {"f64_tolerance", loose}},
+      operands({{5, 2, 8}, {5, 2, 8}, {5, 2, 8}}), [](const Inputs& in) {
+        return single(nn::dot_product_attention(in[0], in[1], in[2], {.is_causal = true}));
+      });
+}
+
+// lax.cumprod / cummax / cummin, and jax.numpy's reductions with where=.
+// (NaN and infinities are left to ScanFunctions.NaNPropagatesAndIntegersScan: through a
+// NaN, JAX's max sends no gradient to either side and kiln's to the NaN, and cumprod's
+// gradient through inf and 0 is NaN or inf by the order of the products.)
+void add_scan_and_masked_reduction_cases(const AddCase& add) {
+  auto of_shape = [](Shape shape) { return [shape](DType dtype) { return one(shape, dtype); }; };
+  for (std::string name : {"cumprod", "cummax", "cummin"}) {
+    auto scan = [name](const Array& x, int64_t axis, bool reverse) {
+      if (name == "cumprod") return cumprod(x, axis, reverse);
+      return name == "cummax" ? cummax(x, axis, reverse) : cummin(x, axis, reverse);
+    };
+    add("lax." + name, {{"axis", 1}}, of_shape({3, 5}),
+        [scan](const Inputs& in) { return single(scan(in[0], 1, false)); });
+    add("lax." + name, {{"axis", 0}, {"reverse", true}}, of_shape({4, 3}),
+        [scan](const Inputs& in) { return single(scan(in[0], 0, true)); });
+    // lax takes no negative axis: kiln's -1 is its 1.
+    add("lax." + name, {{"axis", 1}}, of_shape({2, 1}),
+        [scan](const Inputs& in) { return single(scan(in[0], -1, false)); });
+    add("lax." + name, {{"axis", 0}}, of_shape({0, 3}),
+        [scan](const Inputs& in) { return single(scan(in[0], 0, false)); });
+  }
+  auto with_mask = [](DType dtype) {
+    // Row 2 selects nothing.
+    std::vector<double> mask = {1, 0, 1, 1, 0, 1, 0, 1, 0, 0, 0, 0};
+    return Inputs{smooth({3, 4}, dtype), astype(from_host(mask, Shape{3, 4}), DType::bool_)};
+  };
+  json where_1 = {{"where", 1}};
+  add("sum", {{"axis", 1}, {"array_kwargs", where_1}}, with_mask,
+      [](const Inputs& in) { return single(sum(in[0], {1}, false, in[1])); });
+  add("sum", {{"array_kwargs", where_1}}, with_mask,
+      [](const Inputs& in) { return single(sum(in[0], {}, false, in[1])); });
+  add("prod", {{"axis", 1}, {"keepdims", true}, {"array_kwargs", where_1}}, with_mask,
+      [](const Inputs& in) { return single(prod(in[0], {1}, true, in[1])); });
+  add("mean", {{"axis", 1}, {"array_kwargs", where_1}}, with_mask,
+      [](const Inputs& in) { return single(mean(in[0], {1}, false, in[1])); });
+  add("mean", {{"axis", 0}, {"array_kwargs", where_1}}, with_mask,
+      [](const Inputs& in) { return single(mean(in[0], {0}, false, in[1])); });
+  add("max", {{"axis", 1}, {"initial", -1.5}, {"array_kwargs", where_1}}, with_mask,
+      [](const Inputs& in) { return single(max(in[0], {1}, false, in[1], -1.5)); });
+  add("min", {{"axis", 0}, {"initial", 1.0}, {"keepdims", true}, {"array_kwargs", where_1}},
+      with_mask, [](const Inputs& in) { return single(min(in[0], {0}, true, in[1], 1.0)); });
 }
 
 std::vector<Case> cases() {
@@ -191,6 +337,8 @@ std::vector<Case> cases() {
     add("linalg.vector_norm", {{"ord", number(ord)}, {"axis", 1}}, of_shape({3, 4}),
         [ord](const Inputs& in) { return single(linalg::vector_norm(in[0], ord, {1})); });
   }
+  add_contraction_and_nn_cases(add);
+  add_scan_and_masked_reduction_cases(add);
   return list;
 }
 
@@ -261,6 +409,31 @@ TEST(ArrayFunctions, SmallCasesWorkedByHand) {
   for (double v : values(var(x, {1}))) EXPECT_NEAR(v, 2.0 / 3, 1e-7);
   EXPECT_EQ(values(moveaxis(counting({1, 2, 3}), 2, 0)).size(), 6u);
   EXPECT_EQ(moveaxis(counting({1, 2, 3}), 2, 0).shape(), (Shape{3, 1, 2}));
+  EXPECT_EQ(values(einsum("ij->ji", x)), (V{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(values(einsum("ij,j->i", x, counting({3}))), (V{5, 14}));
+  EXPECT_EQ(values(einsum("ii", counting({2, 2}))), (V{3}));
+  EXPECT_EQ(einsum("...j,...j->...", counting({4, 1, 3}), counting({5, 3})).shape(), (Shape{4, 5}));
+}
+
+TEST(ScanFunctions, NaNPropagatesAndIntegersScan) {
+  using V = std::vector<double>;
+  Array x = from_host(std::vector<float>{3, NAN, 1, 4}, Shape{4});
+  std::vector<double> running_max = values(cummax(x, 0));
+  EXPECT_EQ(running_max[0], 3);
+  for (size_t i = 1; i < 4; ++i) EXPECT_TRUE(std::isnan(running_max[i])) << i;
+  Array integers = astype(from_host(std::vector<double>{2, -1, 3, 5, 0}, Shape{5}), DType::i64);
+  EXPECT_EQ(values(cumprod(integers, 0)), (V{2, -2, -6, -30, 0}));
+  EXPECT_EQ(values(cummax(integers, 0)), (V{2, 2, 3, 5, 5}));
+  EXPECT_EQ(values(cummin(integers, 0, true)), (V{-1, -1, 0, 0, 0}));
+  EXPECT_EQ(cumprod(integers, 0).dtype(), DType::i64);
+  Array flags = astype(from_host(std::vector<double>{1, 1, 0, 1}, Shape{4}), DType::bool_);
+  EXPECT_EQ(cumprod(flags, 0).dtype(), DType::i32);
+  EXPECT_EQ(values(cumprod(flags, 0)), (V{1, 1, 0, 0}));
+  // Masked reductions, integers included.
+  Array mask = astype(from_host(std::vector<double>{1, 0, 1, 1, 0}, Shape{5}), DType::bool_);
+  EXPECT_EQ(values(sum(integers, {}, false, mask)), (V{10}));
+  EXPECT_EQ(values(max(integers, {}, false, mask, -100)), (V{5}));
+  EXPECT_EQ(values(min(integers, {}, false, mask, -100)), (V{-100}));
 }
 
 // Bad arguments name the function and what was expected.
@@ -289,6 +462,34 @@ TEST(ArrayFunctions, BadArgumentsAreNamed) {
   EXPECT_TRUE(fails_with([&] { (void)swapaxes(matrix, 0, 2); }, {"swapaxes"}));
   EXPECT_TRUE(fails_with([&] { (void)array_split(matrix, 0); }, {"array_split: sections"}));
   EXPECT_TRUE(fails_with([&] { (void)flip(Array()); }, {"flip: the operand is an empty Array"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        (void)sum(matrix, {}, false, ones({2, 4}));
+      },
+      {"sum: where must be a bool mask", "f32[2,4]"}));
+  EXPECT_TRUE(fails_with([&] { (void)mean(matrix, {}, false, astype(ones({3}), DType::bool_)); },
+                         {"mean", "f32[2,4]", "bool[3]"}));
+  EXPECT_TRUE(fails_with([&] { (void)cummax(matrix, 2); }, {"cummax", "axis 2"}));
+  EXPECT_TRUE(fails_with([&] { (void)einsum("ij,jk->ik", matrix); },
+                         {"einsum: \"ij,jk->ik\" names 2 operand(s), 1 given"}));
+  EXPECT_TRUE(fails_with([&] { (void)einsum("ijk->i", matrix); },
+                         {"einsum: operand 0 is f32[2,4], but its subscripts name 3 axes"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        (void)einsum("ij,ij->i", matrix, ones({2, 3}));
+      },
+      {"'j' has size 4 in an earlier operand and 3 in operand 1"}));
+  EXPECT_TRUE(fails_with([&] { (void)einsum("i1->i", matrix); }, {"'1' is not a letter"}));
+  EXPECT_TRUE(
+      fails_with([&] { (void)einsum("ij->ii", matrix); }, {"'i' appears twice in the output"}));
+  EXPECT_TRUE(
+      fails_with([&] { (void)einsum("ij->k", matrix); }, {"the output's 'k' is in no operand"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        (void)einsum("...j->j", ones({3, 2, 4}));
+      },
+      {"need a '...' in the output"}));
+  EXPECT_TRUE(fails_with([&] { (void)einsum("i...j...->i", matrix); }, {"more than one ellipsis"}));
 }
 
 }  // namespace

@@ -7,7 +7,14 @@ same jax.numpy function on the same inputs (with x64 on, so f64 stays f64), take
 gradient with jax.grad, each under jax.jit (one compilation a case rather than one per
 operation and shape: 9 s instead of 25 s for the whole record), and compares.
 
-Tolerances (relative to max(1, |value|)): f32 2e-6, f64 1e-13. The functions compose the
+Besides jax.numpy's names: "einsum" (kwargs["subscripts"] first), "nn.*" (jax.nn),
+"lax.*" (jax.lax), and
+"flax.*" (a flax.linen module applied with the inputs after the first as its parameters).
+kwargs["array_kwargs"] passes inputs as keyword arguments (where=, mask=, bias=).
+
+Tolerances (relative to max(1, |value|)): f32 2e-6, f64 1e-13, or a case's
+kwargs["f64_tolerance"] (dot_product_attention: JAX computes its softmax in f32 even for
+f64 inputs). The functions compose the
 same operations as jax.numpy's, but reductions may add in another order (var, logsumexp,
 the norms): measured at most a few f32 or f64 roundings. NaN must meet NaN, and infinities
 the same infinity; bool results must be equal.
@@ -46,16 +53,34 @@ def main(argv):
         return np.array(values, dtype=np.float64).astype(dtype).reshape(entry["shape"])
 
     def function_of(name, kwargs):
-        kwargs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in kwargs.items()}
+        kwargs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in kwargs.items()
+                  if k not in ("array_kwargs", "f64_tolerance")}
         if "ord" in kwargs and isinstance(kwargs["ord"], str):
             kwargs["ord"] = float(kwargs["ord"])
-        # logsumexp is jax.nn's (jax.numpy has none); the rest are jax.numpy's names.
-        target = jax.nn.logsumexp if name == "logsumexp" else jnp
-        for part in name.split(".") if name != "logsumexp" else []:
-            target = getattr(target, part)
+        if name == "einsum":
+            subscripts = kwargs.pop("subscripts")
+            target = lambda *operands, **rest: jnp.einsum(subscripts, *operands, **rest)
+        elif name.startswith("flax."):
+            # A flax.linen module: the first input is x, the others its parameters in the
+            # order of the module's own (LayerNorm: scale, bias; RMSNorm: scale).
+            import flax.linen
+            module = getattr(flax.linen, name.split(".", 1)[1])(epsilon=1e-6, **kwargs)
+            names = {"LayerNorm": ["scale", "bias"], "RMSNorm": ["scale"]}[type(module).__name__]
+            kwargs = {}
+            target = lambda x, *params: module.apply({"params": dict(zip(names, params))}, x)
+        else:
+            # logsumexp and "nn.*" are jax.nn's, "lax.*" jax.lax's; the rest jax.numpy's.
+            target = jax if name.startswith(("nn.", "lax.")) else jnp
+            if name == "logsumexp":
+                target = jax.nn.logsumexp
+            else:
+                for part in name.split("."):
+                    target = getattr(target, part)
 
         def call(*inputs):
-            out = target(*inputs, **kwargs)
+            positional = [x for i, x in enumerate(inputs) if i not in array_kwargs.values()]
+            named = {k: inputs[i] for k, i in array_kwargs.items()}
+            out = target(*positional, **kwargs, **named)
             return list(out) if isinstance(out, (list, tuple)) else [out]
         return call
 
@@ -98,6 +123,9 @@ def main(argv):
         inputs = [decode(x) for x in case["inputs"]]
         dtype = case["inputs"][0]["dtype"]
         tolerance = TOLERANCE[dtype]
+        if dtype == "f64" and "f64_tolerance" in case["kwargs"]:
+            tolerance = case["kwargs"]["f64_tolerance"]
+        array_kwargs = case["kwargs"].get("array_kwargs", {})
         label = f"{case['name']}({', '.join(f'{k}={v}' for k, v in case['kwargs'].items())}) {dtype}"
         fn = function_of(case["name"], case["kwargs"])
         try:

@@ -25,6 +25,11 @@ Array softplus(const Array& x, CallSite site = {});  // log(1 + exp(x)), stable 
 // Along `axis` (negative counts from the end), shifted by the maximum first.
 Array softmax(const Array& x, int64_t axis = -1, CallSite site = {});
 Array log_softmax(const Array& x, int64_t axis = -1, CallSite site = {});
+// With a mask, as jax.nn's where=: `where` (bool, broadcasting to x) selects the elements
+// that take part. softmax gives 0 for the others, log_softmax -inf; a row with none gives
+// all 0 (softmax) or all -inf (log_softmax), and a gradient of 0 throughout, never NaN.
+Array softmax(const Array& x, int64_t axis, const Array& where, CallSite site = {});
+Array log_softmax(const Array& x, int64_t axis, const Array& where, CallSite site = {});
 
 // The names accepted by activation_by_name (and by configs): relu, leaky_relu, elu, gelu,
 // gelu_tanh, silu, sigmoid, tanh, softplus, identity. An unknown name is an error with a

@@ -1,0 +1,52 @@
+// Layers as plain functions of arrays, for code that holds its own parameters (as a JAX
+// user writes with jax.nn and Flax's functional core): normalisation and attention. The
+// modules of kiln/nn/module.h call the same functions.
+//
+//   Array y = nn::layer_norm(x, scale, bias);                       // over the last axis
+//   Array out = nn::dot_product_attention(q, k, v, {.is_causal = true});
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "kiln/array.h"
+#include "kiln/shape.h"
+
+namespace kiln::nn {
+
+// (x - mean) / sqrt(var + epsilon) over `axes` (empty: every axis), the variance the mean
+// of squared deviations (two passes: exact when the mean is large against the spread,
+// where jax.nn.standardize's default mean(x^2) - mean(x)^2 loses digits).
+Array standardize(const Array& x, Dims axes = {-1}, double epsilon = 1e-5, CallSite site = {});
+
+// Flax's LayerNorm over the last axis: standardize(x) * scale + bias, scale and bias of
+// the last axis's size (either may be left out). epsilon is Flax's default.
+Array layer_norm(const Array& x, const std::optional<Array>& scale = std::nullopt,
+                 const std::optional<Array>& bias = std::nullopt, double epsilon = 1e-6,
+                 CallSite site = {});
+// Flax's RMSNorm over the last axis: x / sqrt(mean(x^2) + epsilon) * scale.
+Array rms_norm(const Array& x, const std::optional<Array>& scale = std::nullopt,
+               double epsilon = 1e-6, CallSite site = {});
+
+struct AttentionOptions {
+  // Added to the logits; broadcasts to [batch, heads, query length, key length].
+  std::optional<Array> bias = std::nullopt;
+  // Bool, broadcasting like bias: true where a query may attend to a key.
+  std::optional<Array> mask = std::nullopt;
+  // Query i attends to keys 0..i (the mask's lower triangle, aligned at the first key).
+  bool is_causal = false;
+  // Multiplies the logits; 1 / sqrt(head size) when not given.
+  std::optional<double> scale = std::nullopt;
+};
+
+// jax.nn.dot_product_attention: softmax(q k^T * scale + bias, masked) v for query
+// [batch, T, N heads, H] (or [T, N, H]) and key, value [batch, S, K heads, H] with N a
+// multiple of K (grouped-query attention: each key head serves N / K query heads). Masked
+// logits become a large negative number (as JAX does), so a query that may attend to
+// nothing averages the values evenly. Returns [batch, T, N, H]. Logits and softmax are
+// computed in at least f32 (bf16/f16 inputs) and in f64 for f64 inputs (JAX computes the
+// softmax in f32 even then).
+Array dot_product_attention(const Array& query, const Array& key, const Array& value,
+                            const AttentionOptions& options = {}, CallSite site = {});
+
+}  // namespace kiln::nn
