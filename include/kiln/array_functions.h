@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "kiln/array.h"
@@ -90,6 +91,10 @@ Array min(const Array& x, Dims axes, bool keepdims, const Array& where, double i
 Array cumprod(const Array& x, int64_t axis, bool reverse = false, CallSite site = {});
 Array cummax(const Array& x, int64_t axis, bool reverse = false, CallSite site = {});
 Array cummin(const Array& x, int64_t axis, bool reverse = false, CallSite site = {});
+// lax.top_k: the k largest elements along the last axis, largest first (equal ones in
+// index order; NaN above everything and +0 above -0, as XLA orders them), and their
+// indices (i32). The values' gradient goes to the picked elements.
+std::pair<Array, Array> top_k(const Array& x, int64_t k, CallSite site = {});
 // log(sum(exp(x))) computed without overflow (the maximum is taken out first, and its
 // gradient stopped, as jax.nn.logsumexp does); -inf for an empty or all -inf reduction.
 Array logsumexp(const Array& x, Dims axes = {}, bool keepdims = false, CallSite site = {});

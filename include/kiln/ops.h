@@ -203,7 +203,9 @@ Array pad(const Array& x, Dims low, Dims high, Dims interior = {}, double value 
 // synchronization) unless mode is clip or fill.
 Array take(const Array& x, const Array& indices, int64_t axis = 0,
            std::optional<IndexMode> mode = std::nullopt, CallSite site = {});
-// numpy.take_along_axis for indices with one fewer axis than x: picks x[..., i[...], ...].
+// numpy.take_along_axis: indices of x's rank pick along `axis` (the other axes broadcast
+// against x's, as in numpy); indices with one fewer axis than x pick one element per
+// position of the other axes: x[..., i[...], ...].
 Array take_along_axis(const Array& x, const Array& indices, int64_t axis, CallSite site = {});
 Array one_hot(const Array& labels, int64_t num_classes, DType dtype = DType::f32,
               CallSite site = {});

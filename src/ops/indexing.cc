@@ -2,6 +2,8 @@
 // update x.at(i).set(v) / .add(v). They check what the user passed (naming the op) and bind
 // gather / scatter / scatter_add. Index values are checked when the kernel runs: in mode
 // error an out-of-range index fails the next synchronization with this op's call site.
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "ops/op_util.h"
@@ -22,6 +24,51 @@ void check_integer_indices(std::string_view op, const Array& indices, CallSite s
                      indices.aval().to_string()),
          "convert them first, e.g. astype(indices, DType::i32)");
   }
+}
+
+// x with `axis` moved last (the other axes keep their order), and back.
+Dims axis_last(int64_t rank, int64_t axis) {
+  Dims permutation;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d != axis) permutation.push_back(d);
+  }
+  permutation.push_back(axis);
+  return permutation;
+}
+
+Dims axis_back(int64_t rank, int64_t axis) {
+  Dims permutation;
+  for (int64_t d = 0; d + 1 < rank; ++d) {
+    if (d == axis) permutation.push_back(rank - 1);
+    permutation.push_back(d);
+  }
+  if (axis == rank - 1) permutation.push_back(rank - 1);
+  return permutation;
+}
+
+// numpy's take_along_axis: indices of x's rank, the other axes broadcasting against x's.
+Array take_along_axis_same_rank(const Array& x, const Array& indices, int64_t axis, CallSite site) {
+  Shape x_shape = x.shape(), index_shape = indices.shape();
+  for (int64_t d = 0; d < x.rank(); ++d) {
+    if (d == axis) continue;
+    int64_t a = x_shape[d], b = index_shape[d];
+    if (a != b && a != 1 && b != 1) {
+      fail(site, fmt::format("take_along_axis: indices {} do not broadcast against x {} in axis {} "
+                             "(every axis but {} must be equal or 1)",
+                             indices.aval().to_string(), x.aval().to_string(), d, axis));
+    }
+    x_shape[d] = index_shape[d] = std::max(a, b);
+  }
+  Array values = x_shape == x.shape() ? x : broadcast_to(x, x_shape, site);
+  Array picks = index_shape == indices.shape() ? indices : broadcast_to(indices, index_shape, site);
+  int64_t last = x.rank() - 1;
+  if (axis != last) {
+    values = transpose(values, axis_last(x.rank(), axis), site);
+    picks = transpose(picks, axis_last(x.rank(), axis), site);
+  }
+  Array out =
+      bind1(PrimId::gather, {values, picks}, GatherParams{last, last, IndexMode::kError}, site);
+  return axis == last ? out : transpose(out, axis_back(x.rank(), axis), site);
 }
 
 }  // namespace
@@ -49,14 +96,15 @@ Array take_along_axis(const Array& x, const Array& indices, int64_t axis, CallSi
          fmt::format("take_along_axis: cannot index a rank-0 array {}", x.aval().to_string()));
   }
   int64_t normalised = user_axis("take_along_axis", axis, x.rank(), site);
+  if (indices.rank() == x.rank()) return take_along_axis_same_rank(x, indices, normalised, site);
   Shape expected;
   for (int64_t d = 0; d < x.rank(); ++d) {
     if (d != normalised) expected.dims().push_back(x.shape()[d]);
   }
   if (indices.shape() != expected) {
     fail(site,
-         fmt::format("take_along_axis: indices {} must have the shape of x {} without axis {}, "
-                     "i.e. {}",
+         fmt::format("take_along_axis: indices {} must have the rank of x {} (NumPy's form) or "
+                     "its shape without axis {}, i.e. {}",
                      indices.aval().to_string(), x.aval().to_string(), axis, expected.to_string()),
          "pass one index per position of the other axes, e.g. labels of shape [batch] for "
          "logits of shape [batch, classes] and axis -1");

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kiln/grad.h"
 #include "kiln/ops.h"
 #include "ops/rule_errors.h"
 #include "prims/bind.h"
@@ -98,15 +99,42 @@ TEST(TakeAlongAxis, WorksOnLeadingAndMiddleAxes) {
   EXPECT_EQ(picked.to_vector<float>(), (std::vector<float>{0, 5, 8, 9}));
 }
 
+// NumPy's form: indices of x's rank, several picks per position, the other axes broadcast.
+TEST(TakeAlongAxis, SameRankIndicesFollowNumpy) {
+  Array x = counting({3, 4});  // x[r, c] = 4r + c
+  Array sorted_desc = take_along_axis(x, ints({3, 0, 1, 2, 0, 0}, {3, 2}), 1);
+  EXPECT_EQ(sorted_desc.shape(), (Shape{3, 2}));
+  EXPECT_EQ(sorted_desc.to_vector<float>(), (std::vector<float>{3, 0, 5, 6, 8, 8}));
+  // Along axis 0, the column axis broadcasting from 1.
+  Array rows = take_along_axis(x, ints({2, 0}, {2, 1}), 0);
+  EXPECT_EQ(rows.shape(), (Shape{2, 4}));
+  EXPECT_EQ(rows.to_vector<float>(), (std::vector<float>{8, 9, 10, 11, 0, 1, 2, 3}));
+  // x broadcasting: one row, indices for three.
+  Array row = counting({1, 4});
+  EXPECT_EQ(take_along_axis(row, ints({3, 2, 1}, {3, 1}), 1).to_vector<float>(),
+            (std::vector<float>{3, 2, 1}));
+  // The gradient scatters back to the picked places, adding repeats.
+  auto picked_sum = [&](const Array& v) {
+    return sum(take_along_axis(v, ints({1, 1, 3}, {1, 3}), 1));
+  };
+  EXPECT_EQ(grad(picked_sum)(counting({1, 4})).to_vector<float>(),
+            (std::vector<float>{0, 2, 0, 1}));
+}
+
 TEST(TakeAlongAxis, RejectsMismatchedIndices) {
   Array x = counting({3, 4});
   EXPECT_TRUE(fails_with(
       [&] {
         take_along_axis(x, ints({0, 1}, {2}), 1);
       },
-      {"take_along_axis: indices i32[2] must have the shape of x f32[3,4] "
-       "without axis 1, i.e. [3]",
+      {"take_along_axis: indices i32[2] must have the rank of x f32[3,4] (NumPy's form) or "
+       "its shape without axis 1, i.e. [3]",
        "HINT"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        take_along_axis(x, ints({0, 1, 0, 1}, {2, 2}), 1);
+      },
+      {"take_along_axis: indices i32[2,2] do not broadcast against x f32[3,4] in axis 0"}));
   EXPECT_TRUE(fails_with([&] { take_along_axis(x, counting({3}), 1); }, {"integer dtype"}));
   EXPECT_TRUE(fails_with(
       [&] {

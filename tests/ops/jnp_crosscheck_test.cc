@@ -180,6 +180,27 @@ void add_contraction_and_nn_cases(const AddCase& add) {
 // gradient through inf and 0 is NaN or inf by the order of the products.)
 void add_scan_and_masked_reduction_cases(const AddCase& add) {
   auto of_shape = [](Shape shape) { return [shape](DType dtype) { return one(shape, dtype); }; };
+  auto top = [](int64_t k) {
+    return [k](const Inputs& in) {
+      auto [values, indices] = top_k(in[0], k);
+      return std::vector<Array>{values, indices};
+    };
+  };
+  add("lax.top_k", {{"k", 2}}, of_shape({3, 5}), top(2));
+  add("lax.top_k", {{"k", 4}}, of_shape({2, 3, 4}), top(4));
+  add("lax.top_k", {{"k", 0}}, of_shape({5}), top(0));
+  add(
+      "lax.top_k", {{"k", 7}},
+      [](DType dtype) {
+        // Ties (in index order), -0 below +0, NaN and inf above everything.
+        double inf = std::numeric_limits<double>::infinity();
+        return Inputs{listed({3, -0.0, NAN, 0.0, 3, inf, -2}, {7}, dtype)};
+      },
+      top(7));
+  add("sort", {{"axis", -1}}, of_shape({3, 5}),
+      [](const Inputs& in) { return single(sort(in[0], -1)); });
+  add("sort", {{"axis", 0}}, of_shape({4, 3}),
+      [](const Inputs& in) { return single(sort(in[0], 0)); });
   for (std::string name : {"cumprod", "cummax", "cummin"}) {
     auto scan = [name](const Array& x, int64_t axis, bool reverse) {
       if (name == "cumprod") return cumprod(x, axis, reverse);
@@ -351,13 +372,15 @@ Array weights_like(const Array& out) {
   return astype(weights, out.dtype());
 }
 
-// The gradient of sum(result * weights) over the results, with respect to input 0.
+// The gradient of sum(result * weights) over the float results, with respect to input 0.
 Array gradient(const Function& fn, const Inputs& inputs) {
   auto objective = [&](const Array& first) {
     Inputs changed = inputs;
     changed[0] = first;
     Array total = scalar(0, first.dtype());
-    for (const Array& out : fn(changed)) total = add(total, sum(mul(out, weights_like(out))));
+    for (const Array& out : fn(changed)) {
+      if (is_floating(out.dtype())) total = add(total, sum(mul(out, weights_like(out))));
+    }
     return total;
   };
   return grad(objective)(inputs[0]);

@@ -114,6 +114,33 @@ std::vector<TestArray> sort_oracle(const OpCase& c) {
   return out;
 }
 
+// f64 operands in [0.5, 1.5] (distinct keys, so no tie sits on a finite difference's step),
+// sorted alone, with a position payload, with a float payload, and by integer keys with ties
+// (their float payload's gradient is a permutation that does not move).
+std::vector<OpCase> sort_grad_cases() {
+  Rng rng(17);
+  auto distinct = [&](Shape shape) {
+    return random_array(DType::f64, std::move(shape), rng,
+                        [](Rng& r) { return uniform(r, 0.5, 1.5); });
+  };
+  auto positions = [](const Shape& shape) {
+    std::vector<double> index(static_cast<size_t>(shape.num_elements()));
+    std::iota(index.begin(), index.end(), 0.0);
+    return make_array(DType::i32, shape, index);
+  };
+  TestArray tied_keys = random_array(DType::i32, Shape{3, 8}, rng,
+                                     [](Rng& r) { return std::floor(uniform(r, 0, 3)); });
+  return {
+      {"f64[7] alone", {distinct({7})}, SortParams{0, 1}},
+      {"f64[5,4] dim 0", {distinct({5, 4})}, SortParams{0, 1}},
+      {"f64[3,4,5] dim 1 + positions",
+       {distinct({3, 4, 5}), positions({3, 4, 5})},
+       SortParams{1, 1}},
+      {"f64 keys + f64 values", {distinct({4, 6}), distinct({4, 6})}, SortParams{1, 1}},
+      {"i32 keys with ties + f64 values", {tied_keys, distinct({3, 8})}, SortParams{-1, 1}},
+  };
+}
+
 }  // namespace
 
 std::vector<OpRow> sort_rows() {
@@ -121,7 +148,8 @@ std::vector<OpRow> sort_rows() {
                 .cases = sort_cases,
                 .oracle = sort_oracle,
                 .ref_tolerance = exact,
-                .fast_tolerance = exact}};
+                .fast_tolerance = exact,
+                .grad_cases = sort_grad_cases}};
 }
 
 }  // namespace kiln::testing

@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "kiln/control_flow.h"
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
 #include "support/arrays.h"
@@ -341,10 +342,18 @@ namespace kiln {
 namespace {
 
 TEST(Grad, StopGradientLetsANonDifferentiablePrimitiveFollow) {
-  // The hint of "cannot differentiate through sort" suggests stop_gradient: it must work.
-  auto f = [](const Array& x) { return sum(x * sort(stop_gradient(x))); };
+  // The hint of "reverse-mode differentiation of while_loop is not supported" suggests
+  // stop_gradient: it must work.
+  auto doubled = [](const Array& x) {
+    return while_loop([](const Array& v) { return sum(v) < 100.0; },
+                      [](const Array& v) { return v * 2.0; }, x);
+  };
+  auto f = [&](const Array& x) { return sum(x * doubled(stop_gradient(x))); };
   Array x = from_host<double>({3, 1, 2}, {3});
-  EXPECT_EQ(grad(f)(x).to_vector<double>(), (std::vector<double>{1, 2, 3}));
+  EXPECT_EQ(grad(f)(x).to_vector<double>(), (std::vector<double>{96, 32, 64}));
+  EXPECT_THAT(
+      testing::error_of([&] { (void)grad([&](const Array& v) { return sum(doubled(v)); })(x); }),
+      ::testing::HasSubstr("reverse-mode differentiation of while_loop is not supported"));
 }
 
 }  // namespace

@@ -11,6 +11,7 @@ void register_vjp_rules(PrimTable& table) {
   register_vjp_contract(table);
   register_vjp_window(table);
   register_vjp_special(table);
+  register_vjp_sort(table);
 }
 
 }  // namespace kiln

@@ -12,5 +12,6 @@ void register_vjp_reduce(PrimTable& table);
 void register_vjp_contract(PrimTable& table);
 void register_vjp_window(PrimTable& table);
 void register_vjp_special(PrimTable& table);
+void register_vjp_sort(PrimTable& table);
 
 }  // namespace kiln
