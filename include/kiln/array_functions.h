@@ -63,6 +63,16 @@ std::vector<Array> split(const Array& x, const Dims& indices, int64_t axis, Call
 std::vector<Array> array_split(const Array& x, int64_t sections, int64_t axis = 0,
                                CallSite site = {});
 
+// numpy.pad / jax.numpy.pad with a mode: pad_width[i] = (before, after) for axis i.
+// kConstant fills with `constant`; kEdge repeats the end elements; kReflect mirrors about
+// them (excluding them: 1 2 3 -> 3 2 | 1 2 3 | 2 1); kSymmetric mirrors including them
+// (2 1 | 1 2 3 | 3 2); kWrap continues from the other end. Widths past the axis's size
+// repeat the pattern, as NumPy's do. (lax's pad, with negative and interior padding, is
+// pad(x, low, high, interior, value) in kiln/ops.h.)
+enum class PadMode { kConstant, kEdge, kReflect, kSymmetric, kWrap };
+Array pad(const Array& x, const std::vector<std::pair<int64_t, int64_t>>& pad_width,
+          PadMode mode = PadMode::kConstant, double constant = 0, CallSite site = {});
+
 // ----- reductions (empty axes: every axis) ----------------------------------------------
 // Whether any / every element is nonzero (NaN counts as nonzero); true for all() of an
 // empty array, false for any().

@@ -201,6 +201,28 @@ void add_scan_and_masked_reduction_cases(const AddCase& add) {
       [](const Inputs& in) { return single(sort(in[0], -1)); });
   add("sort", {{"axis", 0}}, of_shape({4, 3}),
       [](const Inputs& in) { return single(sort(in[0], 0)); });
+  using Widths = std::vector<std::pair<int64_t, int64_t>>;
+  auto pad_case = [&](Shape shape, Widths widths, std::string mode_name, PadMode mode,
+                      json extra = json::object()) {
+    json pairs = json::array();
+    for (const auto& [before, after] : widths) pairs.push_back(json::array({before, after}));
+    json kwargs = {{"pad_width", pairs}, {"mode", mode_name}};
+    kwargs.update(extra);
+    double constant =
+        extra.contains("constant_values") ? extra["constant_values"].get<double>() : 0;
+    add("pad", kwargs, of_shape(shape), [widths, mode, constant](const Inputs& in) {
+      return single(pad(in[0], widths, mode, constant));
+    });
+  };
+  pad_case({3, 4}, {{1, 2}, {2, 0}}, "edge", PadMode::kEdge);
+  pad_case({3, 4}, {{2, 2}, {1, 3}}, "reflect", PadMode::kReflect);
+  pad_case({3}, {{5, 4}}, "reflect", PadMode::kReflect);
+  pad_case({1, 3}, {{2, 1}, {1, 1}}, "reflect", PadMode::kReflect);
+  pad_case({3, 4}, {{1, 1}, {4, 2}}, "symmetric", PadMode::kSymmetric);
+  pad_case({3}, {{7, 2}}, "symmetric", PadMode::kSymmetric);
+  pad_case({3, 4}, {{3, 1}, {0, 5}}, "wrap", PadMode::kWrap);
+  pad_case({2, 3}, {{1, 1}, {0, 2}}, "constant", PadMode::kConstant, {{"constant_values", 1.5}});
+  pad_case({0, 3}, {{1, 1}, {0, 0}}, "constant", PadMode::kConstant);
   for (std::string name : {"cumprod", "cummax", "cummin"}) {
     auto scan = [name](const Array& x, int64_t axis, bool reverse) {
       if (name == "cumprod") return cumprod(x, axis, reverse);
@@ -493,6 +515,21 @@ TEST(ArrayFunctions, BadArgumentsAreNamed) {
   EXPECT_TRUE(fails_with([&] { (void)mean(matrix, {}, false, astype(ones({3}), DType::bool_)); },
                          {"mean", "f32[2,4]", "bool[3]"}));
   EXPECT_TRUE(fails_with([&] { (void)cummax(matrix, 2); }, {"cummax", "axis 2"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        (void)pad(matrix, {{1, 1}}, PadMode::kEdge);
+      },
+      {"pad: 1 (before, after) pairs for f32[2,4] (2 axes)"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        (void)pad(matrix, {{1, -1}, {0, 0}}, PadMode::kWrap);
+      },
+      {"pad: the widths of axis 0 are (1, -1)"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        (void)pad(ones({0, 2}), {{1, 0}, {0, 0}}, PadMode::kReflect);
+      },
+      {"pad: mode reflect cannot extend axis 0 of f32[0,2]: it is empty", "kConstant"}));
   EXPECT_TRUE(fails_with([&] { (void)einsum("ij,jk->ik", matrix); },
                          {"einsum: \"ij,jk->ik\" names 2 operand(s), 1 given"}));
   EXPECT_TRUE(fails_with([&] { (void)einsum("ijk->i", matrix); },
