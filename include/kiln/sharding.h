@@ -173,8 +173,9 @@ Array psum_scatter(const Array& x, const AxisNames& axes, int64_t dimension = 0,
 // receives along concat_axis in device order (lax.all_to_all with tiled=True).
 Array all_to_all(const Array& x, const AxisNames& axes, int64_t split_axis, int64_t concat_axis,
                  CallSite site = {});
-// Device `source` sends x to device `destination`, for each pair (indices along the axes);
-// a device no pair sends to gets zeros (lax.ppermute).
+// Device `source` sends x to device `destination`, for each pair (indices along the axes;
+// over several axes, numbered in the mesh's order of them whatever order `axes` names
+// them in, as lax.ppermute does); a device no pair sends to gets zeros (lax.ppermute).
 Array ppermute(const Array& x, const AxisNames& axes,
                const std::vector<std::pair<int64_t, int64_t>>& permutation, CallSite site = {});
 // This device's index along `axes`, an i32 scalar (lax.axis_index).

@@ -1,6 +1,7 @@
 // run_collective (collective_dispatch.h) and the choice of algorithm.
 #include "sharding/collective_dispatch.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -100,7 +101,20 @@ std::vector<Array> run_collective(PrimId prim, const CollectiveParams& p,
                                   const std::vector<AxisText>& mesh,
                                   std::span<Device* const> devices, std::span<const Array> values,
                                   CallSite site) {
-  Groups groups = groups_over(mesh, split_axes(p.axes));
+  std::vector<std::string> axes = split_axes(p.axes);
+  if (prim == PrimId::ppermute) {
+    // lax.ppermute numbers the devices of a group over several axes in the mesh's order
+    // of the axes, whichever order they are named in: ({"b", "a"}) on a mesh {a, b}
+    // permutes as ({"a", "b"}) does.
+    std::vector<std::string> in_mesh_order;
+    for (const AxisText& axis : mesh) {
+      if (std::find(axes.begin(), axes.end(), axis.name) != axes.end()) {
+        in_mesh_order.push_back(axis.name);
+      }
+    }
+    axes = std::move(in_mesh_order);
+  }
+  Groups groups = groups_over(mesh, axes);
   std::vector<Array> out(devices.size());
   if (prim == PrimId::axis_index) {
     for (size_t d = 0; d < devices.size(); ++d) {

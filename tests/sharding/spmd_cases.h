@@ -110,7 +110,17 @@ inline std::vector<CollectiveCase> collective_cases() {
        {{"data"}},
        {{"data"}},
        Shape{8}},
-      // On the 2 x 2 grid: reductions over one axis and over both, an index over both.
+      // On the 2 x 2 grid: reductions over one axis and over both, an index over both, and
+      // a permutation over both axes named in the reverse of the mesh's order (JAX numbers
+      // its devices in the mesh's order).
+      {"ppermute_axes_reversed",
+       grid(),
+       [](const Array& b) {
+         return ppermute(b * b, AxisNames{"model", "data"}, {{0, 1}, {1, 2}, {2, 3}, {3, 0}});
+       },
+       {{"data", "model"}},
+       {{"data", "model"}},
+       Shape{8}},
       {"psum_model",
        grid(),
        [](const Array& b) { return psum(sin(b), "model"); },
