@@ -59,6 +59,14 @@ Array bernoulli(const Array& key, const Array& p, std::optional<Shape> shape = s
 Array categorical(const Array& key, const Array& logits, int64_t axis = -1, CallSite site = {});
 // A random permutation of 0..n-1 (i32; i64 when n does not fit in i32).
 Array permutation(const Array& key, int64_t n, CallSite site = {});
+// Integers in [minval, maxval), bit for bit jax.random.randint: i32, u32 or u8 (sampled at
+// 32 bits, as JAX does). Bounds outside the dtype are clipped to it (a maxval past its
+// largest value includes that value); maxval <= minval gives minval everywhere. As in JAX,
+// the draw is (high mod span) * m + (low mod span) of two 32-bit draws, m = (2^16 mod
+// span)^2 in wrapping u32 arithmetic (so for spans above 2^16 only the low draw counts):
+// biased when the span is not a power of 2, by up to span / 2^32.
+Array randint(const Array& key, Shape shape, int64_t minval, int64_t maxval,
+              DType dtype = DType::i32, CallSite site = {});
 // x with its entries along `axis` randomly permuted.
 Array permutation(const Array& key, const Array& x, int64_t axis = 0, CallSite site = {});
 

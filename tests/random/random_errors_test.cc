@@ -105,6 +105,20 @@ TEST(RandomErrors, BoundsAreChecked) {
                       {"truncated_normal", "lower < upper"}));
 }
 
+TEST(RandomErrors, RandintDTypesAreChecked) {
+  Array key = random::key(0);
+  EXPECT_TRUE(rejects([&] { random::randint(key, {3}, 0, 10, DType::i64); },
+                      {"randint: dtype must be i32, u32 or u8, got i64", "draw i32 and convert"}));
+  EXPECT_TRUE(rejects([&] { random::randint(key, {3}, 0, 10, DType::f32); },
+                      {"randint: dtype must be i32, u32 or u8, got f32"}));
+  EXPECT_TRUE(rejects([&] { random::randint(key, {-1}, 0, 10); }, {"randint"}));
+  // In range, and an empty range gives minval.
+  for (int32_t v : random::randint(key, {1000}, -3, 4).to_vector<int32_t>()) {
+    EXPECT_TRUE(v >= -3 && v < 4) << v;
+  }
+  for (int32_t v : random::randint(key, {5}, 9, 2).to_vector<int32_t>()) EXPECT_EQ(v, 9);
+}
+
 TEST(RandomErrors, ProbabilitiesAreChecked) {
   Array key = random::key(0);
   for (double p : {1.5, -0.25, static_cast<double>(NAN), static_cast<double>(INFINITY)}) {

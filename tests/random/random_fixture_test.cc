@@ -115,6 +115,10 @@ Array run(const Record& r) {
                                static_cast<int64_t>(number(r, "axis")));
   }
   if (r.op == "permutation") return random::permutation(key, static_cast<int64_t>(number(r, "n")));
+  if (r.op == "randint") {
+    return random::randint(key, r.shape, static_cast<int64_t>(number(r, "minval")),
+                           static_cast<int64_t>(number(r, "maxval")), r.dtype);
+  }
   if (r.op == "permutation_of") {
     Array x = reshape(arange(r.shape.num_elements(), DType::i32), r.shape);
     return random::permutation(key, x, static_cast<int64_t>(number(r, "axis")));
@@ -192,7 +196,7 @@ TEST(RandomFixture, MatchesTheIndependentNumpyReference) {
   EXPECT_GT(records, 150);
   for (const char* op :
        {"key", "split", "bits", "uniform", "normal", "truncated_normal", "bernoulli", "bernoulli_p",
-        "categorical", "permutation", "permutation_of"}) {
+        "categorical", "permutation", "permutation_of", "randint"}) {
     EXPECT_GT(per_op[op], 0) << "no fixture records for " << op;
   }
   std::printf(

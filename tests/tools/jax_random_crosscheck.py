@@ -136,6 +136,9 @@ def main(argv):
         if op == "permutation":
             # Under x64 the permuted arange is int64; kiln's (and JAX's without x64) is int32.
             return np.asarray(jax.random.permutation(key, int(p["n"]))).astype(np.int32)
+        if op == "randint":
+            return np.asarray(jax.random.randint(key, shape, int(p["minval"]), int(p["maxval"]),
+                                                 dt))
         if op == "permutation_of":
             x = jnp.arange(math.prod(shape), dtype=jnp.int32).reshape(shape)
             return np.asarray(jax.random.permutation(key, x, int(p["axis"]), independent=False))

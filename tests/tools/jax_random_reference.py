@@ -400,6 +400,40 @@ def permutation_of(key, x, axis):
     return np.take(x, order, axis=axis)
 
 
+def randint(key, shape, minval, maxval, dtype):
+    """jax.random.randint: two 32-bit draws from the halves of a split key, combined modulo
+    the span in wrapping u32 arithmetic; u8 samples as i32 with its bounds clipped."""
+    sampled = "i32" if dtype == "u8" else dtype
+    if dtype == "u8":
+        minval, maxval = min(max(minval, 0), 255), min(max(maxval, 0), 256)
+    lowest, highest = (-(1 << 31), (1 << 31) - 1) if sampled == "i32" else (0, MASK32)
+    out_of_range = maxval > highest
+    lo, hi = min(max(minval, lowest), highest), min(max(maxval, lowest), highest)
+    span = (hi - lo) & MASK32
+    if hi <= lo:
+        span = 1
+    if out_of_range and hi > lo:
+        span = (span + 1) & MASK32
+    keys = split(key, 2)
+    higher = [int(v) for v in bits32(keys[0], shape).ravel()]
+    lower = [int(v) for v in bits32(keys[1], shape).ravel()]
+    if span == 0:
+        offsets = lower
+    else:
+        # 2^32 mod span as JAX computes it: (2^16 mod span)^2 in u32, which wraps to 0
+        # once span > 2^16, and then mod span.
+        multiplier = (1 << 16) % span
+        multiplier = ((multiplier * multiplier) & MASK32) % span
+        offsets = [((((h % span) * multiplier) & MASK32) + (l % span)) & MASK32 for h, l in
+                   zip(higher, lower)]
+        offsets = [o % span for o in offsets]
+    values = [(lo + o) & MASK32 for o in offsets]
+    if sampled == "i32":
+        values = [v - (1 << 32) if v >= (1 << 31) else v for v in values]
+    out = np.array(values, dtype=np.int64).reshape(shape)
+    return out.astype({"i32": np.int32, "u32": np.uint32, "u8": np.uint8}[dtype])
+
+
 # ----- self-checks against published values ----------------------------------------------
 
 
@@ -592,6 +626,16 @@ def build_fixture():
             x = np.arange(math.prod(shape), dtype=np.int32).reshape(shape)
             emit("permutation_of", path, "i32", shape, {"axis": axis},
                  permutation_of(key, x, axis))
+    for path in ["seed=0", "seed=42/s3:1"]:
+        key = key_from_path(path)
+        for dtype, shape, minval, maxval in [
+                ("i32", (7,), 0, 10), ("i32", (3, 5), -5, 5), ("i32", (4,), 3, 3),
+                ("i32", (0,), 0, 10), ("i32", (6,), -(1 << 31), (1 << 31) - 1),
+                ("i32", (6,), -(1 << 31), 1 << 31), ("i32", (5,), 7, 1 << 40),
+                ("i32", (200,), 0, 7), ("u32", (5,), 10, 1000), ("u32", (5,), 0, 1 << 32),
+                ("u8", (9,), 0, 256), ("u8", (9,), -3, 5)]:
+            emit("randint", path, dtype, shape, {"minval": minval, "maxval": maxval},
+                 randint(key, shape, minval, maxval, dtype))
     # Large draws (chunked kernels, several threads) compared by digest.
     key = key_from_path("seed=2024/f1")
     big = (1000, 301)
