@@ -214,7 +214,7 @@ Array einsum(std::string_view subscripts, const std::vector<Array>& operands, Ca
       } else if (known->second != size) {
         bool broadcasts = label >= kFirstEllipsisLabel && (known->second == 1 || size == 1);
         if (!broadcasts) {
-          fail(site, fmt::format("einsum: {} has size {} in an earlier operand and {} in "
+          fail(site, fmt::format("einsum: {} has size {} where it first appears and {} in "
                                  "operand {} ({})",
                                  describe(label), known->second, size, i,
                                  operands[i].aval().to_string()));

@@ -538,7 +538,7 @@ TEST(ArrayFunctions, BadArgumentsAreNamed) {
       [&] {
         (void)einsum("ij,ij->i", matrix, ones({2, 3}));
       },
-      {"'j' has size 4 in an earlier operand and 3 in operand 1"}));
+      {"'j' has size 4 where it first appears and 3 in operand 1"}));
   EXPECT_TRUE(fails_with([&] { (void)einsum("i1->i", matrix); }, {"'1' is not a letter"}));
   EXPECT_TRUE(
       fails_with([&] { (void)einsum("ij->ii", matrix); }, {"'i' appears twice in the output"}));
