@@ -157,36 +157,39 @@ Array masked_shift(const Array& x, const Array& mask, int64_t axis, CallSite sit
   return stop_gradient(peak, site);
 }
 
+// What masked softmax and log_softmax share: x minus the masked maximum (masked elements
+// enter as the shift itself, exp(0) = 1, so exp cannot overflow and no 0 * inf reaches the
+// gradient), its exponentials with the masked ones zeroed, and their sum along the axis
+// (1 for a row with every element masked, so that dividing gives zeros, not NaN).
+struct MaskedExp {
+  Array mask, shifted, e, total;
+};
+
+MaskedExp masked_exp(std::string_view op, const Array& x, int64_t axis, const Array& where_mask,
+                     CallSite site) {
+  Array mask = mask_for(op, x, where_mask, site);
+  Array shift = masked_shift(x, mask, axis, site);
+  Array shifted = sub(where(mask, x, broadcast_to(shift, x.shape(), site), site), shift, site);
+  Array e = where(mask, exp(shifted, site), zeros_like(x, site), site);
+  Array total = sum(e, {axis}, true, site);
+  total = where(equal(total, zeros_like(total, site), site), ones_like(total, site), total, site);
+  return {mask, shifted, e, total};
+}
+
 }  // namespace
 
 Array softmax(const Array& x, int64_t axis, const Array& where_mask, CallSite site) {
-  int64_t a = softmax_axis("softmax", x, axis, site);
-  Array mask = mask_for("softmax", x, where_mask, site);
-  Array shift = masked_shift(x, mask, a, site);
-  // Masked elements enter exp as the shift itself (exp(0) = 1) and are then zeroed: no
-  // overflow in exp, and no 0 * inf in the gradient.
-  Array safe = where(mask, x, broadcast_to(shift, x.shape(), site), site);
-  Array e = where(mask, exp(sub(safe, shift, site), site), zeros_like(x, site), site);
-  Array total = sum(e, {a}, true, site);
-  // A row with every element masked sums to 0: divide by 1 instead, giving zeros.
-  Array divisor =
-      where(equal(total, zeros_like(total, site), site), ones_like(total, site), total, site);
-  return div(e, divisor, site);
+  MaskedExp m = masked_exp("softmax", x, softmax_axis("softmax", x, axis, site), where_mask, site);
+  return div(m.e, m.total, site);
 }
 
 Array log_softmax(const Array& x, int64_t axis, const Array& where_mask, CallSite site) {
-  int64_t a = softmax_axis("log_softmax", x, axis, site);
-  Array mask = mask_for("log_softmax", x, where_mask, site);
-  Array shift = masked_shift(x, mask, a, site);
-  Array shifted = sub(where(mask, x, broadcast_to(shift, x.shape(), site), site), shift, site);
-  Array e = where(mask, exp(shifted, site), zeros_like(x, site), site);
-  Array total = sum(e, {a}, true, site);
-  Array divisor =
-      where(equal(total, zeros_like(total, site), site), ones_like(total, site), total, site);
+  MaskedExp m =
+      masked_exp("log_softmax", x, softmax_axis("log_softmax", x, axis, site), where_mask, site);
   Array minus_inf = broadcast_to(
       full(Shape{}, -std::numeric_limits<double>::infinity(), x.dtype(), device_of(x), site),
       x.shape(), site);
-  return where(mask, sub(shifted, log(divisor, site), site), minus_inf, site);
+  return where(m.mask, sub(m.shifted, log(m.total, site), site), minus_inf, site);
 }
 
 ActivationFn activation_by_name(std::string_view name, CallSite site) {

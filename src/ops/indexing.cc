@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/array_functions.h"
 #include "ops/op_util.h"
 
 namespace kiln {
@@ -26,26 +27,6 @@ void check_integer_indices(std::string_view op, const Array& indices, CallSite s
   }
 }
 
-// x with `axis` moved last (the other axes keep their order), and back.
-Dims axis_last(int64_t rank, int64_t axis) {
-  Dims permutation;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d != axis) permutation.push_back(d);
-  }
-  permutation.push_back(axis);
-  return permutation;
-}
-
-Dims axis_back(int64_t rank, int64_t axis) {
-  Dims permutation;
-  for (int64_t d = 0; d + 1 < rank; ++d) {
-    if (d == axis) permutation.push_back(rank - 1);
-    permutation.push_back(d);
-  }
-  if (axis == rank - 1) permutation.push_back(rank - 1);
-  return permutation;
-}
-
 // numpy's take_along_axis: indices of x's rank, the other axes broadcasting against x's.
 Array take_along_axis_same_rank(const Array& x, const Array& indices, int64_t axis, CallSite site) {
   Shape x_shape = x.shape(), index_shape = indices.shape();
@@ -63,12 +44,12 @@ Array take_along_axis_same_rank(const Array& x, const Array& indices, int64_t ax
   Array picks = index_shape == indices.shape() ? indices : broadcast_to(indices, index_shape, site);
   int64_t last = x.rank() - 1;
   if (axis != last) {
-    values = transpose(values, axis_last(x.rank(), axis), site);
-    picks = transpose(picks, axis_last(x.rank(), axis), site);
+    values = moveaxis(values, axis, last, site);
+    picks = moveaxis(picks, axis, last, site);
   }
   Array out =
       bind1(PrimId::gather, {values, picks}, GatherParams{last, last, IndexMode::kError}, site);
-  return axis == last ? out : transpose(out, axis_back(x.rank(), axis), site);
+  return axis == last ? out : moveaxis(out, last, axis, site);
 }
 
 }  // namespace
@@ -110,15 +91,7 @@ Array take_along_axis(const Array& x, const Array& indices, int64_t axis, CallSi
          "logits of shape [batch, classes] and axis -1");
   }
   int64_t last = x.rank() - 1;
-  Array moved = x;
-  if (normalised != last) {
-    Dims permutation;
-    for (int64_t d = 0; d < x.rank(); ++d) {
-      if (d != normalised) permutation.push_back(d);
-    }
-    permutation.push_back(normalised);
-    moved = transpose(x, permutation, site);
-  }
+  Array moved = normalised == last ? x : moveaxis(x, normalised, last, site);
   return bind1(PrimId::gather, {moved, indices}, GatherParams{last, last, IndexMode::kError}, site);
 }
 

@@ -22,20 +22,25 @@ Array mask_for(std::string_view op, const Array& x, const Array& where, CallSite
   return broadcast_to(where, x.shape(), site);
 }
 
-Array filled(std::string_view op, const Array& x, const Array& where, double fill, CallSite site) {
+Array scalar_like(const Array& x, double value, CallSite site) {
+  return full(Shape{}, value, x.dtype(), device_of(x), site);
+}
+
+// x where `where` holds, `fill` (a scalar of x's dtype) elsewhere.
+Array filled(std::string_view op, const Array& x, const Array& where, const Array& fill,
+             CallSite site) {
   Array mask = mask_for(op, x, where, site);
-  Array value = broadcast_to(full(Shape{}, fill, x.dtype(), device_of(x), site), x.shape(), site);
-  return kiln::where(mask, x, value, site);
+  return kiln::where(mask, x, broadcast_to(fill, x.shape(), site), site);
 }
 
 }  // namespace
 
 Array sum(const Array& x, Dims axes, bool keepdims, const Array& where, CallSite site) {
-  return sum(filled("sum", x, where, 0, site), axes, keepdims, site);
+  return sum(filled("sum", x, where, scalar_like(x, 0, site), site), axes, keepdims, site);
 }
 
 Array prod(const Array& x, Dims axes, bool keepdims, const Array& where, CallSite site) {
-  return prod(filled("prod", x, where, 1, site), axes, keepdims, site);
+  return prod(filled("prod", x, where, scalar_like(x, 1, site), site), axes, keepdims, site);
 }
 
 Array mean(const Array& x, Dims axes, bool keepdims, const Array& where, CallSite site) {
@@ -43,21 +48,22 @@ Array mean(const Array& x, Dims axes, bool keepdims, const Array& where, CallSit
   // Integers average in f32, as mean() does.
   Array values = is_floating(x.dtype()) ? x : astype(x, DType::f32, site);
   Array mask = mask_for("mean", values, where, site);
-  Array total = sum(filled("mean", values, where, 0, site), axes, keepdims, site);
+  Array total =
+      sum(filled("mean", values, where, scalar_like(values, 0, site), site), axes, keepdims, site);
   Array count = sum(astype(mask, values.dtype(), site), axes, keepdims, site);
   return div(total, count, site);
 }
 
 Array max(const Array& x, Dims axes, bool keepdims, const Array& where, double initial,
           CallSite site) {
-  Array bound = full(Shape{}, initial, x.dtype(), device_of(x), site);
-  return maximum(max(filled("max", x, where, initial, site), axes, keepdims, site), bound, site);
+  Array bound = scalar_like(x, initial, site);
+  return maximum(max(filled("max", x, where, bound, site), axes, keepdims, site), bound, site);
 }
 
 Array min(const Array& x, Dims axes, bool keepdims, const Array& where, double initial,
           CallSite site) {
-  Array bound = full(Shape{}, initial, x.dtype(), device_of(x), site);
-  return minimum(min(filled("min", x, where, initial, site), axes, keepdims, site), bound, site);
+  Array bound = scalar_like(x, initial, site);
+  return minimum(min(filled("min", x, where, bound, site), axes, keepdims, site), bound, site);
 }
 
 }  // namespace kiln

@@ -44,6 +44,15 @@ Array lift_rank(const Array& x, int64_t rank, CallSite site) {
   return reshape(x, lifted, site);
 }
 
+Array slice_axis(const Array& x, int64_t axis, int64_t start, int64_t limit, CallSite site) {
+  Dims starts, limits;
+  for (int64_t i = 0; i < x.rank(); ++i) {
+    starts.push_back(i == axis ? start : 0);
+    limits.push_back(i == axis ? limit : x.shape()[i]);
+  }
+  return slice(x, starts, limits, {}, site);
+}
+
 void require_defined(std::string_view op, const Array& x, CallSite site) {
   if (!x.defined()) fail(site, fmt::format("{}: the operand is an empty Array", op));
 }

@@ -24,6 +24,9 @@ Array lift_rank(const Array& x, int64_t rank, CallSite site);
 // Promote, broadcast-check, lift to equal rank, bind the binary primitive.
 Array bind_binary(PrimId id, std::string_view op, const Array& a, const Array& b, CallSite site);
 
+// x[start:limit] along `axis`, every other axis whole.
+Array slice_axis(const Array& x, int64_t axis, int64_t start, int64_t limit, CallSite site);
+
 // An error naming `op` when `x` is an empty (default-constructed) Array.
 void require_defined(std::string_view op, const Array& x, CallSite site);
 

@@ -14,16 +14,6 @@
 namespace kiln {
 namespace {
 
-// x[start:limit] along `axis`, every other axis whole.
-Array slice_axis(const Array& x, int64_t axis, int64_t start, int64_t limit, CallSite site) {
-  Dims starts, limits;
-  for (int64_t i = 0; i < x.rank(); ++i) {
-    starts.push_back(i == axis ? start : 0);
-    limits.push_back(i == axis ? limit : x.shape()[i]);
-  }
-  return slice(x, starts, limits, {}, site);
-}
-
 Array flattened(const Array& x, CallSite site) {
   return reshape(x, Shape{x.size()}, site);
 }

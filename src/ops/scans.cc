@@ -33,18 +33,11 @@ Array scan(ScanOp op, std::string_view name, const Array& input, int64_t axis, b
                                                                  : input;
   if (reverse) x = flip(x, {a}, site);
   int64_t n = x.shape()[a];
-  // x[from:to] along the scanned axis.
-  auto part = [&](const Array& y, int64_t from, int64_t to) {
-    Dims starts(static_cast<size_t>(y.rank()), 0);
-    Dims limits = y.shape().dims();
-    starts[static_cast<size_t>(a)] = from;
-    limits[static_cast<size_t>(a)] = to;
-    return slice(y, starts, limits, {}, site);
-  };
   for (int64_t shift = 1; shift < n; shift *= 2) {
     // The first `shift` elements are final; each later one takes in the one `shift` before.
-    Array later = combine(op, part(x, shift, n), part(x, 0, n - shift), site);
-    x = concatenate({part(x, 0, shift), later}, a, site);
+    Array later =
+        combine(op, slice_axis(x, a, shift, n, site), slice_axis(x, a, 0, n - shift, site), site);
+    x = concatenate({slice_axis(x, a, 0, shift, site), later}, a, site);
   }
   return reverse ? flip(x, {a}, site) : x;
 }

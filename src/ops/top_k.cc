@@ -42,11 +42,7 @@ std::pair<Array, Array> top_k(const Array& x, int64_t k, CallSite site) {
   keys.push_back(position);
   int64_t num_keys = static_cast<int64_t>(keys.size()) - 1;
   std::vector<Array> sorted = sort(keys, last, num_keys, site);
-  Array order = flip(sorted.back(), {last}, site);
-  Dims starts(static_cast<size_t>(x.rank()), 0);
-  Dims limits = x.shape().dims();
-  limits.back() = k;
-  Array indices = slice(order, starts, limits, {}, site);
+  Array indices = slice_axis(flip(sorted.back(), {last}, site), last, 0, k, site);
   return {take_along_axis(x, indices, last, site), indices};
 }
 
