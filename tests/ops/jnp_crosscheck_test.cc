@@ -515,6 +515,12 @@ TEST(ArrayFunctions, BadArgumentsAreNamed) {
   EXPECT_TRUE(fails_with([&] { (void)mean(matrix, {}, false, astype(ones({3}), DType::bool_)); },
                          {"mean", "f32[2,4]", "bool[3]"}));
   EXPECT_TRUE(fails_with([&] { (void)cummax(matrix, 2); }, {"cummax", "axis 2"}));
+  EXPECT_TRUE(
+      fails_with([&] { (void)top_k(matrix, 5); },
+                 {"top_k: k = 5 is outside [0, 4], the size of the last axis of f32[2,4]"}));
+  EXPECT_TRUE(fails_with([&] { (void)top_k(matrix, -1); }, {"top_k: k = -1 is outside [0, 4]"}));
+  EXPECT_TRUE(fails_with([&] { (void)top_k(scalar(1.0), 1); },
+                         {"top_k: the operand must have at least one axis"}));
   EXPECT_TRUE(fails_with(
       [&] {
         (void)pad(matrix, {{1, 1}}, PadMode::kEdge);
