@@ -15,6 +15,7 @@
 #include "kiln/ops.h"
 #include "kiln/profile.h"
 #include "kiln/sharding.h"
+#include "prims/ids/spmd.h"
 #include "prims/params.h"
 #include "sharding/collective_dispatch.h"
 
@@ -70,13 +71,12 @@ void bench_group(int64_t n, const BenchCollectivesOptions& options) {
     Setup s = setup_for(n, bytes);
     const int64_t actual = s.values[0].size_bytes();
     auto all_reduce = [&] {
-      wait_all(spmd::run_collective(PrimId::psum, p, s.mesh, s.devices, s.values, CallSite()));
+      wait_all(spmd::run_collective(prim::psum, p, s.mesh, s.devices, s.values, CallSite()));
     };
     auto two_steps = [&] {
       std::vector<Array> scattered =
-          spmd::run_collective(PrimId::psum_scatter, p, s.mesh, s.devices, s.values, CallSite());
-      wait_all(
-          spmd::run_collective(PrimId::all_gather, p, s.mesh, s.devices, scattered, CallSite()));
+          spmd::run_collective(prim::psum_scatter, p, s.mesh, s.devices, s.values, CallSite());
+      wait_all(spmd::run_collective(prim::all_gather, p, s.mesh, s.devices, scattered, CallSite()));
     };
     profile::AlternateOptions alternation;
     alternation.rounds = options.repeats;

@@ -239,7 +239,7 @@ class Parser final : public ParamValueReader {
     fail_at(
         token,
         fmt::format("unknown primitive '{}'{}", token.text, ir::did_you_mean(token.text, names)),
-        "the primitives are listed in src/prims/prim_list.def");
+        "the primitives are listed in src/prims/ids/all.def");
   }
 
   Params parse_params(const PrimDef& prim) {

@@ -109,9 +109,9 @@ class Verifier {
     }
     for (size_t e = 0; e < program_.equations.size(); ++e) {
       const Equation& equation = program_.equations[e];
-      if (static_cast<int>(equation.prim) >= kNumPrims) {
-        fail_program(fmt::format("equation {} has primitive id {}, but there are {} primitives", e,
-                                 static_cast<int>(equation.prim), kNumPrims));
+      if (!register_all().contains(equation.prim)) {
+        fail_program(fmt::format("equation {} has primitive id {}, which names no primitive", e,
+                                 static_cast<int>(equation.prim)));
       }
       for (size_t i = 0; i < equation.inputs.size(); ++i) {
         check_var(equation.inputs[i], fmt::format("operand {} of equation {}", i, e));

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "prims/ids/spmd.h"
 #include "runtime/cpu_device.h"
 #include "runtime/device_array.h"
 #include "sharding/shard_map_run.h"
@@ -132,7 +133,7 @@ std::vector<std::shared_ptr<const Executable>> shard_map_segment_executables(
     const Program& program) {
   std::vector<std::shared_ptr<const Executable>> executables;
   for (const Equation& equation : program.equations) {
-    if (equation.prim != PrimId::shard_map) continue;
+    if (equation.prim != prim::shard_map) continue;
     for (const ShardMapSegment& segment :
          *cached_plan(std::get<ShardMapParams>(equation.params).body.program)) {
       if (segment.executable) executables.push_back(segment.executable);
@@ -175,7 +176,7 @@ std::vector<Array> compiled_shard_map_impl(std::span<const Array> inputs, const 
 namespace kiln {
 
 void register_compiled_spmd(PrimTable& table) {
-  table[PrimId::shard_map].impl = detail::compiled_shard_map_impl;
+  table[prim::shard_map].impl = detail::compiled_shard_map_impl;
 }
 
 }  // namespace kiln

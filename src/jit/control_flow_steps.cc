@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "jit/executable.h"
+#include "prims/ids/control_flow.h"
 
 namespace kiln::detail {
 namespace {
@@ -140,14 +141,14 @@ void Executable::run_control_flow(const Equation& equation, const SubExecutables
                                   std::span<const std::byte* const> operands,
                                   std::span<std::byte* const> results, ComputePool& pool) {
   switch (equation.prim) {
-    case PrimId::scan:
+    case prim::scan:
       return run_scan(std::get<ScanParams>(equation.params), *subs[0], operands, results, pool);
-    case PrimId::cond: {
+    case prim::cond: {
       std::vector<const Executable*> branches;
       for (const auto& sub : subs) branches.push_back(sub.get());
       return run_cond(branches.data(), branches.size(), operands, results, pool);
     }
-    case PrimId::while_loop:
+    case prim::while_loop:
       return run_while(std::get<WhileParams>(equation.params), *subs[0], *subs[1], operands,
                        results, pool);
     default:
@@ -157,16 +158,16 @@ void Executable::run_control_flow(const Equation& equation, const SubExecutables
 
 std::vector<std::shared_ptr<const Program>> control_flow_sub_programs(const Equation& equation) {
   switch (equation.prim) {
-    case PrimId::scan:
+    case prim::scan:
       return {std::get<ScanParams>(equation.params).body.program};
-    case PrimId::cond: {
+    case prim::cond: {
       std::vector<std::shared_ptr<const Program>> branches;
       for (const ProgramRef& branch : std::get<CondParams>(equation.params).branches) {
         branches.push_back(branch.program);
       }
       return branches;
     }
-    case PrimId::while_loop: {
+    case prim::while_loop: {
       const auto& p = std::get<WhileParams>(equation.params);
       return {p.cond.program, p.body.program};
     }

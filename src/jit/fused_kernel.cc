@@ -10,6 +10,8 @@
 #include "jit/kernel_error.h"
 #include "kernels/cpu/elementwise_simd.h"
 #include "kernels/cpu/vector_ops.h"
+#include "prims/ids/select.h"
+#include "prims/ids/shape.h"
 
 namespace kiln::detail {
 namespace {
@@ -118,7 +120,7 @@ void choose_vector_loop(const Equation& equation, const Program& program, Kernel
   }
   DType dtype = program.aval(equation.outputs[0]).dtype;
   if (!is_float(dtype)) return;
-  if (equation.prim == PrimId::select) {
+  if (equation.prim == prim::select) {
     member.vector = FusedMember::Vector::kSelect;
   } else if (auto op = vector_unary_op(equation.prim)) {
     member.vector =
@@ -505,7 +507,7 @@ FusedLoop FusedLoop::build(const Program& program, std::span<const size_t> equat
     member.params = &equation.params;
     member.prim = equation.prim;
     member.site = equation.site;
-    if (equation.prim == PrimId::broadcast_in_dim) {
+    if (equation.prim == prim::broadcast_in_dim) {
       // Axis i of the operand is axis broadcast_dimensions[i] of the result.
       const auto& p = std::get<BroadcastInDimParams>(equation.params);
       const AbstractValue& operand = program.aval(equation.inputs[0]);

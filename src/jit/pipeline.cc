@@ -11,6 +11,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "prims/bind.h"
+#include "prims/ids/custom.h"
 #include "transforms/eval.h"
 #include "transforms/passes/passes.h"
 #include "transforms/trace.h"
@@ -25,7 +26,7 @@ class InliningInterpreter final : public Interpreter {
   explicit InliningInterpreter(TraceContext& trace) : trace_(trace) {}
   std::vector<Array> apply(const PrimDef& prim, std::span<const Array> inputs, const Params& params,
                            std::vector<AbstractValue> out_avals, CallSite site) override {
-    if (prim.id == PrimId::custom_vjp_call) return prim.impl(inputs, params, site);
+    if (prim.id == prim::custom_vjp_call) return prim.impl(inputs, params, site);
     return trace_.apply(prim, inputs, params, std::move(out_avals), site);
   }
 
@@ -35,7 +36,7 @@ class InliningInterpreter final : public Interpreter {
 
 bool has_custom_calls(const Program& program) {
   for (const Equation& equation : program.equations) {
-    if (equation.prim == PrimId::custom_vjp_call) return true;
+    if (equation.prim == prim::custom_vjp_call) return true;
   }
   return false;
 }

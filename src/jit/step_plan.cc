@@ -15,6 +15,7 @@
 #include <queue>
 #include <utility>
 
+#include "prims/ids/shape.h"
 #include "prims/params_walk.h"
 
 namespace kiln::detail {
@@ -69,7 +70,7 @@ class FusionGraph {
     std::vector<size_t> chosen{group_of_[e]};
     // A broadcast member reads its operand whole (not tile by tile), so it cannot join
     // the group that computes that operand.
-    if (equation.prim != PrimId::broadcast_in_dim) {
+    if (equation.prim != prim::broadcast_in_dim) {
       const Shape& shape = program_.aval(equation.outputs[0]).shape;
       for (VarId in : equation.inputs) {
         int64_t p = producer_[static_cast<size_t>(in)];
@@ -131,7 +132,7 @@ class FusionGraph {
     for (size_t g : groups) {
       for (size_t m : members_[g]) {
         const Equation& equation = program_.equations[m];
-        if (equation.prim != PrimId::broadcast_in_dim) continue;
+        if (equation.prim != prim::broadcast_in_dim) continue;
         int64_t p = producer_[static_cast<size_t>(equation.inputs[0])];
         if (p >= 0 && std::find(groups.begin(), groups.end(), group_of_[static_cast<size_t>(p)]) !=
                           groups.end()) {
@@ -212,7 +213,7 @@ bool fusible(const Program& program, const Equation& equation) {
   for (VarId out : equation.outputs) {
     if (program.aval(out).shape != shape) return false;
   }
-  if (equation.prim == PrimId::broadcast_in_dim) {
+  if (equation.prim == prim::broadcast_in_dim) {
     // A broadcast member is an expansion of its (external) operand into the tile.
     return true;
   }

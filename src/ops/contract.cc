@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "ops/op_util.h"
+#include "prims/ids/contract.h"
 
 namespace kiln {
 namespace {
@@ -89,7 +90,7 @@ Array matmul(const Array& a, const Array& b, CallSite site) {
     // One rhs matrix for every lhs matrix: fold the lhs batch into its rows (free reshapes).
     Array a2 = reshape(pa, Shape{a_batch.num_elements() * m, k}, site);
     Array b2 = reshape(pb, Shape{k, n}, site);
-    Array c = bind1(PrimId::dot_general, {a2, b2}, DotGeneralParams{{1}, {0}, {}, {}, {}}, site);
+    Array c = bind1(prim::dot_general, {a2, b2}, DotGeneralParams{{1}, {0}, {}, {}, {}}, site);
     out = reshape(c, concat(batch, Shape{m, n}), site);
   } else {
     Array a3 = a_batch == batch ? pa : broadcast_to(pa, concat(batch, Shape{m, k}), site);
@@ -100,7 +101,7 @@ Array matmul(const Array& a, const Array& b, CallSite site) {
       params.lhs_batch.push_back(axis);
       params.rhs_batch.push_back(axis);
     }
-    out = bind1(PrimId::dot_general, {a3, b3}, params, site);
+    out = bind1(prim::dot_general, {a3, b3}, params, site);
   }
   if (drop_m || drop_n) {
     Shape shape = batch;
@@ -122,7 +123,7 @@ Array dot_general(const Array& a, const Array& b, Dims lhs_contracting, Dims rhs
   for (int64_t& axis : rhs_contracting) axis = user_axis("dot_general", axis, b.rank(), site);
   for (int64_t& axis : rhs_batch) axis = user_axis("dot_general", axis, b.rank(), site);
   auto [pa, pb] = promote_operands(a, b, site);
-  return bind1(PrimId::dot_general, {pa, pb},
+  return bind1(prim::dot_general, {pa, pb},
                DotGeneralParams{std::move(lhs_contracting), std::move(rhs_contracting),
                                 std::move(lhs_batch), std::move(rhs_batch), preferred_element_type},
                site);

@@ -8,6 +8,8 @@
 
 #include "core/element_convert.h"
 #include "ops/op_util.h"
+#include "prims/ids/contract.h"
+#include "prims/ids/window.h"
 
 namespace kiln {
 namespace {
@@ -89,7 +91,7 @@ Array conv_general_dilated(const Array& x, const Array& w, Dims window_strides, 
   }
   auto [px, pw] = promote_operands(x, w, site);
   return bind1(
-      PrimId::conv_general_dilated, {px, pw},
+      prim::conv_general_dilated, {px, pw},
       ConvParams{std::move(window_strides), std::move(padding_low), std::move(padding_high),
                  std::move(lhs_dilation), std::move(rhs_dilation), feature_group_count},
       site);
@@ -142,7 +144,7 @@ Array conv2d(const Array& x, const Array& w, Dims strides, Padding padding, Dims
 
 Array max_pool(const Array& x, Dims window, Dims strides, Padding padding, CallSite site) {
   SpatialPadding pad = pool_padding("max_pool", x, window, strides, padding, site);
-  return reduce_window(PrimId::reduce_window_max, x, window, strides, pad, site);
+  return reduce_window(prim::reduce_window_max, x, window, strides, pad, site);
 }
 
 Array avg_pool(const Array& x, Dims window, Dims strides, Padding padding, CallSite site) {
@@ -152,7 +154,7 @@ Array avg_pool(const Array& x, Dims window, Dims strides, Padding padding, CallS
          fmt::format("avg_pool: expects a floating-point input, got {}", x.aval().to_string()),
          "convert first, e.g. astype(x, DType::f32)");
   }
-  Array sums = reduce_window(PrimId::reduce_window_sum, x, window, strides, pad, site);
+  Array sums = reduce_window(prim::reduce_window_sum, x, window, strides, pad, site);
   bool padded = pad.low[0] + pad.low[1] + pad.high[0] + pad.high[1] > 0;
   if (!padded) return sums / (window[0] * window[1]);
   // Windows that overlap the padding average over fewer cells: divide each output pixel

@@ -11,6 +11,7 @@
 #include "core/element_convert.h"
 #include "kiln/device.h"
 #include "ops/op_util.h"
+#include "prims/ids/shape.h"
 
 namespace kiln {
 namespace {
@@ -53,14 +54,14 @@ Array fill(std::string_view op, const Shape& shape, double value, DType dtype, b
   check_sizes(op, shape, site);
   Array value_array = make_scalar(value, dtype, weak, device, site);
   if (shape.rank() == 0) return value_array;
-  return bind1(PrimId::broadcast_in_dim, {value_array}, BroadcastInDimParams{shape, {}}, site);
+  return bind1(prim::broadcast_in_dim, {value_array}, BroadcastInDimParams{shape, {}}, site);
 }
 
 // iota on `device` (the primitive has no operands, so it runs on the default device).
 Array iota_on(DType dtype, Shape shape, int64_t dimension, Device* device, CallSite site) {
   std::optional<DefaultDeviceScope> scope;
   if (device != nullptr) scope.emplace(*device);
-  return bind1(PrimId::iota, {}, IotaParams{dtype, std::move(shape), dimension}, site);
+  return bind1(prim::iota, {}, IotaParams{dtype, std::move(shape), dimension}, site);
 }
 
 // start + i * step for i in [0, count), computed in f64 and converted to `dtype`.

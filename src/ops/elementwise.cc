@@ -6,6 +6,10 @@
 #include "core/element_convert.h"
 #include "kiln/promotion.h"
 #include "ops/op_util.h"
+#include "prims/ids/binary.h"
+#include "prims/ids/convert.h"
+#include "prims/ids/select.h"
+#include "prims/ids/unary.h"
 
 namespace kiln {
 namespace {
@@ -44,110 +48,110 @@ Array detail::weak_scalar_like(double value, bool is_float, const Array& like, C
 }
 
 Array neg(const Array& x, CallSite site) {
-  return unary(PrimId::neg, x, site);
+  return unary(prim::neg, x, site);
 }
 Array abs(const Array& x, CallSite site) {
-  return unary(PrimId::abs, x, site);
+  return unary(prim::abs, x, site);
 }
 Array sign(const Array& x, CallSite site) {
-  return unary(PrimId::sign, x, site);
+  return unary(prim::sign, x, site);
 }
 Array exp(const Array& x, CallSite site) {
-  return unary(PrimId::exp, x, site);
+  return unary(prim::exp, x, site);
 }
 Array expm1(const Array& x, CallSite site) {
-  return unary(PrimId::expm1, x, site);
+  return unary(prim::expm1, x, site);
 }
 Array log(const Array& x, CallSite site) {
-  return unary(PrimId::log, x, site);
+  return unary(prim::log, x, site);
 }
 Array log1p(const Array& x, CallSite site) {
-  return unary(PrimId::log1p, x, site);
+  return unary(prim::log1p, x, site);
 }
 Array sqrt(const Array& x, CallSite site) {
-  return unary(PrimId::sqrt, x, site);
+  return unary(prim::sqrt, x, site);
 }
 Array rsqrt(const Array& x, CallSite site) {
-  return unary(PrimId::rsqrt, x, site);
+  return unary(prim::rsqrt, x, site);
 }
 Array tanh(const Array& x, CallSite site) {
-  return unary(PrimId::tanh, x, site);
+  return unary(prim::tanh, x, site);
 }
 Array logistic(const Array& x, CallSite site) {
-  return unary(PrimId::logistic, x, site);
+  return unary(prim::logistic, x, site);
 }
 Array sin(const Array& x, CallSite site) {
-  return unary(PrimId::sin, x, site);
+  return unary(prim::sin, x, site);
 }
 Array cos(const Array& x, CallSite site) {
-  return unary(PrimId::cos, x, site);
+  return unary(prim::cos, x, site);
 }
 Array floor(const Array& x, CallSite site) {
-  return unary(PrimId::floor, x, site);
+  return unary(prim::floor, x, site);
 }
 Array ceil(const Array& x, CallSite site) {
-  return unary(PrimId::ceil, x, site);
+  return unary(prim::ceil, x, site);
 }
 Array round(const Array& x, CallSite site) {
-  return unary(PrimId::round, x, site);
+  return unary(prim::round, x, site);
 }
 Array is_finite(const Array& x, CallSite site) {
-  return unary(PrimId::is_finite, x, site);
+  return unary(prim::is_finite, x, site);
 }
 Array logical_not(const Array& x, CallSite site) {
-  return unary(PrimId::not_, x, site);
+  return unary(prim::not_, x, site);
 }
 
 Array add(const Array& a, const Array& b, CallSite site) {
-  return bind_binary(PrimId::add, "add", a, b, site);
+  return bind_binary(prim::add, "add", a, b, site);
 }
 Array sub(const Array& a, const Array& b, CallSite site) {
-  return bind_binary(PrimId::sub, "sub", a, b, site);
+  return bind_binary(prim::sub, "sub", a, b, site);
 }
 Array mul(const Array& a, const Array& b, CallSite site) {
-  return bind_binary(PrimId::mul, "mul", a, b, site);
+  return bind_binary(prim::mul, "mul", a, b, site);
 }
 Array div(const Array& a, const Array& b, CallSite site) {
-  return bind_binary(PrimId::div, "div", a, b, site);
+  return bind_binary(prim::div, "div", a, b, site);
 }
 Array rem(const Array& a, const Array& b, CallSite site) {
-  return bind_binary(PrimId::rem, "rem", a, b, site);
+  return bind_binary(prim::rem, "rem", a, b, site);
 }
 Array pow(const Array& a, const Array& b, CallSite site) {
-  return bind_binary(PrimId::pow, "pow", a, b, site);
+  return bind_binary(prim::pow, "pow", a, b, site);
 }
 Array maximum(const Array& a, const Array& b, CallSite site) {
-  return bind_binary(PrimId::max, "maximum", a, b, site);
+  return bind_binary(prim::max, "maximum", a, b, site);
 }
 Array minimum(const Array& a, const Array& b, CallSite site) {
-  return bind_binary(PrimId::min, "minimum", a, b, site);
+  return bind_binary(prim::min, "minimum", a, b, site);
 }
 Array bitwise_and(const Array& a, const Array& b, CallSite site) {
-  return bind_binary(PrimId::and_, "bitwise_and", a, b, site);
+  return bind_binary(prim::and_, "bitwise_and", a, b, site);
 }
 Array bitwise_or(const Array& a, const Array& b, CallSite site) {
-  return bind_binary(PrimId::or_, "bitwise_or", a, b, site);
+  return bind_binary(prim::or_, "bitwise_or", a, b, site);
 }
 Array bitwise_xor(const Array& a, const Array& b, CallSite site) {
-  return bind_binary(PrimId::xor_, "bitwise_xor", a, b, site);
+  return bind_binary(prim::xor_, "bitwise_xor", a, b, site);
 }
 Array equal(const Array& a, const Array& b, CallSite site) {
-  return bind_binary(PrimId::eq, "equal", a, b, site);
+  return bind_binary(prim::eq, "equal", a, b, site);
 }
 Array not_equal(const Array& a, const Array& b, CallSite site) {
-  return bind_binary(PrimId::ne, "not_equal", a, b, site);
+  return bind_binary(prim::ne, "not_equal", a, b, site);
 }
 Array less(const Array& a, const Array& b, CallSite site) {
-  return bind_binary(PrimId::lt, "less", a, b, site);
+  return bind_binary(prim::lt, "less", a, b, site);
 }
 Array less_equal(const Array& a, const Array& b, CallSite site) {
-  return bind_binary(PrimId::le, "less_equal", a, b, site);
+  return bind_binary(prim::le, "less_equal", a, b, site);
 }
 Array greater(const Array& a, const Array& b, CallSite site) {
-  return bind_binary(PrimId::gt, "greater", a, b, site);
+  return bind_binary(prim::gt, "greater", a, b, site);
 }
 Array greater_equal(const Array& a, const Array& b, CallSite site) {
-  return bind_binary(PrimId::ge, "greater_equal", a, b, site);
+  return bind_binary(prim::ge, "greater_equal", a, b, site);
 }
 
 Array where(const Array& pred, const Array& on_true, const Array& on_false, CallSite site) {
@@ -159,7 +163,7 @@ Array where(const Array& pred, const Array& on_true, const Array& on_false, Call
   Shape out = broadcast_shapes("where", pred.aval(), AbstractValue{branches, DType::f32}, site);
   auto [t, f] = promote_operands(on_true, on_false, site);
   int64_t rank = out.rank();
-  return bind1(PrimId::select,
+  return bind1(prim::select,
                {lift_rank(pred, rank, site), lift_rank(t, rank, site), lift_rank(f, rank, site)},
                NoParams{}, site);
 }
@@ -175,7 +179,7 @@ Array clip(const Array& x, double low, double high, CallSite site) {
 
 Array astype(const Array& x, DType dtype, CallSite site) {
   if (x.defined() && x.dtype() == dtype && !x.weak_type()) return x;
-  return bind1(PrimId::convert_element_type, {x}, ConvertParams{dtype}, site);
+  return bind1(prim::convert_element_type, {x}, ConvertParams{dtype}, site);
 }
 
 namespace {

@@ -8,6 +8,7 @@
 
 #include "kiln/array_functions.h"
 #include "ops/op_util.h"
+#include "prims/ids/index.h"
 
 namespace kiln {
 namespace {
@@ -48,7 +49,7 @@ Array take_along_axis_same_rank(const Array& x, const Array& indices, int64_t ax
     picks = moveaxis(picks, axis, last, site);
   }
   Array out =
-      bind1(PrimId::gather, {values, picks}, GatherParams{last, last, IndexMode::kError}, site);
+      bind1(prim::gather, {values, picks}, GatherParams{last, last, IndexMode::kError}, site);
   return axis == last ? out : moveaxis(out, last, axis, site);
 }
 
@@ -63,7 +64,7 @@ Array take(const Array& x, const Array& indices, int64_t axis, std::optional<Ind
          "reshape it to rank 1 first, e.g. x.reshape({1})");
   }
   int64_t normalised = user_axis("take", axis, x.rank(), site);
-  return bind1(PrimId::gather, {x, indices},
+  return bind1(prim::gather, {x, indices},
                GatherParams{normalised, 0, mode.value_or(IndexMode::kError)}, site);
 }
 
@@ -92,7 +93,7 @@ Array take_along_axis(const Array& x, const Array& indices, int64_t axis, CallSi
   }
   int64_t last = x.rank() - 1;
   Array moved = normalised == last ? x : moveaxis(x, normalised, last, site);
-  return bind1(PrimId::gather, {moved, indices}, GatherParams{last, last, IndexMode::kError}, site);
+  return bind1(prim::gather, {moved, indices}, GatherParams{last, last, IndexMode::kError}, site);
 }
 
 // Labels outside [0, num_classes) (negative ones included) give an all-zero row, as in
@@ -155,7 +156,7 @@ Array update_values(std::string_view op, const Array& x, const Array& indices, c
 
 Array indexed_update(PrimId id, std::string_view op, const Array& x, const Array& indices,
                      const Array& values, CallSite site) {
-  if (id == PrimId::scatter_add && x.dtype() == DType::bool_) {
+  if (id == prim::scatter_add && x.dtype() == DType::bool_) {
     fail(site, fmt::format("{}: cannot add to a bool array {}", op, x.aval().to_string()),
          "convert it first, e.g. x.astype(DType::i32), or use .set()");
   }
@@ -166,10 +167,10 @@ Array indexed_update(PrimId id, std::string_view op, const Array& x, const Array
 }  // namespace
 
 Array Array::IndexedUpdate::set(const Array& values) const {
-  return indexed_update(PrimId::scatter, "at.set", array_, indices_, values, site_);
+  return indexed_update(prim::scatter, "at.set", array_, indices_, values, site_);
 }
 Array Array::IndexedUpdate::add(const Array& values) const {
-  return indexed_update(PrimId::scatter_add, "at.add", array_, indices_, values, site_);
+  return indexed_update(prim::scatter_add, "at.add", array_, indices_, values, site_);
 }
 Array Array::IndexedUpdate::set(double value) const {
   return set(scalar(value, array_.dtype(), device_of(array_), site_));

@@ -8,6 +8,7 @@
 #include <fmt/ranges.h>
 
 #include "ops/op_util.h"
+#include "prims/ids/shape.h"
 
 namespace kiln {
 namespace {
@@ -69,7 +70,7 @@ Array reshape(const Array& x, Shape shape, CallSite site) {
          "the new shape must hold the same number of elements; use -1 for one inferred size");
   }
   if (shape == x.shape()) return x;
-  return bind1(PrimId::reshape, {x}, ReshapeParams{shape}, site);
+  return bind1(prim::reshape, {x}, ReshapeParams{shape}, site);
 }
 
 Array transpose(const Array& x, Dims permutation, CallSite site) {
@@ -99,7 +100,7 @@ Array transpose(const Array& x, Dims permutation, CallSite site) {
     normalized.push_back(a);
   }
   if (is_identity(normalized)) return x;
-  return bind1(PrimId::transpose, {x}, TransposeParams{normalized}, site);
+  return bind1(prim::transpose, {x}, TransposeParams{normalized}, site);
 }
 
 Array broadcast_to(const Array& x, Shape shape, CallSite site) {
@@ -131,7 +132,7 @@ Array broadcast_to(const Array& x, Shape shape, CallSite site) {
     dims.push_back(axis + offset);
   }
   if (shape == x.shape()) return x;
-  return bind1(PrimId::broadcast_in_dim, {x}, BroadcastInDimParams{shape, dims}, site);
+  return bind1(prim::broadcast_in_dim, {x}, BroadcastInDimParams{shape, dims}, site);
 }
 
 Array broadcast_in_dim(const Array& x, Shape shape, Dims broadcast_dimensions, CallSite site) {
@@ -140,7 +141,7 @@ Array broadcast_in_dim(const Array& x, Shape shape, Dims broadcast_dimensions, C
       static_cast<int64_t>(broadcast_dimensions.size()) == x.rank()) {
     return x;
   }
-  return bind1(PrimId::broadcast_in_dim, {x},
+  return bind1(prim::broadcast_in_dim, {x},
                BroadcastInDimParams{std::move(shape), std::move(broadcast_dimensions)}, site);
 }
 
@@ -189,7 +190,7 @@ Array slice(const Array& x, Dims start, Dims limit, Dims strides, CallSite site)
                (strides.empty() || strides[axis] == 1);
   }
   if (identity) return x;
-  return bind1(PrimId::slice, {x},
+  return bind1(prim::slice, {x},
                SliceParams{std::move(start), std::move(limit), std::move(strides)}, site);
 }
 
@@ -224,10 +225,10 @@ Array dynamic_slice(const Array& x, const Array& start, Dims sizes, CallSite sit
   DynamicSliceParams params{std::move(sizes)};
   // A window as large as the array is clamped to start 0: the result is x itself.
   AbstractValue in_avals[] = {x.aval(), start.aval()};
-  std::vector<AbstractValue> out = abstract_eval(PrimId::dynamic_slice, in_avals, params, site);
+  std::vector<AbstractValue> out = abstract_eval(prim::dynamic_slice, in_avals, params, site);
   if (out[0] == x.aval()) return x;
-  return bind1(PrimId::dynamic_slice, {x, count_negative_starts_from_the_end(x, start, site)},
-               params, site);
+  return bind1(prim::dynamic_slice, {x, count_negative_starts_from_the_end(x, start, site)}, params,
+               site);
 }
 
 Array dynamic_update_slice(const Array& x, const Array& update, const Array& start, CallSite site) {
@@ -236,11 +237,11 @@ Array dynamic_update_slice(const Array& x, const Array& update, const Array& sta
   check_defined("dynamic_update_slice", start, site);
   AbstractValue in_avals[] = {x.aval(), update.aval(), start.aval()};
   std::vector<AbstractValue> out =
-      abstract_eval(PrimId::dynamic_update_slice, in_avals, NoParams{}, site);
+      abstract_eval(prim::dynamic_update_slice, in_avals, NoParams{}, site);
   // An empty update changes nothing; a full-size one (clamped to start 0) replaces all.
   if (update.size() == 0 && out[0] == x.aval()) return x;
   if (update.shape() == x.shape() && out[0] == update.aval()) return update;
-  return bind1(PrimId::dynamic_update_slice,
+  return bind1(prim::dynamic_update_slice,
                {x, update, count_negative_starts_from_the_end(x, start, site)}, NoParams{}, site);
 }
 
@@ -274,7 +275,7 @@ Array concatenate(std::span<const Array> arrays, int64_t axis, CallSite site) {
     }
   }
   if (arrays.size() == 1) return first;
-  return bind1(PrimId::concatenate, arrays, ConcatenateParams{dimension}, site);
+  return bind1(prim::concatenate, arrays, ConcatenateParams{dimension}, site);
 }
 
 Array concatenate(std::initializer_list<Array> arrays, int64_t axis, CallSite site) {
@@ -316,7 +317,7 @@ Array pad(const Array& x, Dims low, Dims high, Dims interior, double value, Call
   }
   if (identity) return x;
   Array padding = scalar(value, x.dtype(), device_of(x), site);
-  return bind1(PrimId::pad, {x, padding},
+  return bind1(prim::pad, {x, padding},
                PadParams{std::move(low), std::move(high), std::move(interior)}, site);
 }
 

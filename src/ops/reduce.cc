@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "ops/op_util.h"
+#include "prims/ids/reduce.h"
 
 namespace kiln {
 namespace {
@@ -36,7 +37,7 @@ Array arg_reduce(PrimId id, std::string_view op, const Array& x, int64_t axis, D
   if (x.shape()[normalised] == 0) {
     fail(site,
          fmt::format("{}: axis {} of {} has size 0, so it has no {} element", op, axis,
-                     x.aval().to_string(), id == PrimId::argmax ? "largest" : "smallest"),
+                     x.aval().to_string(), id == prim::argmax ? "largest" : "smallest"),
          "check the shape; an empty axis has no index to return");
   }
   if (index_dtype != DType::i32 && index_dtype != DType::i64) {
@@ -50,20 +51,20 @@ Array arg_reduce(PrimId id, std::string_view op, const Array& x, int64_t axis, D
 
 Array sum(const Array& x, Dims axes, bool keepdims, CallSite site) {
   require_defined("sum", x, site);
-  return reduce(PrimId::reduce_sum, "sum", counting_dtype(x, site), axes, keepdims, site);
+  return reduce(prim::reduce_sum, "sum", counting_dtype(x, site), axes, keepdims, site);
 }
 
 Array prod(const Array& x, Dims axes, bool keepdims, CallSite site) {
   require_defined("prod", x, site);
-  return reduce(PrimId::reduce_prod, "prod", counting_dtype(x, site), axes, keepdims, site);
+  return reduce(prim::reduce_prod, "prod", counting_dtype(x, site), axes, keepdims, site);
 }
 
 Array max(const Array& x, Dims axes, bool keepdims, CallSite site) {
-  return reduce(PrimId::reduce_max, "max", x, axes, keepdims, site);
+  return reduce(prim::reduce_max, "max", x, axes, keepdims, site);
 }
 
 Array min(const Array& x, Dims axes, bool keepdims, CallSite site) {
-  return reduce(PrimId::reduce_min, "min", x, axes, keepdims, site);
+  return reduce(prim::reduce_min, "min", x, axes, keepdims, site);
 }
 
 // Integers and bool average in f32; 16-bit floats sum in f32 (so the sum cannot overflow
@@ -78,7 +79,7 @@ Array mean(const Array& x, Dims axes, bool keepdims, CallSite site) {
   bool narrow = out_dtype == DType::f16 || out_dtype == DType::bf16;
   DType compute = narrow ? DType::f32 : out_dtype;
   Array wide = x.dtype() == compute ? x : astype(x, compute, site);
-  Array total = bind1(PrimId::reduce_sum, {wide}, ReduceParams{normalised}, site);
+  Array total = bind1(prim::reduce_sum, {wide}, ReduceParams{normalised}, site);
   Array out =
       div(total, detail::weak_scalar_like(static_cast<double>(count), true, total, site), site);
   if (narrow) out = astype(out, out_dtype, site);
@@ -86,17 +87,17 @@ Array mean(const Array& x, Dims axes, bool keepdims, CallSite site) {
 }
 
 Array argmax(const Array& x, int64_t axis, DType index_dtype, CallSite site) {
-  return arg_reduce(PrimId::argmax, "argmax", x, axis, index_dtype, site);
+  return arg_reduce(prim::argmax, "argmax", x, axis, index_dtype, site);
 }
 
 Array argmin(const Array& x, int64_t axis, DType index_dtype, CallSite site) {
-  return arg_reduce(PrimId::argmin, "argmin", x, axis, index_dtype, site);
+  return arg_reduce(prim::argmin, "argmin", x, axis, index_dtype, site);
 }
 
 Array cumsum(const Array& x, int64_t axis, bool reverse, CallSite site) {
   require_defined("cumsum", x, site);
   int64_t normalised = user_axis("cumsum", axis, x.rank(), site);
-  return bind1(PrimId::cumsum, {counting_dtype(x, site)}, CumsumParams{normalised, reverse}, site);
+  return bind1(prim::cumsum, {counting_dtype(x, site)}, CumsumParams{normalised, reverse}, site);
 }
 
 }  // namespace kiln

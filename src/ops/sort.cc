@@ -4,6 +4,7 @@
 
 #include "kiln/device.h"
 #include "ops/op_util.h"
+#include "prims/ids/sort.h"
 
 namespace kiln {
 
@@ -19,7 +20,7 @@ std::vector<Array> sort(std::span<const Array> operands, int64_t axis, int64_t n
          "reshape to rank 1 first, e.g. reshape(x, {1})");
   }
   int64_t dimension = user_axis("sort", axis, rank, site);
-  return bind(PrimId::sort, operands, SortParams{dimension, num_keys}, site);
+  return bind(prim::sort, operands, SortParams{dimension, num_keys}, site);
 }
 
 Array sort(const Array& x, int64_t axis, CallSite site) {

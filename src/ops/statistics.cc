@@ -9,6 +9,7 @@
 
 #include "kiln/array_functions.h"
 #include "ops/op_util.h"
+#include "prims/ids/shape.h"
 
 namespace kiln {
 namespace {
@@ -114,7 +115,7 @@ Array logsumexp(const Array& x, Dims axes, bool keepdims, CallSite site) {
   // replaced by 0, and it is a constant for the gradient (which is then softmax).
   Array peak = max(wide, reduced, true, site);
   peak = where(is_finite(peak, site), peak, zeros_like(peak, site), site);
-  peak = bind1(PrimId::stop_gradient, {peak}, NoParams{}, site);
+  peak = bind1(prim::stop_gradient, {peak}, NoParams{}, site);
   Array total = sum(exp(sub(wide, peak, site), site), reduced, keepdims, site);
   Array shift = keepdims ? peak : reshape(peak, total.shape(), site);
   return astype(add(log(total, site), shift, site), result_dtype(x), site);

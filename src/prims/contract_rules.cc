@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "prims/cost_util.h"
+#include "prims/ids/contract.h"
 #include "prims/registry.h"
 
 namespace kiln {
@@ -240,10 +241,10 @@ Cost conv_cost(std::span<const AbstractValue> inputs, std::span<const AbstractVa
 }  // namespace
 
 void register_contract_rules(PrimTable& table) {
-  table[PrimId::dot_general].abstract_eval = dot_general_rule;
-  table[PrimId::conv_general_dilated].abstract_eval = conv_rule;
-  table[PrimId::dot_general].cost = dot_general_cost;
-  table[PrimId::conv_general_dilated].cost = conv_cost;
+  table[prim::dot_general].abstract_eval = dot_general_rule;
+  table[prim::conv_general_dilated].abstract_eval = conv_rule;
+  table[prim::dot_general].cost = dot_general_cost;
+  table[prim::conv_general_dilated].cost = conv_cost;
 }
 
 }  // namespace kiln

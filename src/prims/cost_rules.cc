@@ -1,4 +1,4 @@
-// The cost rules that primitives get from their flags (prim_list.def): one FLOP per
+// The cost rules that primitives get from their flags (prims/ids/all.def): one FLOP per
 // result element for elementwise arithmetic, comparisons, logic, select and conversions,
 // one transcendental per element for the math functions (as XLA's cost analysis counts
 // them: their real price depends on the math library), nothing for a primitive whose

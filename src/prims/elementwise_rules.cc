@@ -7,6 +7,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "prims/ids/binary.h"
+#include "prims/ids/convert.h"
+#include "prims/ids/select.h"
+#include "prims/ids/unary.h"
 #include "prims/registry.h"
 
 namespace kiln {
@@ -21,39 +25,39 @@ struct ElementwiseSpec {
 };
 
 constexpr ElementwiseSpec kUnarySpecs[] = {
-    {PrimId::neg, Accepts::kNumeric, false},    {PrimId::abs, Accepts::kNumeric, false},
-    {PrimId::sign, Accepts::kNumeric, false},   {PrimId::exp, Accepts::kFloat, false},
-    {PrimId::expm1, Accepts::kFloat, false},    {PrimId::log, Accepts::kFloat, false},
-    {PrimId::log1p, Accepts::kFloat, false},    {PrimId::sqrt, Accepts::kFloat, false},
-    {PrimId::rsqrt, Accepts::kFloat, false},    {PrimId::tanh, Accepts::kFloat, false},
-    {PrimId::logistic, Accepts::kFloat, false}, {PrimId::sin, Accepts::kFloat, false},
-    {PrimId::cos, Accepts::kFloat, false},      {PrimId::floor, Accepts::kFloat, false},
-    {PrimId::ceil, Accepts::kFloat, false},     {PrimId::round, Accepts::kFloat, false},
-    {PrimId::is_finite, Accepts::kFloat, true}, {PrimId::not_, Accepts::kBoolOrInteger, false},
-    {PrimId::erf, Accepts::kFloat, false},      {PrimId::erf_inv, Accepts::kFloat, false},
+    {prim::neg, Accepts::kNumeric, false},    {prim::abs, Accepts::kNumeric, false},
+    {prim::sign, Accepts::kNumeric, false},   {prim::exp, Accepts::kFloat, false},
+    {prim::expm1, Accepts::kFloat, false},    {prim::log, Accepts::kFloat, false},
+    {prim::log1p, Accepts::kFloat, false},    {prim::sqrt, Accepts::kFloat, false},
+    {prim::rsqrt, Accepts::kFloat, false},    {prim::tanh, Accepts::kFloat, false},
+    {prim::logistic, Accepts::kFloat, false}, {prim::sin, Accepts::kFloat, false},
+    {prim::cos, Accepts::kFloat, false},      {prim::floor, Accepts::kFloat, false},
+    {prim::ceil, Accepts::kFloat, false},     {prim::round, Accepts::kFloat, false},
+    {prim::is_finite, Accepts::kFloat, true}, {prim::not_, Accepts::kBoolOrInteger, false},
+    {prim::erf, Accepts::kFloat, false},      {prim::erf_inv, Accepts::kFloat, false},
 };
 
 constexpr ElementwiseSpec kBinarySpecs[] = {
-    {PrimId::add, Accepts::kNumeric, false},
-    {PrimId::sub, Accepts::kNumeric, false},
-    {PrimId::mul, Accepts::kNumeric, false},
-    {PrimId::div, Accepts::kNumeric, false},
-    {PrimId::rem, Accepts::kNumeric, false},
-    {PrimId::pow, Accepts::kFloat, false},
-    {PrimId::max, Accepts::kNumeric, false},
-    {PrimId::min, Accepts::kNumeric, false},
-    {PrimId::and_, Accepts::kBoolOrInteger, false},
-    {PrimId::or_, Accepts::kBoolOrInteger, false},
-    {PrimId::xor_, Accepts::kBoolOrInteger, false},
-    {PrimId::eq, Accepts::kAny, true},
-    {PrimId::ne, Accepts::kAny, true},
-    {PrimId::lt, Accepts::kAny, true},
-    {PrimId::le, Accepts::kAny, true},
-    {PrimId::gt, Accepts::kAny, true},
-    {PrimId::ge, Accepts::kAny, true},
-    {PrimId::shift_left, Accepts::kInteger, false},
-    {PrimId::shift_right_logical, Accepts::kInteger, false},
-    {PrimId::shift_right_arithmetic, Accepts::kInteger, false},
+    {prim::add, Accepts::kNumeric, false},
+    {prim::sub, Accepts::kNumeric, false},
+    {prim::mul, Accepts::kNumeric, false},
+    {prim::div, Accepts::kNumeric, false},
+    {prim::rem, Accepts::kNumeric, false},
+    {prim::pow, Accepts::kFloat, false},
+    {prim::max, Accepts::kNumeric, false},
+    {prim::min, Accepts::kNumeric, false},
+    {prim::and_, Accepts::kBoolOrInteger, false},
+    {prim::or_, Accepts::kBoolOrInteger, false},
+    {prim::xor_, Accepts::kBoolOrInteger, false},
+    {prim::eq, Accepts::kAny, true},
+    {prim::ne, Accepts::kAny, true},
+    {prim::lt, Accepts::kAny, true},
+    {prim::le, Accepts::kAny, true},
+    {prim::gt, Accepts::kAny, true},
+    {prim::ge, Accepts::kAny, true},
+    {prim::shift_left, Accepts::kInteger, false},
+    {prim::shift_right_logical, Accepts::kInteger, false},
+    {prim::shift_right_arithmetic, Accepts::kInteger, false},
 };
 
 const ElementwiseSpec& spec_of(PrimId id) {
@@ -201,8 +205,8 @@ std::vector<AbstractValue> convert_rule(std::span<const AbstractValue> inputs, c
 void register_elementwise_rules(PrimTable& table) {
   for (const auto& spec : kUnarySpecs) table[spec.id].abstract_eval = unary_rule;
   for (const auto& spec : kBinarySpecs) table[spec.id].abstract_eval = binary_rule;
-  table[PrimId::select].abstract_eval = select_rule;
-  table[PrimId::convert_element_type].abstract_eval = convert_rule;
+  table[prim::select].abstract_eval = select_rule;
+  table[prim::convert_element_type].abstract_eval = convert_rule;
 }
 
 }  // namespace kiln

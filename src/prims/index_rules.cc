@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "prims/cost_util.h"
+#include "prims/ids/index.h"
 #include "prims/registry.h"
 
 namespace kiln {
@@ -71,7 +72,7 @@ std::vector<AbstractValue> scatter_rule(std::span<const AbstractValue> inputs, c
   const auto& p = std::get<ScatterParams>(params);
   const AbstractValue& operand = inputs[0];
   const AbstractValue& updates = inputs[2];
-  if (context.prim.id == PrimId::scatter_add && operand.dtype == DType::bool_) {
+  if (context.prim.id == prim::scatter_add && operand.dtype == DType::bool_) {
     context.fail(fmt::format("does not accept bool operands, got {}", operand.to_string()),
                  "convert first, e.g. astype(x, DType::i32)");
   }
@@ -113,12 +114,12 @@ Cost scatter_add_cost(std::span<const AbstractValue> inputs, std::span<const Abs
 }  // namespace
 
 void register_index_rules(PrimTable& table) {
-  table[PrimId::gather].abstract_eval = gather_rule;
-  table[PrimId::scatter].abstract_eval = scatter_rule;
-  table[PrimId::scatter_add].abstract_eval = scatter_rule;
-  table[PrimId::gather].cost = gather_cost;
-  table[PrimId::scatter].cost = cost::movement;
-  table[PrimId::scatter_add].cost = scatter_add_cost;
+  table[prim::gather].abstract_eval = gather_rule;
+  table[prim::scatter].abstract_eval = scatter_rule;
+  table[prim::scatter_add].abstract_eval = scatter_rule;
+  table[prim::gather].cost = gather_cost;
+  table[prim::scatter].cost = cost::movement;
+  table[prim::scatter_add].cost = scatter_add_cost;
 }
 
 }  // namespace kiln

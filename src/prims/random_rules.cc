@@ -8,6 +8,8 @@
 #include <fmt/ranges.h>
 
 #include "prims/cost_util.h"
+#include "prims/ids/convert.h"
+#include "prims/ids/random.h"
 #include "prims/registry.h"
 
 namespace kiln {
@@ -95,11 +97,11 @@ Cost threefry_cost(std::span<const AbstractValue> inputs, std::span<const Abstra
 }  // namespace
 
 void register_random_rules(PrimTable& table) {
-  table[PrimId::threefry2x32].abstract_eval = threefry_rule;
+  table[prim::threefry2x32].abstract_eval = threefry_rule;
   // Same bytes, new dtype: flagged kAliasesOperand, so eager mode shares the operand's
   // buffer (no kernel runs there).
-  table[PrimId::bitcast_convert_type].abstract_eval = bitcast_rule;
-  table[PrimId::threefry2x32].cost = threefry_cost;
+  table[prim::bitcast_convert_type].abstract_eval = bitcast_rule;
+  table[prim::threefry2x32].cost = threefry_cost;
 }
 
 }  // namespace kiln

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "prims/cost_util.h"
+#include "prims/ids/reduce.h"
 #include "prims/registry.h"
 
 namespace kiln {
@@ -25,7 +26,7 @@ std::vector<AbstractValue> reduce_rule(std::span<const AbstractValue> inputs, co
                                        const RuleContext& context) {
   const AbstractValue& x = inputs[0];
   const Dims& axes = std::get<ReduceParams>(params).axes;
-  bool order_only = context.prim.id == PrimId::reduce_max || context.prim.id == PrimId::reduce_min;
+  bool order_only = context.prim.id == prim::reduce_max || context.prim.id == prim::reduce_min;
   if (x.dtype == DType::bool_ && !order_only) {
     context.fail(fmt::format("does not accept bool operands, got {}", x.to_string()),
                  "convert first, e.g. astype(x, DType::i32) to count the true values");
@@ -59,10 +60,10 @@ std::vector<AbstractValue> arg_reduce_rule(std::span<const AbstractValue> inputs
   }
   int64_t size = x.shape[p.axis];
   if (size == 0) {
-    context.fail(fmt::format("cannot take the {} of an empty axis: axis {} of {} has size 0",
-                             context.prim.id == PrimId::argmax ? "maximum" : "minimum", p.axis,
-                             x.to_string()),
-                 "an empty axis has no extreme element; check the shape, or mask the result");
+    context.fail(
+        fmt::format("cannot take the {} of an empty axis: axis {} of {} has size 0",
+                    context.prim.id == prim::argmax ? "maximum" : "minimum", p.axis, x.to_string()),
+        "an empty axis has no extreme element; check the shape, or mask the result");
   }
   if (p.index_dtype == DType::i32 && size > INT32_MAX) {
     context.fail(fmt::format("axis {} of {} has {} elements, too many for i32 indices", p.axis,
@@ -99,16 +100,15 @@ Cost reduce_cost(std::span<const AbstractValue> inputs, std::span<const Abstract
 }  // namespace
 
 void register_reduce_rules(PrimTable& table) {
-  for (PrimId id :
-       {PrimId::reduce_sum, PrimId::reduce_max, PrimId::reduce_min, PrimId::reduce_prod}) {
+  for (PrimId id : {prim::reduce_sum, prim::reduce_max, prim::reduce_min, prim::reduce_prod}) {
     table[id].abstract_eval = reduce_rule;
   }
-  for (PrimId id : {PrimId::argmax, PrimId::argmin}) {
+  for (PrimId id : {prim::argmax, prim::argmin}) {
     table[id].abstract_eval = arg_reduce_rule;
   }
-  table[PrimId::cumsum].abstract_eval = cumsum_rule;
-  for (PrimId id : {PrimId::reduce_sum, PrimId::reduce_max, PrimId::reduce_min, PrimId::reduce_prod,
-                    PrimId::argmax, PrimId::argmin, PrimId::cumsum}) {
+  table[prim::cumsum].abstract_eval = cumsum_rule;
+  for (PrimId id : {prim::reduce_sum, prim::reduce_max, prim::reduce_min, prim::reduce_prod,
+                    prim::argmax, prim::argmin, prim::cumsum}) {
     table[id].cost = reduce_cost;
   }
 }

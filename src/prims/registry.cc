@@ -1,7 +1,10 @@
-// The primitive table: static facts from prim_list.def, rules from the registration calls.
+// The primitive table: static facts from prims/ids/all.def, rules from the registration
+// calls.
 #include "prims/registry.h"
 
 #include <mutex>
+
+#include "prims/ids/all.h"
 
 namespace kiln {
 namespace {
@@ -19,16 +22,31 @@ constexpr size_t variant_index() {
 
 PrimTable::PrimTable() {
   defs_ = {
-#define KILN_PRIM(id_, name_, arity_, family_, params_, flags_) \
-  PrimDef{.id = PrimId::id_,                                    \
-          .name = name_,                                        \
-          .arity = arity_,                                      \
-          .family = Family::family_,                            \
-          .params_index = variant_index<params_, Params>(),     \
+#define KILN_PRIM(id_, name_, arity_, params_, flags_)      \
+  PrimDef{.id = prim::id_,                                  \
+          .name = name_,                                    \
+          .arity = arity_,                                  \
+          .family = family_of(prim::id_),                   \
+          .params_index = variant_index<params_, Params>(), \
           .flags = (flags_)},
-#include "prims/prim_list.def"
+#include "prims/ids/all.def"
 #undef KILN_PRIM
   };
+  std::array<size_t, kNumFamilies> rows{};
+  for (const PrimDef& def : defs_) ++rows[static_cast<size_t>(def.family)];
+  for (size_t f = 0; f < rows.size(); ++f) family_start_[f + 1] = family_start_[f] + rows[f];
+  // all.def lists the families in the order of Family, each family's rows in the order
+  // that numbers them.
+  for (size_t i = 0; i < defs_.size(); ++i) {
+    KILN_CHECK(index_of(defs_[i].id) == i, "prims/ids/all.def: {} is out of family order",
+               defs_[i].name);
+  }
+}
+
+bool PrimTable::contains(PrimId id) const {
+  const auto family = static_cast<size_t>(family_of(id));
+  return family < static_cast<size_t>(kNumFamilies) &&
+         family_start_[family] + row_of(id) < family_start_[family + 1];
 }
 
 void RuleContext::fail(const std::string& message, const std::string& hint) const {

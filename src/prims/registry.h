@@ -1,8 +1,9 @@
-// The primitive registry: one PrimDef per primitive of prim_list.def, holding all of that
+// The primitive registry: one PrimDef per primitive of prims/ids/all.def, holding all of that
 // primitive's rules side by side. Rules are filled in by explicit registration calls from
 // register_all(); nothing registers itself from a static initialiser.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -16,40 +17,12 @@
 #include "kiln/error.h"
 #include "kiln/shape.h"
 #include "prims/params.h"
+#include "prims/prim_id.h"
 #include "prims/spmd_text.h"
 
 namespace kiln {
 
-enum class PrimId : uint16_t {
-#define KILN_PRIM(id, name, arity, family, params, flags) id,
-#include "prims/prim_list.def"
-#undef KILN_PRIM
-};
-
-inline constexpr int kNumPrims = 0
-#define KILN_PRIM(id, name, arity, family, params, flags) +1
-#include "prims/prim_list.def"
-#undef KILN_PRIM
-    ;
-
-enum class Family : uint8_t {
-  kUnary,
-  kBinary,
-  kSelect,
-  kConvert,
-  kShape,
-  kIndex,
-  kReduce,
-  kContract,
-  kWindow,
-  kRandom,
-  kSort,
-  kCustom,
-  kControlFlow,
-  kSpmd  // collectives and shard_map: they need a mesh (src/sharding/)
-};
-
-// Static facts of a primitive, a column of prim_list.def.
+// Static facts of a primitive, a column of its family's list (prims/ids/all.def).
 enum PrimFlags : uint32_t {
   // Each result element depends only on the operand elements at its position (operands
   // broadcast): batches with the elementwise rule, fuses under jit.
@@ -187,16 +160,25 @@ struct PrimDef {
   bool has_flag(PrimFlags flag) const { return (flags & flag) != 0; }
 };
 
-// The table every registration function fills.
+// The table every registration function fills: the primitives of prims/ids/all.def in its
+// order, each found from its id through the position of its family's first row.
 class PrimTable {
  public:
   PrimTable();
-  PrimDef& operator[](PrimId id) { return defs_[static_cast<size_t>(id)]; }
-  const PrimDef& operator[](PrimId id) const { return defs_[static_cast<size_t>(id)]; }
+  PrimDef& operator[](PrimId id) { return defs_[index_of(id)]; }
+  const PrimDef& operator[](PrimId id) const { return defs_[index_of(id)]; }
   std::span<const PrimDef> all() const { return defs_; }
+  // Whether `id` names a primitive (an id read from elsewhere may hold any bits).
+  bool contains(PrimId id) const;
+  // The primitive's position in all().
+  size_t index_of(PrimId id) const {
+    return family_start_[static_cast<size_t>(family_of(id))] + row_of(id);
+  }
 
  private:
   std::vector<PrimDef> defs_;
+  // Where each family's rows start in defs_, and one past the last family's.
+  std::array<size_t, kNumFamilies + 1> family_start_{};
 };
 
 // Runs every registration function once (thread-safe) and returns the finished table.

@@ -4,6 +4,7 @@
 // axis; the user-level ops in src/ops/layout.cc accept numpy conventions and normalise.
 #include "prims/shape_rules.h"
 #include "prims/cost_util.h"
+#include "prims/ids/shape.h"
 
 #include <algorithm>
 #include <limits>
@@ -231,24 +232,24 @@ Cost iota_cost(std::span<const AbstractValue>, std::span<const AbstractValue> ou
 }  // namespace
 
 void register_shape_rules(PrimTable& table) {
-  table[PrimId::broadcast_in_dim].abstract_eval = broadcast_in_dim_rule;
-  table[PrimId::reshape].abstract_eval = reshape_rule;
-  table[PrimId::transpose].abstract_eval = transpose_rule;
-  table[PrimId::concatenate].abstract_eval = concatenate_rule;
-  table[PrimId::pad].abstract_eval = pad_rule;
-  table[PrimId::iota].abstract_eval = iota_rule;
+  table[prim::broadcast_in_dim].abstract_eval = broadcast_in_dim_rule;
+  table[prim::reshape].abstract_eval = reshape_rule;
+  table[prim::transpose].abstract_eval = transpose_rule;
+  table[prim::concatenate].abstract_eval = concatenate_rule;
+  table[prim::pad].abstract_eval = pad_rule;
+  table[prim::iota].abstract_eval = iota_rule;
   // stop_gradient is the identity on values; its VJP rule gives no cotangent.
-  table[PrimId::stop_gradient].abstract_eval = [](std::span<const AbstractValue> inputs,
-                                                  const Params&, const RuleContext&) {
+  table[prim::stop_gradient].abstract_eval = [](std::span<const AbstractValue> inputs,
+                                                const Params&, const RuleContext&) {
     return std::vector<AbstractValue>{inputs[0]};
   };
   // Its zero derivative is a definition, not the identity's: finite differences cannot
-  // check it, so prim_list.def flags it kNotDifferentiable (and the Gradient column skips
+  // check it, so prims/ids/shape.def flags it kNotDifferentiable (and the Gradient column skips
   // it) while its VJP rule stays.
   register_slice_rules(table);
-  table[PrimId::iota].cost = iota_cost;
-  for (PrimId id : {PrimId::broadcast_in_dim, PrimId::transpose, PrimId::dynamic_update_slice,
-                    PrimId::concatenate, PrimId::pad}) {
+  table[prim::iota].cost = iota_cost;
+  for (PrimId id : {prim::broadcast_in_dim, prim::transpose, prim::dynamic_update_slice,
+                    prim::concatenate, prim::pad}) {
     table[id].cost = cost::movement;
   }
 }

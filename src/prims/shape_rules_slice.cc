@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "prims/cost_util.h"
+#include "prims/ids/shape.h"
 #include "prims/shape_rules.h"
 
 namespace kiln {
@@ -108,11 +109,11 @@ Cost slice_cost(std::span<const AbstractValue> inputs, std::span<const AbstractV
 }  // namespace
 
 void register_slice_rules(PrimTable& table) {
-  table[PrimId::slice].abstract_eval = slice_rule;
-  table[PrimId::dynamic_slice].abstract_eval = dynamic_slice_rule;
-  table[PrimId::dynamic_update_slice].abstract_eval = dynamic_update_slice_rule;
-  table[PrimId::slice].cost = slice_cost;
-  table[PrimId::dynamic_slice].cost = slice_cost;
+  table[prim::slice].abstract_eval = slice_rule;
+  table[prim::dynamic_slice].abstract_eval = dynamic_slice_rule;
+  table[prim::dynamic_update_slice].abstract_eval = dynamic_update_slice_rule;
+  table[prim::slice].cost = slice_cost;
+  table[prim::dynamic_slice].cost = slice_cost;
 }
 
 }  // namespace kiln

@@ -11,6 +11,11 @@
 #include <set>
 #include <utility>
 
+#include "prims/ids/contract.h"
+#include "prims/ids/custom.h"
+#include "prims/ids/reduce.h"
+#include "prims/ids/shape.h"
+#include "prims/ids/sort.h"
 #include "prims/registry.h"
 
 namespace kiln {
@@ -288,30 +293,30 @@ ShardingDecision refuse_collective(const ShardingArgs& args) {
 ShardingFn rule_for(const PrimDef& prim) {
   if (prim.family == Family::kSpmd) return refuse_collective;
   switch (prim.id) {
-    case PrimId::stop_gradient:
-    case PrimId::optimization_barrier:
-    case PrimId::checkpoint_name:
+    case prim::stop_gradient:
+    case prim::optimization_barrier:
+    case prim::checkpoint_name:
       return identity_decision;
-    case PrimId::broadcast_in_dim:
+    case prim::broadcast_in_dim:
       return broadcast_decision;
-    case PrimId::reshape:
+    case prim::reshape:
       return reshape_decision;
-    case PrimId::transpose:
+    case prim::transpose:
       return transpose_decision;
-    case PrimId::dot_general:
+    case prim::dot_general:
       return dot_general_decision;
-    case PrimId::reduce_sum:
+    case prim::reduce_sum:
       return reduce_sum_decision;
-    case PrimId::reduce_max:
-    case PrimId::reduce_min:
-    case PrimId::reduce_prod:
+    case prim::reduce_max:
+    case prim::reduce_min:
+    case prim::reduce_prod:
       return reduce_whole_decision;
-    case PrimId::argmax:
-    case PrimId::argmin:
+    case prim::argmax:
+    case prim::argmin:
       return arg_reduce_decision;
-    case PrimId::cumsum:
+    case prim::cumsum:
       return cumsum_decision;
-    case PrimId::sort:
+    case prim::sort:
       return sort_decision;
     default:
       break;

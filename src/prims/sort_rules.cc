@@ -9,6 +9,7 @@
 #include <fmt/ranges.h>
 
 #include "prims/cost_util.h"
+#include "prims/ids/sort.h"
 #include "prims/registry.h"
 
 namespace kiln {
@@ -67,10 +68,10 @@ Cost sort_cost(std::span<const AbstractValue> inputs, std::span<const AbstractVa
 }  // namespace
 
 void register_sort_rules(PrimTable& table) {
-  table[PrimId::sort].abstract_eval = sort_rule;
+  table[prim::sort].abstract_eval = sort_rule;
   // Its gradient (a gather of the cotangent by the sorting permutation) comes with the
   // transformations.
-  table[PrimId::sort].cost = sort_cost;
+  table[prim::sort].cost = sort_cost;
 }
 
 }  // namespace kiln

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "prims/cost_util.h"
+#include "prims/ids/spmd.h"
 #include "prims/registry.h"
 #include "prims/spmd_text.h"
 
@@ -148,18 +149,18 @@ Cost moving_cost(std::span<const AbstractValue> inputs, std::span<const Abstract
 }  // namespace
 
 void register_spmd_rules(PrimTable& table) {
-  for (PrimId id : {PrimId::psum, PrimId::pmean, PrimId::pmax}) {
+  for (PrimId id : {prim::psum, prim::pmean, prim::pmax}) {
     table[id].abstract_eval = same_type_rule;
     table[id].cost = reducing_cost;
   }
-  table[PrimId::pmean].abstract_eval = pmean_rule;
-  table[PrimId::psum_scatter].abstract_eval = psum_scatter_rule;
-  table[PrimId::psum_scatter].cost = reducing_cost;
-  table[PrimId::all_gather].abstract_eval = all_gather_rule;
-  table[PrimId::all_to_all].abstract_eval = all_to_all_rule;
-  table[PrimId::ppermute].abstract_eval = ppermute_rule;
-  table[PrimId::axis_index].abstract_eval = axis_index_rule;
-  for (PrimId id : {PrimId::all_gather, PrimId::all_to_all, PrimId::ppermute, PrimId::axis_index}) {
+  table[prim::pmean].abstract_eval = pmean_rule;
+  table[prim::psum_scatter].abstract_eval = psum_scatter_rule;
+  table[prim::psum_scatter].cost = reducing_cost;
+  table[prim::all_gather].abstract_eval = all_gather_rule;
+  table[prim::all_to_all].abstract_eval = all_to_all_rule;
+  table[prim::ppermute].abstract_eval = ppermute_rule;
+  table[prim::axis_index].abstract_eval = axis_index_rule;
+  for (PrimId id : {prim::all_gather, prim::all_to_all, prim::ppermute, prim::axis_index}) {
     table[id].cost = moving_cost;
   }
 }

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "prims/cost_util.h"
+#include "prims/ids/window.h"
 #include "prims/registry.h"
 
 namespace kiln {
@@ -101,12 +102,12 @@ Cost select_and_scatter_add_cost(std::span<const AbstractValue> inputs,
 }  // namespace
 
 void register_window_rules(PrimTable& table) {
-  table[PrimId::reduce_window_max].abstract_eval = window_rule;
-  table[PrimId::reduce_window_sum].abstract_eval = window_rule;
-  table[PrimId::select_and_scatter_add].abstract_eval = select_and_scatter_add_rule;
-  table[PrimId::reduce_window_max].cost = reduce_window_cost;
-  table[PrimId::reduce_window_sum].cost = reduce_window_cost;
-  table[PrimId::select_and_scatter_add].cost = select_and_scatter_add_cost;
+  table[prim::reduce_window_max].abstract_eval = window_rule;
+  table[prim::reduce_window_sum].abstract_eval = window_rule;
+  table[prim::select_and_scatter_add].abstract_eval = select_and_scatter_add_rule;
+  table[prim::reduce_window_max].cost = reduce_window_cost;
+  table[prim::reduce_window_sum].cost = reduce_window_cost;
+  table[prim::select_and_scatter_add].cost = select_and_scatter_add_cost;
 }
 
 }  // namespace kiln

@@ -7,6 +7,7 @@
 #include "kiln/device.h"
 #include "kiln/ops.h"
 #include "ops/op_util.h"
+#include "prims/ids/random.h"
 #include "random/random_internal.h"
 
 namespace kiln::random {
@@ -142,7 +143,7 @@ std::pair<Array, Array> threefry2x32(const Array& k0, const Array& k1, const Arr
   int64_t rank = out.shape.rank();
   Array lifted[] = {lift_rank(k0, rank, site), lift_rank(k1, rank, site), lift_rank(x0, rank, site),
                     lift_rank(x1, rank, site)};
-  std::vector<Array> hashed = bind(PrimId::threefry2x32, lifted, NoParams{}, site);
+  std::vector<Array> hashed = bind(prim::threefry2x32, lifted, NoParams{}, site);
   return {hashed[0], hashed[1]};
 }
 

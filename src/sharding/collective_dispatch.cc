@@ -10,6 +10,7 @@
 
 #include "base/trace_events.h"
 #include "kiln/ops.h"
+#include "prims/ids/spmd.h"
 #include "sharding/collective_algorithms.h"
 #include "sharding/collective_traffic.h"
 
@@ -67,11 +68,11 @@ std::vector<Array> run_group(PrimId prim, const CollectiveParams& p, const Group
     return all_reduce ? CollectiveAlgorithm::kTree : CollectiveAlgorithm::kRing;
   };
   switch (prim) {
-    case PrimId::psum:
+    case prim::psum:
       return all_reduce(group, Reduction::kSum, algorithm(true));
-    case PrimId::pmax:
+    case prim::pmax:
       return all_reduce(group, Reduction::kMax, algorithm(true));
-    case PrimId::pmean: {
+    case prim::pmean: {
       std::vector<Array> out = all_reduce(group, Reduction::kSum, algorithm(true));
       for (Array& x : out) {
         x = div(x,
@@ -80,15 +81,15 @@ std::vector<Array> run_group(PrimId prim, const CollectiveParams& p, const Group
       }
       return out;
     }
-    case PrimId::all_gather:
+    case prim::all_gather:
       return all_gather(group, nonnegative_axis(p.dimension, rank + (p.tiled ? 0 : 1)), p.tiled,
                         algorithm(false));
-    case PrimId::psum_scatter:
+    case prim::psum_scatter:
       return reduce_scatter(group, nonnegative_axis(p.dimension, rank), p.tiled, algorithm(false));
-    case PrimId::all_to_all:
+    case prim::all_to_all:
       return all_to_all(group, nonnegative_axis(p.split_dimension, rank),
                         nonnegative_axis(p.dimension, rank), algorithm(false));
-    case PrimId::ppermute:
+    case prim::ppermute:
       return permute(group, p.permutation, algorithm(false));
     default:
       KILN_CHECK(false, "{} is not a collective with operands", prim_name(prim));
@@ -102,7 +103,7 @@ std::vector<Array> run_collective(PrimId prim, const CollectiveParams& p,
                                   std::span<Device* const> devices, std::span<const Array> values,
                                   CallSite site) {
   std::vector<std::string> axes = split_axes(p.axes);
-  if (prim == PrimId::ppermute) {
+  if (prim == prim::ppermute) {
     // lax.ppermute numbers the devices of a group over several axes in the mesh's order
     // of the axes, whichever order they are named in: ({"b", "a"}) on a mesh {a, b}
     // permutes as ({"a", "b"}) does.
@@ -116,7 +117,7 @@ std::vector<Array> run_collective(PrimId prim, const CollectiveParams& p,
   }
   Groups groups = groups_over(mesh, axes);
   std::vector<Array> out(devices.size());
-  if (prim == PrimId::axis_index) {
+  if (prim == prim::axis_index) {
     for (size_t d = 0; d < devices.size(); ++d) {
       out[d] = full(Shape{}, static_cast<double>(groups.index_of[d]), DType::i32, devices[d], site);
     }

@@ -7,6 +7,7 @@
 
 #include "kiln/sharding.h"
 #include "prims/bind.h"
+#include "prims/ids/spmd.h"
 #include "sharding/spmd_context.h"
 
 namespace kiln {
@@ -46,22 +47,22 @@ CollectiveParams params_for(std::string_view op, const AxisNames& axes, CallSite
 }  // namespace
 
 Array psum(const Array& x, const AxisNames& axes, CallSite site) {
-  return bind1(PrimId::psum, {x}, params_for("psum", axes, site), site);
+  return bind1(prim::psum, {x}, params_for("psum", axes, site), site);
 }
 
 Array pmean(const Array& x, const AxisNames& axes, CallSite site) {
-  return bind1(PrimId::pmean, {x}, params_for("pmean", axes, site), site);
+  return bind1(prim::pmean, {x}, params_for("pmean", axes, site), site);
 }
 
 Array pmax(const Array& x, const AxisNames& axes, CallSite site) {
-  return bind1(PrimId::pmax, {x}, params_for("pmax", axes, site), site);
+  return bind1(prim::pmax, {x}, params_for("pmax", axes, site), site);
 }
 
 Array all_gather(const Array& x, const AxisNames& axes, int64_t axis, bool tiled, CallSite site) {
   CollectiveParams p = params_for("all_gather", axes, site);
   p.dimension = axis;
   p.tiled = tiled;
-  return bind1(PrimId::all_gather, {x}, p, site);
+  return bind1(prim::all_gather, {x}, p, site);
 }
 
 Array psum_scatter(const Array& x, const AxisNames& axes, int64_t dimension, bool tiled,
@@ -69,7 +70,7 @@ Array psum_scatter(const Array& x, const AxisNames& axes, int64_t dimension, boo
   CollectiveParams p = params_for("psum_scatter", axes, site);
   p.dimension = dimension;
   p.tiled = tiled;
-  return bind1(PrimId::psum_scatter, {x}, p, site);
+  return bind1(prim::psum_scatter, {x}, p, site);
 }
 
 Array all_to_all(const Array& x, const AxisNames& axes, int64_t split_axis, int64_t concat_axis,
@@ -78,7 +79,7 @@ Array all_to_all(const Array& x, const AxisNames& axes, int64_t split_axis, int6
   p.split_dimension = split_axis;
   p.dimension = concat_axis;
   p.tiled = true;
-  return bind1(PrimId::all_to_all, {x}, p, site);
+  return bind1(prim::all_to_all, {x}, p, site);
 }
 
 Array ppermute(const Array& x, const AxisNames& axes,
@@ -88,11 +89,11 @@ Array ppermute(const Array& x, const AxisNames& axes,
     p.permutation.push_back(source);
     p.permutation.push_back(destination);
   }
-  return bind1(PrimId::ppermute, {x}, p, site);
+  return bind1(prim::ppermute, {x}, p, site);
 }
 
 Array axis_index(const AxisNames& axes, CallSite site) {
-  return bind1(PrimId::axis_index, {}, params_for("axis_index", axes, site), site);
+  return bind1(prim::axis_index, {}, params_for("axis_index", axes, site), site);
 }
 
 }  // namespace kiln

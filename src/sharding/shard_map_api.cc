@@ -5,6 +5,7 @@
 
 #include "kiln/sharding.h"
 #include "prims/bind.h"
+#include "prims/ids/spmd.h"
 #include "prims/spmd_text.h"
 #include "sharding/spmd_context.h"
 #include "transforms/control_flow/sub_programs.h"
@@ -60,7 +61,7 @@ std::vector<Array> shard_map_call(const SpmdFunction& f, const Mesh& mesh,
   params.out_specs = spmd::format_specs(out_specs);
   std::vector<Array> operands = closed.consts;
   operands.insert(operands.end(), args.begin(), args.end());
-  return bind(PrimId::shard_map, operands, params, site);
+  return bind(prim::shard_map, operands, params, site);
 }
 
 }  // namespace

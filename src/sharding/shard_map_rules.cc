@@ -12,6 +12,7 @@
 
 #include "core/sharding_spec_checks.h"
 #include "ir/program.h"
+#include "prims/ids/spmd.h"
 #include "prims/registry.h"
 #include "prims/spmd_text.h"
 #include "sharding/shard_map_rules.h"
@@ -96,10 +97,10 @@ std::vector<AxisMask> varying_outputs(const Program& body, const std::vector<Axi
     if (const auto* p = std::get_if<CollectiveParams>(&equation.params)) {
       AxisMask axes = mask_of(mesh, split_axes(p->axes));
       switch (equation.prim) {
-        case PrimId::psum:
-        case PrimId::pmean:
-        case PrimId::pmax:
-        case PrimId::all_gather:
+        case prim::psum:
+        case prim::pmean:
+        case prim::pmax:
+        case prim::all_gather:
           result = operands & ~axes;  // every device of the group gets the same
           break;
         default:  // psum_scatter, all_to_all, ppermute, axis_index: a part per device

@@ -8,6 +8,7 @@
 #include "ir/program.h"
 #include "kiln/sharding.h"
 #include "prims/bind.h"
+#include "prims/ids/spmd.h"
 #include "sharding/collective_dispatch.h"
 #include "sharding/shard_map_rules.h"
 #include "sharding/shard_map_run.h"
@@ -29,7 +30,7 @@ Mesh mesh_of(const std::vector<AxisText>& axes, const Dims& device_ids, CallSite
 
 LockstepRun begin_lockstep(std::span<const Array> inputs, const ShardMapParams& params,
                            CallSite site) {
-  RuleContext context{prim_def(PrimId::shard_map), site};
+  RuleContext context{prim_def(prim::shard_map), site};
   ShardMapLayout layout = shard_map_layout(params, context);
   Mesh mesh = mesh_of(layout.mesh, params.devices, site);
   const Program& body = *params.body.program;
@@ -55,7 +56,7 @@ LockstepRun begin_lockstep(std::span<const Array> inputs, const ShardMapParams& 
 }
 
 void run_collective_equation(LockstepRun& run, const Equation& equation) {
-  if (equation.prim == PrimId::shard_map) {
+  if (equation.prim == prim::shard_map) {
     fail(equation.site, "shard_map: a shard_map inside another is not supported");
   }
   std::vector<Array> values;
@@ -72,7 +73,7 @@ void run_collective_equation(LockstepRun& run, const Equation& equation) {
 }
 
 std::vector<Array> finish_lockstep(LockstepRun& run, std::span<const Array> inputs, CallSite site) {
-  RuleContext context{prim_def(PrimId::shard_map), site};
+  RuleContext context{prim_def(prim::shard_map), site};
   const Program& body = *run.params.body.program;
   std::vector<AbstractValue> in_types;
   for (const Array& input : inputs) in_types.push_back(input.aval());

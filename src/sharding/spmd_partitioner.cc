@@ -11,6 +11,12 @@
 
 #include "kiln/ops.h"
 #include "prims/bind.h"
+#include "prims/ids/binary.h"
+#include "prims/ids/contract.h"
+#include "prims/ids/custom.h"
+#include "prims/ids/reduce.h"
+#include "prims/ids/shape.h"
+#include "prims/ids/unary.h"
 #include "prims/spmd_text.h"
 #include "sharding/spmd_context.h"
 
@@ -40,24 +46,24 @@ std::vector<bool> linear_operands(PrimId prim, const std::vector<const VarShardi
   std::vector<bool> keep(operands.size(), false);
   auto partial = [&](size_t i) { return !operands[i]->partial.empty(); };
   switch (prim) {
-    case PrimId::neg:
-    case PrimId::transpose:
-    case PrimId::reshape:
-    case PrimId::broadcast_in_dim:
-    case PrimId::reduce_sum:
-    case PrimId::stop_gradient:
-    case PrimId::checkpoint_name:
+    case prim::neg:
+    case prim::transpose:
+    case prim::reshape:
+    case prim::broadcast_in_dim:
+    case prim::reduce_sum:
+    case prim::stop_gradient:
+    case prim::checkpoint_name:
       keep[0] = partial(0);
       break;
-    case PrimId::mul:
-    case PrimId::dot_general:
+    case prim::mul:
+    case prim::dot_general:
       if (partial(0) != partial(1)) keep = {partial(0), partial(1)};
       break;
-    case PrimId::div:
+    case prim::div:
       keep[0] = partial(0) && !partial(1);
       break;
-    case PrimId::add:
-    case PrimId::sub:
+    case prim::add:
+    case prim::sub:
       if (partial(0) && partial(1) &&
           sorted(operands[0]->partial) == sorted(operands[1]->partial)) {
         keep = {true, true};
@@ -270,7 +276,7 @@ class BlockRunner {
       // The primitive, not the op: these starts are never negative, so the op's counting of
       // negative starts from the end would only add three equations to every slice.
       if (block != x.shape()[d]) {
-        x = bind1(PrimId::dynamic_slice, {x, stack(start)}, DynamicSliceParams{sizes}, site);
+        x = bind1(prim::dynamic_slice, {x, stack(start)}, DynamicSliceParams{sizes}, site);
       }
       have.dims[d] = want;
     }

@@ -15,6 +15,7 @@
 #include "kiln/grad.h"
 #include "kiln/ops.h"
 #include "prims/bind.h"
+#include "prims/ids/spmd.h"
 #include "prims/spmd_text.h"
 #include "sharding/shard_map_rules.h"
 #include "sharding/shard_map_run.h"
@@ -44,7 +45,7 @@ std::vector<Array> all_to_all_vjp(const VjpArgs& args) {
   if (!args.cotangents[0].defined()) return cts;
   CollectiveParams p = collective_params(args.params);
   std::swap(p.dimension, p.split_dimension);
-  cts[0] = bind1(PrimId::all_to_all, {args.cotangents[0]}, p, args.site);
+  cts[0] = bind1(prim::all_to_all, {args.cotangents[0]}, p, args.site);
   return cts;
 }
 
@@ -55,7 +56,7 @@ std::vector<Array> ppermute_vjp(const VjpArgs& args) {
   for (size_t i = 0; i + 1 < p.permutation.size(); i += 2) {
     std::swap(p.permutation[i], p.permutation[i + 1]);
   }
-  cts[0] = bind1(PrimId::ppermute, {args.cotangents[0]}, p, args.site);
+  cts[0] = bind1(prim::ppermute, {args.cotangents[0]}, p, args.site);
   return cts;
 }
 
@@ -64,10 +65,10 @@ std::vector<Array> pmax_vjp(const VjpArgs& args) {
   if (!args.cotangents[0].defined()) return cts;
   CallSite site = args.site;
   Array holds = astype(equal(args.inputs[0], args.outputs[0], site), args.inputs[0].dtype(), site);
-  Array holders = bind1(PrimId::psum, {holds}, args.params, site);
+  Array holders = bind1(prim::psum, {holds}, args.params, site);
   // The result is the same on every device, and each device's cotangent is its share of
   // the result's: their sum goes to the holders of the maximum.
-  Array total = bind1(PrimId::psum, {args.cotangents[0]}, args.params, site);
+  Array total = bind1(prim::psum, {args.cotangents[0]}, args.params, site);
   cts[0] = div(mul(total, holds, site), holders, site);
   return cts;
 }
@@ -87,7 +88,7 @@ BatchResult shifted_axes_batch(const BatchArgs& args) {
   CollectiveParams p = collective_params(args.params);
   int64_t rank = x.rank() - 1;  // of one example
   p.dimension = nonnegative_dimension(p.dimension, rank) + 1;
-  if (kPrim == PrimId::all_to_all)
+  if (kPrim == prim::all_to_all)
     p.split_dimension = nonnegative_dimension(p.split_dimension, rank) + 1;
   return batch_util::first(bind1(kPrim, {x}, p, args.site));
 }
@@ -128,7 +129,7 @@ ShardingSpec with_leading_unsplit(ShardingSpec spec) {
 std::vector<Array> shard_map_vjp(const VjpArgs& args) {
   const auto& p = std::get<ShardMapParams>(args.params);
   CallSite site = args.site;
-  RuleContext context{prim_def(PrimId::shard_map), site};
+  RuleContext context{prim_def(prim::shard_map), site};
   ShardMapLayout layout = shard_map_layout(p, context);
   const Program& body = *p.body.program;
   size_t operands = args.inputs.size();
@@ -181,7 +182,7 @@ std::vector<Array> shard_map_vjp(const VjpArgs& args) {
         CollectiveParams sum;
         sum.axes = join_axes(axes);
         sum.axis_size = size_of(layout.mesh, axes);
-        ct = bind1(PrimId::psum, {ct}, sum, site);
+        ct = bind1(prim::psum, {ct}, sum, site);
       }
       out.push_back(ct);
     }
@@ -198,7 +199,7 @@ std::vector<Array> shard_map_vjp(const VjpArgs& args) {
   std::vector<Array> operands_bwd = closed.consts;
   operands_bwd.insert(operands_bwd.end(), args.inputs.begin(), args.inputs.end());
   operands_bwd.insert(operands_bwd.end(), output_cts.begin(), output_cts.end());
-  std::vector<Array> results = bind(PrimId::shard_map, operands_bwd, backward_params, site);
+  std::vector<Array> results = bind(prim::shard_map, operands_bwd, backward_params, site);
   for (size_t q = 0; q < wanted.size(); ++q) cts[wanted[q]] = results[q];
   return cts;
 }
@@ -206,7 +207,7 @@ std::vector<Array> shard_map_vjp(const VjpArgs& args) {
 BatchResult shard_map_batch(const BatchArgs& args) {
   const auto& p = std::get<ShardMapParams>(args.params);
   CallSite site = args.site;
-  RuleContext context{prim_def(PrimId::shard_map), site};
+  RuleContext context{prim_def(prim::shard_map), site};
   ShardMapLayout layout = shard_map_layout(p, context);
   const Program& body = *p.body.program;
   std::vector<bool> batched;
@@ -231,7 +232,7 @@ BatchResult shard_map_batch(const BatchArgs& args) {
   }
   std::vector<Array> operands = closed.consts;
   operands.insert(operands.end(), values.begin(), values.end());
-  result.outputs = bind(PrimId::shard_map, operands,
+  result.outputs = bind(prim::shard_map, operands,
                         ShardMapParams{closed.program, p.mesh, p.devices, format_specs(in_specs),
                                        format_specs(out_specs)},
                         site);
@@ -252,26 +253,25 @@ namespace kiln {
 
 void register_spmd_transforms(PrimTable& table) {
   using namespace spmd;
-  for (PrimId id :
-       {PrimId::psum, PrimId::pmean, PrimId::pmax, PrimId::all_gather, PrimId::psum_scatter,
-        PrimId::all_to_all, PrimId::ppermute, PrimId::axis_index}) {
+  for (PrimId id : {prim::psum, prim::pmean, prim::pmax, prim::all_gather, prim::psum_scatter,
+                    prim::all_to_all, prim::ppermute, prim::axis_index}) {
     table[id].impl = collective_outside_shard_map;
   }
-  table[PrimId::psum].vjp = linear_vjp<PrimId::psum>;
-  table[PrimId::pmean].vjp = linear_vjp<PrimId::pmean>;
-  table[PrimId::all_gather].vjp = linear_vjp<PrimId::psum_scatter>;
-  table[PrimId::psum_scatter].vjp = linear_vjp<PrimId::all_gather>;
-  table[PrimId::all_to_all].vjp = all_to_all_vjp;
-  table[PrimId::ppermute].vjp = ppermute_vjp;
-  table[PrimId::pmax].vjp = pmax_vjp;
-  table[PrimId::psum].batch = same_axes_batch<PrimId::psum>;
-  table[PrimId::pmean].batch = same_axes_batch<PrimId::pmean>;
-  table[PrimId::pmax].batch = same_axes_batch<PrimId::pmax>;
-  table[PrimId::ppermute].batch = same_axes_batch<PrimId::ppermute>;
-  table[PrimId::all_gather].batch = shifted_axes_batch<PrimId::all_gather>;
-  table[PrimId::psum_scatter].batch = shifted_axes_batch<PrimId::psum_scatter>;
-  table[PrimId::all_to_all].batch = shifted_axes_batch<PrimId::all_to_all>;
-  PrimDef& shard_map = table[PrimId::shard_map];
+  table[prim::psum].vjp = linear_vjp<prim::psum>;
+  table[prim::pmean].vjp = linear_vjp<prim::pmean>;
+  table[prim::all_gather].vjp = linear_vjp<prim::psum_scatter>;
+  table[prim::psum_scatter].vjp = linear_vjp<prim::all_gather>;
+  table[prim::all_to_all].vjp = all_to_all_vjp;
+  table[prim::ppermute].vjp = ppermute_vjp;
+  table[prim::pmax].vjp = pmax_vjp;
+  table[prim::psum].batch = same_axes_batch<prim::psum>;
+  table[prim::pmean].batch = same_axes_batch<prim::pmean>;
+  table[prim::pmax].batch = same_axes_batch<prim::pmax>;
+  table[prim::ppermute].batch = same_axes_batch<prim::ppermute>;
+  table[prim::all_gather].batch = shifted_axes_batch<prim::all_gather>;
+  table[prim::psum_scatter].batch = shifted_axes_batch<prim::psum_scatter>;
+  table[prim::all_to_all].batch = shifted_axes_batch<prim::all_to_all>;
+  PrimDef& shard_map = table[prim::shard_map];
   shard_map.abstract_eval = shard_map_rule;
   shard_map.impl = shard_map_impl;
   shard_map.vjp = shard_map_vjp;

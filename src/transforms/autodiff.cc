@@ -10,6 +10,7 @@
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
 #include "prims/bind.h"
+#include "prims/ids/shape.h"
 #include "transforms/eval.h"
 #include "transforms/trace.h"
 
@@ -27,7 +28,7 @@ std::vector<bool> active_vars(const Program& program, const std::vector<bool>& d
   for (const Equation& equation : program.equations) {
     // Nothing flows through stop_gradient, so what it produces does not depend on the
     // differentiated inputs (and a non-differentiable primitive after it is fine).
-    if (equation.prim == PrimId::stop_gradient) continue;
+    if (equation.prim == prim::stop_gradient) continue;
     bool any = false;
     for (VarId var : equation.inputs) any = any || active[static_cast<size_t>(var)];
     if (!any) continue;
@@ -206,7 +207,7 @@ TracedProgram trace_flat(const FlatFunction& fn, std::span<const AbstractValue> 
 }  // namespace detail
 
 Array stop_gradient(const Array& x, CallSite site) {
-  return bind1(PrimId::stop_gradient, {x}, NoParams{}, site);
+  return bind1(prim::stop_gradient, {x}, NoParams{}, site);
 }
 
 }  // namespace kiln

@@ -19,6 +19,8 @@
 #include "ir/printer.h"
 #include "kiln/checkpoint.h"
 #include "prims/bind.h"
+#include "prims/ids/contract.h"
+#include "prims/ids/custom.h"
 #include "transforms/eval.h"
 #include "transforms/saved_values.h"
 #include "transforms/trace.h"
@@ -53,8 +55,8 @@ std::vector<bool> saved_equations(const Program& program, const CheckpointPolicy
   for (size_t i = 0; i < program.equations.size(); ++i) {
     const Equation& equation = program.equations[i];
     if (policy.kind == CheckpointPolicy::Kind::kSaveDotOutputs) {
-      saved[i] = equation.prim == PrimId::dot_general;
-    } else if (equation.prim == PrimId::checkpoint_name) {
+      saved[i] = equation.prim == prim::dot_general;
+    } else if (equation.prim == prim::checkpoint_name) {
       const std::string& name = std::get<CheckpointNameParams>(equation.params).name;
       marks.insert(name);
       for (const std::string& wanted : policy.names) saved[i] = saved[i] || wanted == name;
@@ -92,9 +94,9 @@ detail::CustomResult run_forward(const CheckpointFunction& fn, std::span<const A
 std::vector<Array> run_backward(const CheckpointFunction& fn, std::span<const Array> residuals,
                                 std::span<const Array> cts) {
   size_t num_operands = fn.program->inputs.size();
-  std::vector<Array> kept =
-      residuals.empty() ? std::vector<Array>()
-                        : bind(PrimId::optimization_barrier, residuals, NoParams{}, fn.site);
+  std::vector<Array> kept = residuals.empty()
+                                ? std::vector<Array>()
+                                : bind(prim::optimization_barrier, residuals, NoParams{}, fn.site);
   std::vector<Array> saved(kept.begin() + static_cast<std::ptrdiff_t>(num_operands), kept.end());
   detail::FlatFunction recompute = [&fn, saved](std::span<const Array> operands) {
     return detail::replay_with_saved(*fn.program, fn.saved_ids, operands, saved);
@@ -128,7 +130,7 @@ CheckpointPolicy save_named(std::vector<std::string> names, CallSite site) {
 
 Array checkpoint_name(const Array& x, std::string_view name, CallSite site) {
   check_mark_name(name, "checkpoint_name", site);
-  return bind1(PrimId::checkpoint_name, {x}, CheckpointNameParams{std::string(name)}, site);
+  return bind1(prim::checkpoint_name, {x}, CheckpointNameParams{std::string(name)}, site);
 }
 
 namespace detail {

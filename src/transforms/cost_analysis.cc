@@ -7,6 +7,7 @@
 
 #include "kiln/cost.h"
 #include "prims/bind.h"
+#include "prims/ids/custom.h"
 #include "transforms/trace.h"
 
 namespace kiln {
@@ -49,7 +50,7 @@ Cost impl_cost(PrimId id, std::span<const AbstractValue> inputs, const Params& p
 
 Cost custom_vjp_call_cost(std::span<const AbstractValue> inputs, std::span<const AbstractValue>,
                           const Params& params) {
-  return impl_cost(PrimId::custom_vjp_call, inputs, params);
+  return impl_cost(prim::custom_vjp_call, inputs, params);
 }
 
 // 3 significant digits with an SI suffix: 1.05G, 524k, 12.
@@ -75,7 +76,7 @@ std::string row(std::string_view index, std::string_view primitive, const Cost& 
 }  // namespace
 
 void register_traced_cost_rules(PrimTable& table) {
-  table[PrimId::custom_vjp_call].cost = custom_vjp_call_cost;
+  table[prim::custom_vjp_call].cost = custom_vjp_call_cost;
 }
 
 std::string CostReport::to_string() const {

@@ -15,6 +15,7 @@
 #include "kiln/transforms.h"
 #include "kiln/vmap.h"
 #include "prims/bind.h"
+#include "prims/ids/custom.h"
 #include "transforms/batch_rules/batch_util.h"
 #include "transforms/trace.h"
 #include "transforms/vjp_rules/vjp_util.h"
@@ -251,7 +252,7 @@ BatchResult custom_batch_rule(const BatchArgs& args) {
     }
     derived = found->second;
   }
-  std::vector<Array> outputs = bind(PrimId::custom_vjp_call, inputs,
+  std::vector<Array> outputs = bind(prim::custom_vjp_call, inputs,
                                     CustomVjpParams{batched_name(p.name), derived}, args.site);
   return batch_util::all_first(std::move(outputs));
 }
@@ -280,7 +281,7 @@ std::vector<Array> call_custom_function(int64_t id, std::span<const Array> input
   std::vector<AbstractValue> in_avals;
   for (const Array& input : inputs) in_avals.push_back(input.aval());
   size_t num_outputs = signature_of(function_of(id), in_avals, site).num_outputs;
-  std::vector<Array> all = bind(PrimId::custom_vjp_call, inputs, CustomVjpParams{name, id}, site);
+  std::vector<Array> all = bind(prim::custom_vjp_call, inputs, CustomVjpParams{name, id}, site);
   all.resize(num_outputs);  // drop the residuals
   return all;
 }
@@ -288,7 +289,7 @@ std::vector<Array> call_custom_function(int64_t id, std::span<const Array> input
 }  // namespace detail
 
 void register_custom_vjp(PrimTable& table) {
-  PrimDef& def = table[PrimId::custom_vjp_call];
+  PrimDef& def = table[prim::custom_vjp_call];
   def.abstract_eval = custom_rule;
   def.impl = custom_impl;
   def.vjp = custom_vjp_rule;

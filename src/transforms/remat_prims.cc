@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "prims/bind.h"
+#include "prims/ids/custom.h"
 #include "prims/registry.h"
 
 namespace kiln {
@@ -62,19 +63,19 @@ BatchResult identity_batch(const BatchArgs& args, PrimId id) {
 }  // namespace
 
 void register_remat_prims(PrimTable& table) {
-  for (PrimId id : {PrimId::optimization_barrier, PrimId::checkpoint_name}) {
+  for (PrimId id : {prim::optimization_barrier, prim::checkpoint_name}) {
     PrimDef& def = table[id];
     def.impl = identity_impl;
     def.ref_kernel = copy_kernel;
     def.vjp = identity_vjp;
   }
-  table[PrimId::optimization_barrier].abstract_eval = identity_rule;
-  table[PrimId::checkpoint_name].abstract_eval = checkpoint_name_rule;
-  table[PrimId::optimization_barrier].batch = [](const BatchArgs& args) {
-    return identity_batch(args, PrimId::optimization_barrier);
+  table[prim::optimization_barrier].abstract_eval = identity_rule;
+  table[prim::checkpoint_name].abstract_eval = checkpoint_name_rule;
+  table[prim::optimization_barrier].batch = [](const BatchArgs& args) {
+    return identity_batch(args, prim::optimization_barrier);
   };
-  table[PrimId::checkpoint_name].batch = [](const BatchArgs& args) {
-    return identity_batch(args, PrimId::checkpoint_name);
+  table[prim::checkpoint_name].batch = [](const BatchArgs& args) {
+    return identity_batch(args, prim::checkpoint_name);
   };
 }
 

@@ -11,6 +11,7 @@
 #include "ir/printer.h"
 #include "ir/verifier.h"
 #include "kiln/ops.h"
+#include "prims/ids/unary.h"
 #include "transforms/eval.h"
 
 namespace kiln {
@@ -140,7 +141,7 @@ TEST(Parse, ReservedWordsNeverNameVariables) {
   // Variable 221 would be "in" and 7559 "let": the printer skips such names.
   ProgramBuilder builder;
   VarId x = builder.add_input(AbstractValue({2}, DType::f32));
-  for (int i = 0; i < 300; ++i) x = builder.add_equation(PrimId::neg, {x}, NoParams{})[0];
+  for (int i = 0; i < 300; ++i) x = builder.add_equation(prim::neg, {x}, NoParams{})[0];
   builder.set_outputs({x});
   std::string text = print_program(builder.program());
   EXPECT_THAT(text, HasSubstr(" im:f32[2] = neg il\n    io:f32[2] = neg im\n"));

@@ -8,6 +8,8 @@
 #include "ir/verifier.h"
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
+#include "prims/ids/binary.h"
+#include "prims/ids/unary.h"
 
 namespace kiln {
 namespace {
@@ -22,8 +24,8 @@ Program add_neg() {
   ProgramBuilder builder;
   VarId a = builder.add_input(kF32x3);
   VarId b = builder.add_input(kF32x3);
-  VarId c = builder.add_equation(PrimId::add, {a, b}, NoParams{})[0];
-  VarId d = builder.add_equation(PrimId::neg, {c}, NoParams{})[0];
+  VarId c = builder.add_equation(prim::add, {a, b}, NoParams{})[0];
+  VarId d = builder.add_equation(prim::neg, {c}, NoParams{})[0];
   builder.set_outputs({d});
   return builder.take();
 }
@@ -118,7 +120,7 @@ TEST(Verify, NumbersOutOfRange) {
   EXPECT_EQ(verify_error(program),
             "verify: operand 0 of equation 1 is variable #17, but the program has 4 variables");
   Program bad_prim = add_neg();
-  bad_prim.equations[0].prim = static_cast<PrimId>(kNumPrims);
+  bad_prim.equations[0].prim = prim_id(Family::kSpmd, kMaxRowsPerFamily - 1);
   EXPECT_THAT(verify_error(bad_prim), HasSubstr("verify: equation 0 has primitive id"));
 }
 

@@ -13,6 +13,7 @@
 #include "kiln/ops.h"
 #include "kiln/random.h"
 #include "kiln/vmap.h"
+#include "prims/ids/control_flow.h"
 #include "support/arrays.h"
 #include "support/errors.h"
 #include "transforms/pass_test_support.h"
@@ -390,7 +391,7 @@ TEST(JitControlFlow, ScanCondAndWhileRunCompiledAndMatchEager) {
   EXPECT_TRUE(same_bits(loss, eager_loss));
   EXPECT_TRUE(same_bits(gradient, eager_gradient));
   TracedProgram optimised = with_value.compile(w, xs).program();
-  EXPECT_EQ(testing::count_prim(*optimised.program, PrimId::scan), 2) << optimised;
+  EXPECT_EQ(testing::count_prim(*optimised.program, prim::scan), 2) << optimised;
 
   auto branchy = [](const Array& x) {
     return cond(

@@ -9,6 +9,8 @@
 
 #include "kiln/ops.h"
 #include "prims/bind.h"
+#include "prims/ids/random.h"
+#include "prims/ids/sort.h"
 #include "support/errors.h"
 
 namespace kiln {
@@ -137,26 +139,25 @@ TEST(SortOps, Errors) {
   AbstractValue scalar_f32{Shape{}, DType::f32};
   EXPECT_TRUE(fails_with(
       [&] {
-        abstract_eval(PrimId::sort, std::span<const AbstractValue>(&scalar_f32, 1),
-                      SortParams{0, 1}, CallSite());
+        abstract_eval(prim::sort, std::span<const AbstractValue>(&scalar_f32, 1), SortParams{0, 1},
+                      CallSite());
       },
       {"sort: cannot sort a rank-0 array"}));
   EXPECT_TRUE(fails_with(
       [&] {
-        abstract_eval(PrimId::sort, std::span<const AbstractValue>(&f32_3, 1), SortParams{0, 0},
+        abstract_eval(prim::sort, std::span<const AbstractValue>(&f32_3, 1), SortParams{0, 0},
                       CallSite());
       },
       {"num_keys is 0"}));
   EXPECT_TRUE(fails_with(
       [&] {
-        abstract_eval(PrimId::sort, std::span<const AbstractValue>(), SortParams{0, 1}, CallSite());
+        abstract_eval(prim::sort, std::span<const AbstractValue>(), SortParams{0, 1}, CallSite());
       },
       {"sort: needs at least one operand"}));
   AbstractValue u32_3{Shape{3}, DType::u32}, u32_3x1{Shape{3, 1}, DType::u32};
   AbstractValue mixed[] = {u32_3, u32_3, u32_3x1, u32_3};
-  EXPECT_TRUE(
-      fails_with([&] { abstract_eval(PrimId::threefry2x32, mixed, NoParams{}, CallSite()); },
-                 {"threefry2x32: operands must have equal rank (or rank 0)"}));
+  EXPECT_TRUE(fails_with([&] { abstract_eval(prim::threefry2x32, mixed, NoParams{}, CallSite()); },
+                         {"threefry2x32: operands must have equal rank (or rank 0)"}));
 }
 
 }  // namespace

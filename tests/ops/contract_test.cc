@@ -11,6 +11,8 @@
 
 #include "kiln/ops.h"
 #include "prims/bind.h"
+#include "prims/ids/contract.h"
+#include "prims/ids/window.h"
 #include "support/arrays.h"
 #include "support/errors.h"
 
@@ -266,17 +268,17 @@ TEST(DotGeneral, PrimitiveRejectsMixedAndBoolDtypes) {
   DotGeneralParams params{{1}, {0}, {}, {}, {}};
   EXPECT_TRUE(fails_with(
       [&] {
-        bind1(PrimId::dot_general, {f, h}, params, CallSite());
+        bind1(prim::dot_general, {f, h}, params, CallSite());
       },
       {"dot_general:", "one dtype", "f32[2,2]", "f16[2,2]", "HINT:"}));
   EXPECT_TRUE(fails_with(
       [&] {
-        bind1(PrimId::dot_general, {t, t}, params, CallSite());
+        bind1(prim::dot_general, {t, t}, params, CallSite());
       },
       {"dot_general:", "bool"}));
   EXPECT_TRUE(fails_with(
       [&] {
-        bind1(PrimId::dot_general, {f, f}, DotGeneralParams{{-1}, {0}, {}, {}, {}}, CallSite());
+        bind1(prim::dot_general, {f, f}, DotGeneralParams{{-1}, {0}, {}, {}, {}}, CallSite());
       },
       {"dot_general:", "out of range", "negative"}));
 }
@@ -487,7 +489,7 @@ TEST(Pooling, RejectsBadInputsWithHints) {
 TEST(ReduceWindow, RuleRejectsBadParams) {
   Array x = zeros({2, 3});
   auto bind_max = [&](ReduceWindowParams params) {
-    return [=] { bind1(PrimId::reduce_window_max, {x}, params, CallSite()); };
+    return [=] { bind1(prim::reduce_window_max, {x}, params, CallSite()); };
   };
   EXPECT_TRUE(fails_with(bind_max({{2}, {1}, {0}, {0}}), {"reduce_window_max:", "window_dimensions",
                                                           "one entry per axis", "HINT:"}));
@@ -500,12 +502,12 @@ TEST(ReduceWindow, RuleRejectsBadParams) {
   Array b = full({2, 2}, 1, DType::bool_);
   EXPECT_TRUE(fails_with(
       [&] {
-        bind1(PrimId::reduce_window_sum, {b}, ReduceWindowParams{{1, 1}, {1, 1}, {0, 0}, {0, 0}},
+        bind1(prim::reduce_window_sum, {b}, ReduceWindowParams{{1, 1}, {1, 1}, {0, 0}, {0, 0}},
               CallSite());
       },
       {"reduce_window_sum:", "bool", "HINT:"}));
   // A window larger than the padded axis is an empty output, as in XLA.
-  Array empty = bind1(PrimId::reduce_window_sum, {x},
+  Array empty = bind1(prim::reduce_window_sum, {x},
                       ReduceWindowParams{{3, 1}, {1, 1}, {0, 0}, {0, 0}}, CallSite());
   EXPECT_EQ(empty.shape(), (Shape{0, 3}));
 }

@@ -12,6 +12,7 @@
 #include "kiln/ops.h"
 #include "ops/rule_errors.h"
 #include "prims/bind.h"
+#include "prims/ids/index.h"
 #include "support/arrays.h"
 #include "support/errors.h"
 
@@ -225,26 +226,26 @@ TEST(IndexedUpdate, RejectsBadValuesAndIndices) {
 TEST(IndexRules, GatherChecksGeometry) {
   AbstractValue x{Shape{2, 3, 4}, DType::f32};
   AbstractValue idx{Shape{2, 5}, DType::i32};
-  EXPECT_TRUE(rule_fails(PrimId::gather, {x, AbstractValue{Shape{2}, DType::f32}},
+  EXPECT_TRUE(rule_fails(prim::gather, {x, AbstractValue{Shape{2}, DType::f32}},
                          GatherParams{0, 0, IndexMode::kError},
                          {"gather: indices must have an integer dtype, got f32[2]"}));
-  EXPECT_TRUE(rule_fails(PrimId::gather, {x, idx}, GatherParams{3, 0, IndexMode::kError},
+  EXPECT_TRUE(rule_fails(prim::gather, {x, idx}, GatherParams{3, 0, IndexMode::kError},
                          {"gather: axis 3 is out of range for operand f32[2,3,4]"}));
-  EXPECT_TRUE(rule_fails(PrimId::gather, {x, idx}, GatherParams{-1, 0, IndexMode::kError},
+  EXPECT_TRUE(rule_fails(prim::gather, {x, idx}, GatherParams{-1, 0, IndexMode::kError},
                          {"axis -1 is out of range"}));
-  EXPECT_TRUE(rule_fails(PrimId::gather, {x, idx}, GatherParams{1, 2, IndexMode::kError},
+  EXPECT_TRUE(rule_fails(prim::gather, {x, idx}, GatherParams{1, 2, IndexMode::kError},
                          {"gather: batch_dims 2 must be in 0..min(axis, indices rank)"}));
-  EXPECT_TRUE(rule_fails(PrimId::gather, {x, AbstractValue{Shape{3, 5}, DType::i32}},
+  EXPECT_TRUE(rule_fails(prim::gather, {x, AbstractValue{Shape{3, 5}, DType::i32}},
                          GatherParams{1, 1, IndexMode::kError},
                          {"gather: batch axis 0 differs: operand f32[2,3,4] has 2, indices "
                           "i32[3,5] have 3"}));
-  EXPECT_TRUE(rule_fails(PrimId::gather, {AbstractValue{Shape{2, 0}, DType::f32}, idx},
+  EXPECT_TRUE(rule_fails(prim::gather, {AbstractValue{Shape{2, 0}, DType::f32}, idx},
                          GatherParams{1, 0, IndexMode::kClip},
                          {"gather: cannot clip indices into axis 1", "size 0", "fill"}));
-  EXPECT_TRUE(rule_fails(PrimId::gather, {AbstractValue{Shape{}, DType::f32}, idx},
+  EXPECT_TRUE(rule_fails(prim::gather, {AbstractValue{Shape{}, DType::f32}, idx},
                          GatherParams{0, 0, IndexMode::kError}, {"rank-0"}));
   std::vector<AbstractValue> ok{x, idx};
-  auto out = abstract_eval(PrimId::gather, ok, GatherParams{2, 1, IndexMode::kFill}, CallSite());
+  auto out = abstract_eval(prim::gather, ok, GatherParams{2, 1, IndexMode::kFill}, CallSite());
   EXPECT_EQ(out[0], (AbstractValue{Shape{2, 3, 5}, DType::f32}));
 }
 
@@ -253,19 +254,19 @@ TEST(IndexRules, ScatterChecksUpdates) {
   AbstractValue idx{Shape{5}, DType::i64};
   AbstractValue updates{Shape{5, 3}, DType::f32};
   ScatterParams params{0, 0, IndexMode::kError};
-  EXPECT_TRUE(rule_fails(PrimId::scatter, {x, idx, AbstractValue{Shape{5, 2}, DType::f32}}, params,
+  EXPECT_TRUE(rule_fails(prim::scatter, {x, idx, AbstractValue{Shape{5, 2}, DType::f32}}, params,
                          {"scatter: updates f32[5,2] must have shape [5,3]", "HINT"}));
-  EXPECT_TRUE(rule_fails(PrimId::scatter_add, {x, idx, AbstractValue{Shape{5, 3}, DType::f64}},
+  EXPECT_TRUE(rule_fails(prim::scatter_add, {x, idx, AbstractValue{Shape{5, 3}, DType::f64}},
                          params, {"scatter_add: updates f64[5,3] must have the operand's dtype"}));
   EXPECT_TRUE(rule_fails(
-      PrimId::scatter_add,
+      prim::scatter_add,
       {AbstractValue{Shape{4, 3}, DType::bool_}, idx, AbstractValue{Shape{5, 3}, DType::bool_}},
       params, {"scatter_add: does not accept bool"}));
-  EXPECT_TRUE(rule_fails(PrimId::scatter, {x, AbstractValue{Shape{5}, DType::bf16}, updates},
-                         params, {"scatter: indices must have an integer dtype"}));
-  EXPECT_TRUE(rule_fails(PrimId::scatter, {x, idx}, params, {"expects 3 operand(s), got 2"}));
+  EXPECT_TRUE(rule_fails(prim::scatter, {x, AbstractValue{Shape{5}, DType::bf16}, updates}, params,
+                         {"scatter: indices must have an integer dtype"}));
+  EXPECT_TRUE(rule_fails(prim::scatter, {x, idx}, params, {"expects 3 operand(s), got 2"}));
   std::vector<AbstractValue> ok{x, idx, updates};
-  EXPECT_EQ(abstract_eval(PrimId::scatter_add, ok, params, CallSite())[0], x);
+  EXPECT_EQ(abstract_eval(prim::scatter_add, ok, params, CallSite())[0], x);
 }
 
 }  // namespace

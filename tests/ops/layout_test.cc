@@ -11,6 +11,7 @@
 #include "kiln/ops.h"
 #include "ops/rule_errors.h"
 #include "prims/bind.h"
+#include "prims/ids/shape.h"
 #include "support/arrays.h"
 #include "support/errors.h"
 
@@ -360,7 +361,7 @@ AbstractValue i32(Shape shape) {
 
 TEST(LayoutRules, BroadcastInDim) {
   auto p = [](Shape shape, Dims dims) { return BroadcastInDimParams{shape, dims}; };
-  auto prim = PrimId::broadcast_in_dim;
+  auto prim = prim::broadcast_in_dim;
   EXPECT_TRUE(rule_fails(prim, {f32({3})}, p({-1, 3}, {1}), {"broadcast_in_dim:", "negative"}));
   EXPECT_TRUE(rule_fails(prim, {f32({3})}, p({2, 3}, {}), {"broadcast_dimensions", "f32[3]"}));
   EXPECT_TRUE(rule_fails(prim, {f32({3, 1})}, p({3}, {0, 1}), {"lower rank"}));
@@ -373,28 +374,28 @@ TEST(LayoutRules, BroadcastInDim) {
 }
 
 TEST(LayoutRules, ReshapeAndTranspose) {
-  EXPECT_TRUE(rule_fails(PrimId::reshape, {f32({6})}, ReshapeParams{Shape{-2, -3}}, {"negative"}));
-  EXPECT_TRUE(rule_fails(PrimId::reshape, {f32({6})}, ReshapeParams{Shape{4}}, {"f32[6]", "[4]"}));
+  EXPECT_TRUE(rule_fails(prim::reshape, {f32({6})}, ReshapeParams{Shape{-2, -3}}, {"negative"}));
+  EXPECT_TRUE(rule_fails(prim::reshape, {f32({6})}, ReshapeParams{Shape{4}}, {"f32[6]", "[4]"}));
   auto t = [](Dims perm) { return TransposeParams{perm}; };
-  EXPECT_TRUE(rule_fails(PrimId::transpose, {f32({2, 3})}, t({0}), {"transpose:", "f32[2,3]"}));
-  EXPECT_TRUE(rule_fails(PrimId::transpose, {f32({2, 3})}, t({1, 1}), {"not a permutation"}));
-  EXPECT_TRUE(rule_fails(PrimId::transpose, {f32({2, 3})}, t({0, 2}), {"not a permutation"}));
-  EXPECT_TRUE(rule_fails(PrimId::transpose, {f32({2, 3})}, t({-1, 0}), {"not a permutation"}));
-  EXPECT_TRUE(rule_fails(PrimId::transpose, {f32({})}, t({0}), {"rank-0", "HINT:"}));
+  EXPECT_TRUE(rule_fails(prim::transpose, {f32({2, 3})}, t({0}), {"transpose:", "f32[2,3]"}));
+  EXPECT_TRUE(rule_fails(prim::transpose, {f32({2, 3})}, t({1, 1}), {"not a permutation"}));
+  EXPECT_TRUE(rule_fails(prim::transpose, {f32({2, 3})}, t({0, 2}), {"not a permutation"}));
+  EXPECT_TRUE(rule_fails(prim::transpose, {f32({2, 3})}, t({-1, 0}), {"not a permutation"}));
+  EXPECT_TRUE(rule_fails(prim::transpose, {f32({})}, t({0}), {"rank-0", "HINT:"}));
 }
 
 TEST(LayoutRules, Slices) {
   auto s = [](Dims start, Dims limit, Dims strides) { return SliceParams{start, limit, strides}; };
-  EXPECT_TRUE(rule_fails(PrimId::slice, {f32({4})}, s({0}, {4}, {0}), {"strides", ">= 1"}));
-  EXPECT_TRUE(rule_fails(PrimId::slice, {f32({4})}, s({0}, {4}, {1, 1}), {"strides"}));
-  EXPECT_TRUE(rule_fails(PrimId::slice, {f32({4})}, s({3}, {2}, {}), {"out of bounds"}));
+  EXPECT_TRUE(rule_fails(prim::slice, {f32({4})}, s({0}, {4}, {0}), {"strides", ">= 1"}));
+  EXPECT_TRUE(rule_fails(prim::slice, {f32({4})}, s({0}, {4}, {1, 1}), {"strides"}));
+  EXPECT_TRUE(rule_fails(prim::slice, {f32({4})}, s({3}, {2}, {}), {"out of bounds"}));
   auto ds = [](Dims sizes) { return DynamicSliceParams{sizes}; };
-  auto prim = PrimId::dynamic_slice;
+  auto prim = prim::dynamic_slice;
   EXPECT_TRUE(rule_fails(prim, {f32({4}), i32({2, 1})}, ds({1}), {"i32[2,1]", "HINT:"}));
   EXPECT_TRUE(rule_fails(prim, {f32({4}), f32({1})}, ds({1}), {"integer vector"}));
   EXPECT_TRUE(rule_fails(prim, {f32({4}), i32({1})}, ds({5}), {"slice_sizes"}));
   EXPECT_TRUE(rule_fails(prim, {f32({4})}, ds({1}), {"expects 2 operand(s)"}));
-  auto dus = PrimId::dynamic_update_slice;
+  auto dus = prim::dynamic_update_slice;
   EXPECT_TRUE(rule_fails(dus, {f32({4}), i32({1}), i32({1})}, NoParams{}, {"dtype", "HINT:"}));
   EXPECT_TRUE(rule_fails(dus, {f32({4}), f32({5}), i32({1})}, NoParams{}, {"fit"}));
   EXPECT_TRUE(rule_fails(dus, {f32({4}), f32({1}), i32({2})}, NoParams{}, {"start indices"}));
@@ -402,7 +403,7 @@ TEST(LayoutRules, Slices) {
 
 TEST(LayoutRules, Concatenate) {
   auto c = [](int64_t dimension) { return ConcatenateParams{dimension}; };
-  auto prim = PrimId::concatenate;
+  auto prim = prim::concatenate;
   EXPECT_TRUE(rule_fails(prim, {}, c(0), {"concatenate:", "at least one"}));
   EXPECT_TRUE(rule_fails(prim, {f32({2}), i32({2})}, c(0), {"one dtype", "i32[2]", "HINT:"}));
   EXPECT_TRUE(rule_fails(prim, {f32({2, 2}), f32({2, 3})}, c(0), {"f32[2,3]", "dimension 0"}));
@@ -414,18 +415,18 @@ TEST(LayoutRules, Concatenate) {
 
 TEST(LayoutRules, Pad) {
   auto p = [](Dims low, Dims high, Dims interior) { return PadParams{low, high, interior}; };
-  EXPECT_TRUE(rule_fails(PrimId::pad, {f32({3}), f32({1})}, p({0}, {0}, {0}), {"rank-0", "HINT:"}));
-  EXPECT_TRUE(rule_fails(PrimId::pad, {f32({3}), i32({})}, p({0}, {0}, {0}), {"i32[]"}));
-  EXPECT_TRUE(rule_fails(PrimId::pad, {f32({3}), f32({})}, p({0}, {0}, {}), {"interior"}));
-  EXPECT_TRUE(rule_fails(PrimId::pad, {f32({3}), f32({})}, p({0}, {0}, {-1}), {"interior"}));
-  EXPECT_TRUE(rule_fails(PrimId::pad, {f32({3}), f32({})}, p({-2}, {-2}, {0}), {"negative size"}));
-  EXPECT_TRUE(rule_fails(PrimId::pad, {f32({3}), f32({})},
+  EXPECT_TRUE(rule_fails(prim::pad, {f32({3}), f32({1})}, p({0}, {0}, {0}), {"rank-0", "HINT:"}));
+  EXPECT_TRUE(rule_fails(prim::pad, {f32({3}), i32({})}, p({0}, {0}, {0}), {"i32[]"}));
+  EXPECT_TRUE(rule_fails(prim::pad, {f32({3}), f32({})}, p({0}, {0}, {}), {"interior"}));
+  EXPECT_TRUE(rule_fails(prim::pad, {f32({3}), f32({})}, p({0}, {0}, {-1}), {"interior"}));
+  EXPECT_TRUE(rule_fails(prim::pad, {f32({3}), f32({})}, p({-2}, {-2}, {0}), {"negative size"}));
+  EXPECT_TRUE(rule_fails(prim::pad, {f32({3}), f32({})},
                          p({int64_t{1} << 62}, {int64_t{1} << 62}, {int64_t{1} << 62}),
                          {"too large"}));
 }
 
 TEST(LayoutRules, Iota) {
-  auto prim = PrimId::iota;
+  auto prim = prim::iota;
   EXPECT_TRUE(rule_fails(prim, {}, IotaParams{DType::bool_, Shape{3}, 0}, {"iota:", "bool"}));
   EXPECT_TRUE(rule_fails(prim, {}, IotaParams{DType::i32, Shape{-3}, 0}, {"negative"}));
   EXPECT_TRUE(rule_fails(prim, {}, IotaParams{DType::i32, Shape{3}, 1}, {"dimension 1"}));
@@ -435,9 +436,9 @@ TEST(LayoutRules, Iota) {
 
 TEST(LayoutRules, ResultTypesKeepWeakTypes) {
   AbstractValue weak{Shape{3}, DType::f32, true};
-  auto out = abstract_eval(PrimId::transpose, std::vector{weak}, TransposeParams{{0}}, CallSite());
+  auto out = abstract_eval(prim::transpose, std::vector{weak}, TransposeParams{{0}}, CallSite());
   EXPECT_TRUE(out[0].weak_type);
-  out = abstract_eval(PrimId::concatenate, std::vector{weak, f32({2})}, ConcatenateParams{0},
+  out = abstract_eval(prim::concatenate, std::vector{weak, f32({2})}, ConcatenateParams{0},
                       CallSite());
   EXPECT_EQ(out[0], f32({5}));
 }

@@ -13,6 +13,7 @@
 #include "kiln/ops.h"
 #include "ops/rule_errors.h"
 #include "prims/bind.h"
+#include "prims/ids/reduce.h"
 #include "support/arrays.h"
 #include "support/errors.h"
 
@@ -181,38 +182,38 @@ TEST(Cumsum, ScansForwardOrBackward) {
 
 TEST(ReduceRules, RejectBadAxesAndDTypes) {
   AbstractValue x{Shape{2, 3, 4}, DType::f32};
-  EXPECT_TRUE(rule_fails(PrimId::reduce_sum, {x}, ReduceParams{{2, 1}},
+  EXPECT_TRUE(rule_fails(prim::reduce_sum, {x}, ReduceParams{{2, 1}},
                          {"reduce_sum: axes [2,1] must be sorted and unique"}));
-  EXPECT_TRUE(rule_fails(PrimId::reduce_max, {x}, ReduceParams{{1, 1}}, {"sorted and unique"}));
-  EXPECT_TRUE(rule_fails(PrimId::reduce_min, {x}, ReduceParams{{-1}},
+  EXPECT_TRUE(rule_fails(prim::reduce_max, {x}, ReduceParams{{1, 1}}, {"sorted and unique"}));
+  EXPECT_TRUE(rule_fails(prim::reduce_min, {x}, ReduceParams{{-1}},
                          {"reduce_min: axis -1 is out of range", "normalised"}));
-  EXPECT_TRUE(rule_fails(PrimId::reduce_prod, {x}, ReduceParams{{3}}, {"axis 3 is out of range"}));
+  EXPECT_TRUE(rule_fails(prim::reduce_prod, {x}, ReduceParams{{3}}, {"axis 3 is out of range"}));
   AbstractValue flags{Shape{3}, DType::bool_};
-  EXPECT_TRUE(rule_fails(PrimId::reduce_sum, {flags}, ReduceParams{{0}},
+  EXPECT_TRUE(rule_fails(prim::reduce_sum, {flags}, ReduceParams{{0}},
                          {"reduce_sum: does not accept bool operands, got bool[3]", "HINT"}));
-  EXPECT_TRUE(rule_fails(PrimId::reduce_prod, {flags}, ReduceParams{{0}}, {"bool"}));
-  EXPECT_TRUE(rule_fails(PrimId::cumsum, {flags}, CumsumParams{0, false}, {"cumsum", "bool"}));
-  EXPECT_TRUE(rule_fails(PrimId::cumsum, {x}, CumsumParams{3, false}, {"cumsum: axis 3"}));
-  EXPECT_TRUE(rule_fails(PrimId::argmax, {x}, ArgReduceParams{-1, DType::i32},
+  EXPECT_TRUE(rule_fails(prim::reduce_prod, {flags}, ReduceParams{{0}}, {"bool"}));
+  EXPECT_TRUE(rule_fails(prim::cumsum, {flags}, CumsumParams{0, false}, {"cumsum", "bool"}));
+  EXPECT_TRUE(rule_fails(prim::cumsum, {x}, CumsumParams{3, false}, {"cumsum: axis 3"}));
+  EXPECT_TRUE(rule_fails(prim::argmax, {x}, ArgReduceParams{-1, DType::i32},
                          {"argmax: axis -1 is out of range"}));
-  EXPECT_TRUE(rule_fails(PrimId::argmin, {x}, ArgReduceParams{0, DType::u8},
+  EXPECT_TRUE(rule_fails(prim::argmin, {x}, ArgReduceParams{0, DType::u8},
                          {"argmin: index_dtype must be i32 or i64, got u8"}));
-  EXPECT_TRUE(rule_fails(PrimId::argmax, {AbstractValue{Shape{0, 2}, DType::f32}},
+  EXPECT_TRUE(rule_fails(prim::argmax, {AbstractValue{Shape{0, 2}, DType::f32}},
                          ArgReduceParams{0, DType::i32},
                          {"argmax: cannot take the maximum of an empty axis"}));
-  EXPECT_TRUE(rule_fails(PrimId::reduce_sum, {x, x}, ReduceParams{{0}}, {"expects 1 operand"}));
+  EXPECT_TRUE(rule_fails(prim::reduce_sum, {x, x}, ReduceParams{{0}}, {"expects 1 operand"}));
 }
 
 TEST(ReduceRules, ComputeOutputTypes) {
   AbstractValue x{Shape{2, 3, 4}, DType::bf16};
   std::vector<AbstractValue> in{x};
-  auto out = abstract_eval(PrimId::reduce_sum, in, ReduceParams{{0, 2}}, CallSite());
+  auto out = abstract_eval(prim::reduce_sum, in, ReduceParams{{0, 2}}, CallSite());
   EXPECT_EQ(out[0], (AbstractValue{Shape{3}, DType::bf16}));
-  out = abstract_eval(PrimId::reduce_max, in, ReduceParams{{}}, CallSite());
+  out = abstract_eval(prim::reduce_max, in, ReduceParams{{}}, CallSite());
   EXPECT_EQ(out[0], x);
-  out = abstract_eval(PrimId::argmin, in, ArgReduceParams{1, DType::i64}, CallSite());
+  out = abstract_eval(prim::argmin, in, ArgReduceParams{1, DType::i64}, CallSite());
   EXPECT_EQ(out[0], (AbstractValue{Shape{2, 4}, DType::i64}));
-  out = abstract_eval(PrimId::cumsum, in, CumsumParams{2, true}, CallSite());
+  out = abstract_eval(prim::cumsum, in, CumsumParams{2, true}, CallSite());
   EXPECT_EQ(out[0], x);
 }
 

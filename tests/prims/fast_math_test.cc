@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "prims/ids/binary.h"
+#include "prims/ids/unary.h"
 #include "prims/op_table.h"
 
 namespace kiln::testing {
@@ -36,18 +38,18 @@ void expect_fast_matches_reference(PrimId prim, const TestArray& input, double u
 }
 
 TEST(FastMath, ExpAcrossOverflowAndSubnormalResults) {
-  expect_fast_matches_reference(PrimId::exp, sweep(DType::f32, -110, 95, 200001, false), 4);
-  expect_fast_matches_reference(PrimId::exp, sweep(DType::f64, -760, 720, 200001, false), 4);
+  expect_fast_matches_reference(prim::exp, sweep(DType::f32, -110, 95, 200001, false), 4);
+  expect_fast_matches_reference(prim::exp, sweep(DType::f64, -760, 720, 200001, false), 4);
 }
 
 TEST(FastMath, LogAcrossSubnormalAndHugeInputs) {
-  expect_fast_matches_reference(PrimId::log, sweep(DType::f32, -149, 127.9, 200001, true), 4);
-  expect_fast_matches_reference(PrimId::log, sweep(DType::f64, -1074, 1023.9, 200001, true), 4);
-  expect_fast_matches_reference(PrimId::log, sweep(DType::f32, -5, 5, 10001, false), 4);
+  expect_fast_matches_reference(prim::log, sweep(DType::f32, -149, 127.9, 200001, true), 4);
+  expect_fast_matches_reference(prim::log, sweep(DType::f64, -1074, 1023.9, 200001, true), 4);
+  expect_fast_matches_reference(prim::log, sweep(DType::f32, -5, 5, 10001, false), 4);
 }
 
 TEST(FastMath, TanhAndLogisticAcrossSaturation) {
-  for (PrimId prim : {PrimId::tanh, PrimId::logistic}) {
+  for (PrimId prim : {prim::tanh, prim::logistic}) {
     expect_fast_matches_reference(prim, sweep(DType::f32, -120, 120, 200001, false), 4);
     expect_fast_matches_reference(prim, sweep(DType::f64, -800, 800, 200001, false), 4);
     // Small magnitudes, where a relative error shows most.
@@ -81,9 +83,9 @@ TEST(FastElementwise, StreamingStoresOnLargeArrays) {
     std::string diff = compare(fast[0], reference[0], ulp_tolerance(DType::f32, ulps));
     EXPECT_TRUE(diff.empty()) << def.name << diff;
   };
-  check(PrimId::exp, {x}, 4);
-  check(PrimId::add, {x, y}, 0);
-  check(PrimId::mul, {x, make_array(DType::f32, Shape{1}, {3.0})}, 0);
+  check(prim::exp, {x}, 4);
+  check(prim::add, {x, y}, 0);
+  check(prim::mul, {x, make_array(DType::f32, Shape{1}, {3.0})}, 0);
 }
 
 }  // namespace

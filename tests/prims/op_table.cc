@@ -9,6 +9,8 @@
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
 #include "prims/bind.h"
+#include "prims/ids/contract.h"
+#include "prims/ids/window.h"
 #include "prims/op_table.h"
 
 namespace kiln::testing {
@@ -36,13 +38,14 @@ std::vector<TestArray> run_reference(const OpRow& row, const OpCase& c, ComputeP
 }
 
 TEST(OpTableCompleteness, EveryPrimitiveHasOneRowAndItsRequiredRules) {
-  std::vector<int> rows_per_prim(kNumPrims, 0);
-  for (const OpRow& row : all_rows()) ++rows_per_prim[static_cast<size_t>(row.prim)];
+  const PrimTable& table = register_all();
+  std::vector<int> rows_per_prim(table.all().size(), 0);
+  for (const OpRow& row : all_rows()) ++rows_per_prim[table.index_of(row.prim)];
   for (const PrimDef& prim : all_prims()) {
     // The collectives run only inside shard_map, on a mesh: their columns (values, gradients,
     // batching, errors) are in tests/sharding/shard_map_test.cc.
     const bool spmd = prim.family == Family::kSpmd;
-    EXPECT_EQ(rows_per_prim[static_cast<size_t>(prim.id)], spmd ? 0 : 1)
+    EXPECT_EQ(rows_per_prim[table.index_of(prim.id)], spmd ? 0 : 1)
         << prim.name << " needs exactly one row in tests/prims/op_table";
     EXPECT_NE(prim.abstract_eval, nullptr) << prim.name << " has no abstract_eval rule";
     EXPECT_TRUE(prim.ref_kernel != nullptr || prim.impl != nullptr)
@@ -127,7 +130,7 @@ TEST_P(FastKernel, MatchesReferenceAndIgnoresThreadCount) {
 // The dispatcher runs the reference kernel for the calls a fast kernel declines: integer
 // contractions (oneDNN's GEMMs are float ones), pooling over other axes than H and W.
 TEST(KernelDispatch, DeclinedCallsRunTheReference) {
-  const PrimDef& dot = prim_def(PrimId::dot_general);
+  const PrimDef& dot = prim_def(prim::dot_general);
   DotGeneralParams dims{.lhs_contracting = {1}, .rhs_contracting = {0}};
   std::vector<AbstractValue> ints{{Shape{2, 3}, DType::i32}, {Shape{3, 4}, DType::i32}};
   std::vector<AbstractValue> int_out{{Shape{2, 4}, DType::i32}};
@@ -136,7 +139,7 @@ TEST(KernelDispatch, DeclinedCallsRunTheReference) {
   std::vector<AbstractValue> float_out{{Shape{2, 4}, DType::f32}};
   EXPECT_EQ(kernel_for(dot, floats, float_out, dims, false), dot.cpu_kernel);
   EXPECT_EQ(kernel_for(dot, floats, float_out, dims, /*reference_only=*/true), dot.ref_kernel);
-  const PrimDef& pool = prim_def(PrimId::reduce_window_max);
+  const PrimDef& pool = prim_def(prim::reduce_window_max);
   std::vector<AbstractValue> image{{Shape{1, 4, 4, 2}, DType::f32}};
   std::vector<AbstractValue> pooled{{Shape{1, 2, 2, 2}, DType::f32}};
   ReduceWindowParams hw{{1, 2, 2, 1}, {1, 2, 2, 1}, {0, 0, 0, 0}, {0, 0, 0, 0}};

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "prims/ids/contract.h"
 #include "prims/op_table.h"
 
 namespace kiln::testing {
@@ -461,13 +462,13 @@ std::vector<OpCase> conv_grad_cases() {
 
 std::vector<OpRow> contract_rows() {
   std::vector<OpRow> rows;
-  rows.push_back(OpRow{.prim = PrimId::dot_general,
+  rows.push_back(OpRow{.prim = prim::dot_general,
                        .cases = dot_cases,
                        .oracle = dot_oracle,
                        .fast_tolerance = dot_fast_tolerance,
                        .grad_cases = dot_grad_cases,
                        .second_order = true});
-  rows.push_back(OpRow{.prim = PrimId::conv_general_dilated,
+  rows.push_back(OpRow{.prim = prim::conv_general_dilated,
                        .cases = conv_cases,
                        .oracle = conv_oracle,
                        .fast_tolerance = conv_fast_tolerance,

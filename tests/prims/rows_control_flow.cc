@@ -12,6 +12,7 @@
 #include "ir/program.h"
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
+#include "prims/ids/control_flow.h"
 #include "prims/op_table.h"
 
 namespace kiln::testing {
@@ -163,7 +164,7 @@ std::vector<TestArray> while_oracle(const OpCase& c) {
 }  // namespace
 
 std::vector<OpRow> control_flow_rows() {
-  OpRow scan_row{.prim = PrimId::scan,
+  OpRow scan_row{.prim = prim::scan,
                  .cases =
                      [] {
                        return scan_cases_for({DType::f32, DType::f64});
@@ -174,7 +175,7 @@ std::vector<OpRow> control_flow_rows() {
   scan_row.grad_cases = [] { return scan_cases_for({DType::f64}); };
   scan_row.second_order = true;
 
-  OpRow cond_row{.prim = PrimId::cond,
+  OpRow cond_row{.prim = prim::cond,
                  .cases =
                      [] {
                        return cond_cases_for({DType::f32, DType::f64});
@@ -184,7 +185,7 @@ std::vector<OpRow> control_flow_rows() {
   cond_row.grad_cases = [] { return cond_cases_for({DType::f64}); };
   cond_row.second_order = true;
 
-  OpRow while_row{.prim = PrimId::while_loop, .cases = while_cases, .oracle = while_oracle};
+  OpRow while_row{.prim = prim::while_loop, .cases = while_cases, .oracle = while_oracle};
   while_row.ref_tolerance = loop_tolerance;
   return {scan_row, cond_row, while_row};
 }

@@ -7,6 +7,7 @@
 
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
+#include "prims/ids/custom.h"
 #include "prims/op_table.h"
 
 namespace kiln::testing {
@@ -53,7 +54,7 @@ std::vector<TestArray> custom_oracle(const OpCase& c) {
 }  // namespace
 
 std::vector<OpRow> custom_rows() {
-  OpRow row{.prim = PrimId::custom_vjp_call, .cases = custom_cases, .oracle = custom_oracle};
+  OpRow row{.prim = prim::custom_vjp_call, .cases = custom_cases, .oracle = custom_oracle};
   // Two roundings of positive terms and one of sin: a few ulps.
   row.ref_tolerance = [](const OpCase&, DType dtype) { return ulp_tolerance(dtype, 8); };
   row.second_order = true;

@@ -5,6 +5,10 @@
 
 #include <fmt/format.h>
 
+#include "prims/ids/binary.h"
+#include "prims/ids/convert.h"
+#include "prims/ids/select.h"
+#include "prims/ids/unary.h"
 #include "prims/op_table.h"
 
 namespace kiln::testing {
@@ -195,12 +199,12 @@ std::vector<OpRow> elementwise_rows() {
   std::vector<OpRow> rows;
   auto numeric = numeric_dtypes();
   auto floats = float_dtypes();
-  rows.push_back(row(PrimId::neg, 1, numeric,
+  rows.push_back(row(prim::neg, 1, numeric,
                      unary([](double x) { return -x; }, [](__int128 x) { return -x; })));
   rows.push_back(
-      row(PrimId::abs, 1, numeric,
+      row(prim::abs, 1, numeric,
           unary([](double x) { return std::fabs(x); }, [](__int128 x) { return x < 0 ? -x : x; })));
-  rows.push_back(row(PrimId::sign, 1, numeric,
+  rows.push_back(row(prim::sign, 1, numeric,
                      unary([](double x) { return x > 0   ? 1.0
                                                  : x < 0 ? -1.0
                                                          : x; },
@@ -208,56 +212,56 @@ std::vector<OpRow> elementwise_rows() {
                                                                : x < 0 ? -1
                                                                        : 0; })));
   rows.push_back(
-      second_order(row(PrimId::exp, 1, floats, unary([](double x) { return std::exp(x); }))));
-  rows.push_back(row(PrimId::expm1, 1, floats, unary([](double x) { return std::expm1(x); })));
+      second_order(row(prim::exp, 1, floats, unary([](double x) { return std::exp(x); }))));
+  rows.push_back(row(prim::expm1, 1, floats, unary([](double x) { return std::expm1(x); })));
   rows.push_back(
-      second_order(row(PrimId::log, 1, floats, unary([](double x) { return std::log(x); }))));
-  rows.push_back(row(PrimId::log1p, 1, floats, unary([](double x) { return std::log1p(x); })));
+      second_order(row(prim::log, 1, floats, unary([](double x) { return std::log(x); }))));
+  rows.push_back(row(prim::log1p, 1, floats, unary([](double x) { return std::log1p(x); })));
   rows.push_back(
-      second_order(row(PrimId::sqrt, 1, floats, unary([](double x) { return std::sqrt(x); }))));
-  rows.push_back(row(PrimId::rsqrt, 1, floats, unary([](double x) { return 1 / std::sqrt(x); })));
+      second_order(row(prim::sqrt, 1, floats, unary([](double x) { return std::sqrt(x); }))));
+  rows.push_back(row(prim::rsqrt, 1, floats, unary([](double x) { return 1 / std::sqrt(x); })));
   rows.push_back(
-      second_order(row(PrimId::tanh, 1, floats, unary([](double x) { return std::tanh(x); }))));
+      second_order(row(prim::tanh, 1, floats, unary([](double x) { return std::tanh(x); }))));
   rows.push_back(second_order(
-      row(PrimId::logistic, 1, floats, unary([](double x) { return 1 / (1 + std::exp(-x)); }))));
-  rows.push_back(row(PrimId::sin, 1, floats, unary([](double x) { return std::sin(x); })));
-  rows.push_back(row(PrimId::cos, 1, floats, unary([](double x) { return std::cos(x); })));
-  rows.push_back(row(PrimId::floor, 1, floats, unary([](double x) { return std::floor(x); })));
-  rows.push_back(row(PrimId::ceil, 1, floats, unary([](double x) { return std::ceil(x); })));
-  rows.push_back(row(PrimId::round, 1, floats, unary([](double x) { return std::nearbyint(x); })));
-  rows.push_back(row(PrimId::is_finite, 1, floats,
+      row(prim::logistic, 1, floats, unary([](double x) { return 1 / (1 + std::exp(-x)); }))));
+  rows.push_back(row(prim::sin, 1, floats, unary([](double x) { return std::sin(x); })));
+  rows.push_back(row(prim::cos, 1, floats, unary([](double x) { return std::cos(x); })));
+  rows.push_back(row(prim::floor, 1, floats, unary([](double x) { return std::floor(x); })));
+  rows.push_back(row(prim::ceil, 1, floats, unary([](double x) { return std::ceil(x); })));
+  rows.push_back(row(prim::round, 1, floats, unary([](double x) { return std::nearbyint(x); })));
+  rows.push_back(row(prim::is_finite, 1, floats,
                      unary([](double x) { return std::isfinite(x) ? 1.0 : 0.0; }), true));
   rows.push_back(row(
-      PrimId::not_, 1, bitwise_dtypes(),
+      prim::not_, 1, bitwise_dtypes(),
       [](std::span<const double> x, DType dtype) {
         if (dtype == DType::bool_) return x[0] == 0 ? 1.0 : 0.0;
         return wrap_to(dtype, ~as_int(x[0]));
       },
       false, narrow_ints));
 
-  rows.push_back(row(PrimId::add, 2, numeric,
+  rows.push_back(row(prim::add, 2, numeric,
                      binary([](double a, double b) { return a + b; },
                             [](__int128 a, __int128 b, DType) { return a + b; })));
-  rows.push_back(row(PrimId::sub, 2, numeric,
+  rows.push_back(row(prim::sub, 2, numeric,
                      binary([](double a, double b) { return a - b; },
                             [](__int128 a, __int128 b, DType) { return a - b; })));
-  rows.push_back(second_order(row(PrimId::mul, 2, numeric,
+  rows.push_back(second_order(row(prim::mul, 2, numeric,
                                   binary([](double a, double b) { return a * b; },
                                          [](__int128 a, __int128 b, DType) { return a * b; }))));
-  rows.push_back(second_order(row(PrimId::div, 2, numeric,
+  rows.push_back(second_order(row(prim::div, 2, numeric,
                                   binary([](double a, double b) { return a / b; },
                                          [](__int128 a, __int128 b, DType) { return a / b; }),
                                   false, nonzero_divisor)));
-  rows.push_back(row(PrimId::rem, 2, numeric,
+  rows.push_back(row(prim::rem, 2, numeric,
                      binary([](double a, double b) { return std::fmod(a, b); },
                             [](__int128 a, __int128 b, DType) { return a % b; }),
                      false, nonzero_divisor));
-  rows.push_back(second_order(row(PrimId::pow, 2, floats,
+  rows.push_back(second_order(row(prim::pow, 2, floats,
                                   binary([](double a, double b) { return std::pow(a, b); }), false,
                                   positive_base)));
-  rows.push_back(row(PrimId::max, 2, numeric,
+  rows.push_back(row(prim::max, 2, numeric,
                      binary(nan_max, [](__int128 a, __int128 b, DType) { return a > b ? a : b; })));
-  rows.push_back(row(PrimId::min, 2, numeric,
+  rows.push_back(row(prim::min, 2, numeric,
                      binary(nan_min, [](__int128 a, __int128 b, DType) { return a < b ? a : b; })));
   auto bitwise = [](__int128 (*fn)(__int128, __int128)) -> ScalarOracle {
     return [fn](std::span<const double> x, DType dtype) {
@@ -265,11 +269,11 @@ std::vector<OpRow> elementwise_rows() {
       return wrap_to(dtype, fn(as_int(x[0]), as_int(x[1])));
     };
   };
-  rows.push_back(row(PrimId::and_, 2, bitwise_dtypes(),
+  rows.push_back(row(prim::and_, 2, bitwise_dtypes(),
                      bitwise([](__int128 a, __int128 b) { return a & b; }), false, narrow_ints));
-  rows.push_back(row(PrimId::or_, 2, bitwise_dtypes(),
+  rows.push_back(row(prim::or_, 2, bitwise_dtypes(),
                      bitwise([](__int128 a, __int128 b) { return a | b; }), false, narrow_ints));
-  rows.push_back(row(PrimId::xor_, 2, bitwise_dtypes(),
+  rows.push_back(row(prim::xor_, 2, bitwise_dtypes(),
                      bitwise([](__int128 a, __int128 b) { return a ^ b; }), false, narrow_ints));
   auto compare_row = [&](PrimId prim, bool (*fn)(double, double)) {
     return row(
@@ -277,16 +281,16 @@ std::vector<OpRow> elementwise_rows() {
         [fn](std::span<const double> x, DType) { return fn(x[0], x[1]) ? 1.0 : 0.0; }, true,
         narrow_ints);
   };
-  rows.push_back(compare_row(PrimId::eq, [](double a, double b) { return a == b; }));
-  rows.push_back(compare_row(PrimId::ne, [](double a, double b) { return a != b; }));
-  rows.push_back(compare_row(PrimId::lt, [](double a, double b) { return a < b; }));
-  rows.push_back(compare_row(PrimId::le, [](double a, double b) { return a <= b; }));
-  rows.push_back(compare_row(PrimId::gt, [](double a, double b) { return a > b; }));
-  rows.push_back(compare_row(PrimId::ge, [](double a, double b) { return a >= b; }));
+  rows.push_back(compare_row(prim::eq, [](double a, double b) { return a == b; }));
+  rows.push_back(compare_row(prim::ne, [](double a, double b) { return a != b; }));
+  rows.push_back(compare_row(prim::lt, [](double a, double b) { return a < b; }));
+  rows.push_back(compare_row(prim::le, [](double a, double b) { return a <= b; }));
+  rows.push_back(compare_row(prim::gt, [](double a, double b) { return a > b; }));
+  rows.push_back(compare_row(prim::ge, [](double a, double b) { return a >= b; }));
 
   // select(pred, on_true, on_false): the predicate is bool, the branches share a dtype.
   rows.push_back(second_order(OpRow{
-      .prim = PrimId::select,
+      .prim = prim::select,
       .cases =
           [] {
             std::vector<OpCase> cases;
@@ -317,7 +321,7 @@ std::vector<OpRow> elementwise_rows() {
 
   // convert_element_type between every pair of dtypes, including specials and extremes.
   rows.push_back(OpRow{
-      .prim = PrimId::convert_element_type,
+      .prim = prim::convert_element_type,
       .cases =
           [] {
             std::vector<OpCase> cases;

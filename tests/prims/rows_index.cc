@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "prims/ids/index.h"
 #include "prims/rows_reduce_index_util.h"
 
 namespace kiln::testing {
@@ -205,7 +206,7 @@ Tolerance scatter_add_tolerance(const OpCase& c, DType dtype) {
 
 std::vector<OpRow> index_rows() {
   auto exact = [](const OpCase&, DType) { return Tolerance{0, 0}; };
-  OpRow gather_row{.prim = PrimId::gather,
+  OpRow gather_row{.prim = prim::gather,
                    .cases = [] { return index_cases(Which::kGather); },
                    .oracle = gather_oracle,
                    .ref_tolerance = exact,
@@ -213,12 +214,12 @@ std::vector<OpRow> index_rows() {
   gather_row.second_order = true;
   return {
       gather_row,
-      OpRow{.prim = PrimId::scatter,
+      OpRow{.prim = prim::scatter,
             .cases = [] { return index_cases(Which::kScatter); },
             .oracle = scatter_oracle(false),
             .ref_tolerance = exact,
             .fast_tolerance = exact},
-      OpRow{.prim = PrimId::scatter_add,
+      OpRow{.prim = prim::scatter_add,
             .cases = [] { return index_cases(Which::kScatterAdd); },
             .oracle = scatter_oracle(true),
             .ref_tolerance = scatter_add_tolerance,

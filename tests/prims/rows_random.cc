@@ -11,6 +11,10 @@
 #include <fmt/format.h>
 
 #include "core/element_convert.h"
+#include "prims/ids/binary.h"
+#include "prims/ids/convert.h"
+#include "prims/ids/random.h"
+#include "prims/ids/unary.h"
 #include "prims/op_table.h"
 
 namespace kiln::testing {
@@ -375,21 +379,21 @@ OpRow special_row(PrimId prim, bool inverse) {
 
 std::vector<OpRow> random_rows() {
   std::vector<OpRow> rows;
-  rows.push_back(OpRow{.prim = PrimId::threefry2x32,
+  rows.push_back(OpRow{.prim = prim::threefry2x32,
                        .cases = threefry_cases,
                        .oracle = threefry_oracle,
                        .ref_tolerance = exact,
                        .fast_tolerance = exact});
-  rows.push_back(shift_row(PrimId::shift_left, Shift::kLeft));
-  rows.push_back(shift_row(PrimId::shift_right_logical, Shift::kRightLogical));
-  rows.push_back(shift_row(PrimId::shift_right_arithmetic, Shift::kRightArithmetic));
-  rows.push_back(OpRow{.prim = PrimId::bitcast_convert_type,
+  rows.push_back(shift_row(prim::shift_left, Shift::kLeft));
+  rows.push_back(shift_row(prim::shift_right_logical, Shift::kRightLogical));
+  rows.push_back(shift_row(prim::shift_right_arithmetic, Shift::kRightArithmetic));
+  rows.push_back(OpRow{.prim = prim::bitcast_convert_type,
                        .cases = bitcast_cases,
                        .oracle = bitcast_oracle,
                        .ref_tolerance = exact,
                        .fast_tolerance = exact});
-  rows.push_back(special_row(PrimId::erf, false));
-  rows.push_back(special_row(PrimId::erf_inv, true));
+  rows.push_back(special_row(prim::erf, false));
+  rows.push_back(special_row(prim::erf_inv, true));
   return rows;
 }
 

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "prims/ids/reduce.h"
 #include "prims/rows_reduce_index_util.h"
 
 namespace kiln::testing {
@@ -313,8 +314,8 @@ std::vector<OpCase> prod_grad_cases() {
 
 std::vector<OpRow> reduce_rows() {
   std::vector<OpRow> rows{
-      reduce_row(PrimId::reduce_sum, Kind::kSum), reduce_row(PrimId::reduce_max, Kind::kMax),
-      reduce_row(PrimId::reduce_min, Kind::kMin), reduce_row(PrimId::reduce_prod, Kind::kProd)};
+      reduce_row(prim::reduce_sum, Kind::kSum), reduce_row(prim::reduce_max, Kind::kMax),
+      reduce_row(prim::reduce_min, Kind::kMin), reduce_row(prim::reduce_prod, Kind::kProd)};
   // reduce_sum's gradient cases are the f32 cases moved into [0.5, 1.5] (the default).
   rows[0].second_order = true;
   rows[1].second_order = true;

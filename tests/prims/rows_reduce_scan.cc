@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "prims/ids/reduce.h"
 #include "prims/rows_reduce_index_util.h"
 
 namespace kiln::testing {
@@ -202,18 +203,18 @@ Tolerance cumsum_tolerance(const OpCase& c, DType dtype) {
 
 std::vector<OpRow> arg_reduce_and_scan_rows() {
   auto exact = [](const OpCase&, DType) { return Tolerance{0, 0}; };
-  OpRow cumsum_row{.prim = PrimId::cumsum,
+  OpRow cumsum_row{.prim = prim::cumsum,
                    .cases = cumsum_cases,
                    .oracle = cumsum_oracle,
                    .ref_tolerance = cumsum_tolerance,
                    .fast_tolerance = cumsum_tolerance};
   cumsum_row.second_order = true;
-  return {OpRow{.prim = PrimId::argmax,
+  return {OpRow{.prim = prim::argmax,
                 .cases = arg_cases,
                 .oracle = arg_oracle(true),
                 .ref_tolerance = exact,
                 .fast_tolerance = exact},
-          OpRow{.prim = PrimId::argmin,
+          OpRow{.prim = prim::argmin,
                 .cases = arg_cases,
                 .oracle = arg_oracle(false),
                 .ref_tolerance = exact,

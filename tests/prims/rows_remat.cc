@@ -2,6 +2,7 @@
 // checkpoint_name: identities, so the oracle returns the operands and every comparison is
 // exact (NaN, infinities and -0 included). The gradient column checks that their VJPs
 // pass cotangents through; the batching column that each batch axis stays where it was.
+#include "prims/ids/custom.h"
 #include "prims/op_table.h"
 
 namespace kiln::testing {
@@ -61,13 +62,13 @@ std::vector<TestArray> identity_oracle(const OpCase& c) {
 }  // namespace
 
 std::vector<OpRow> remat_rows() {
-  OpRow barrier{.prim = PrimId::optimization_barrier,
+  OpRow barrier{.prim = prim::optimization_barrier,
                 .cases = barrier_cases,
                 .oracle = identity_oracle,
                 .ref_tolerance = exact,
                 .fast_tolerance = exact};
   barrier.second_order = true;
-  OpRow name{.prim = PrimId::checkpoint_name,
+  OpRow name{.prim = prim::checkpoint_name,
              .cases = name_cases,
              .oracle = identity_oracle,
              .ref_tolerance = exact,

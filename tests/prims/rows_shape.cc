@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "prims/ids/shape.h"
 #include "prims/rows_shape.h"
 
 namespace kiln::testing {
@@ -320,14 +321,12 @@ std::vector<TestArray> iota_oracle(const OpCase& c) {
 std::vector<OpRow> shape_rows() {
   namespace u = shape_rows_util;
   std::vector<OpRow> rows{
-      u::second_order(
-          u::copy_row(PrimId::broadcast_in_dim, u::broadcast_cases, u::broadcast_oracle)),
-      u::copy_row(PrimId::reshape, u::reshape_cases, u::reshape_oracle),
-      u::second_order(u::copy_row(PrimId::transpose, u::transpose_cases, u::transpose_oracle)),
-      u::second_order(
-          u::copy_row(PrimId::concatenate, u::concatenate_cases, u::concatenate_oracle)),
-      u::copy_row(PrimId::iota, u::iota_cases, u::iota_oracle),
-      u::copy_row(PrimId::stop_gradient, u::stop_gradient_cases, u::identity_oracle),
+      u::second_order(u::copy_row(prim::broadcast_in_dim, u::broadcast_cases, u::broadcast_oracle)),
+      u::copy_row(prim::reshape, u::reshape_cases, u::reshape_oracle),
+      u::second_order(u::copy_row(prim::transpose, u::transpose_cases, u::transpose_oracle)),
+      u::second_order(u::copy_row(prim::concatenate, u::concatenate_cases, u::concatenate_oracle)),
+      u::copy_row(prim::iota, u::iota_cases, u::iota_oracle),
+      u::copy_row(prim::stop_gradient, u::stop_gradient_cases, u::identity_oracle),
   };
   for (OpRow& row : shape_slice_rows()) rows.push_back(std::move(row));
   return rows;

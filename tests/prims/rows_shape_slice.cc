@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "prims/ids/shape.h"
 #include "prims/rows_shape.h"
 
 namespace kiln::testing {
@@ -267,11 +268,11 @@ std::vector<TestArray> pad_oracle(const OpCase& c) {
 std::vector<OpRow> shape_slice_rows() {
   namespace u = shape_rows_util;
   return {
-      u::second_order(u::copy_row(PrimId::slice, u::slice_cases, u::slice_oracle)),
-      u::copy_row(PrimId::dynamic_slice, u::dynamic_slice_cases, u::dynamic_slice_oracle),
-      u::copy_row(PrimId::dynamic_update_slice, u::dynamic_update_slice_cases,
+      u::second_order(u::copy_row(prim::slice, u::slice_cases, u::slice_oracle)),
+      u::copy_row(prim::dynamic_slice, u::dynamic_slice_cases, u::dynamic_slice_oracle),
+      u::copy_row(prim::dynamic_update_slice, u::dynamic_update_slice_cases,
                   u::dynamic_update_slice_oracle),
-      u::second_order(u::copy_row(PrimId::pad, u::pad_cases, u::pad_oracle)),
+      u::second_order(u::copy_row(prim::pad, u::pad_cases, u::pad_oracle)),
   };
 }
 

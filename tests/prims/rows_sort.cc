@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "prims/ids/sort.h"
 #include "prims/op_table.h"
 
 namespace kiln::testing {
@@ -144,7 +145,7 @@ std::vector<OpCase> sort_grad_cases() {
 }  // namespace
 
 std::vector<OpRow> sort_rows() {
-  return {OpRow{.prim = PrimId::sort,
+  return {OpRow{.prim = prim::sort,
                 .cases = sort_cases,
                 .oracle = sort_oracle,
                 .ref_tolerance = exact,

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "prims/ids/window.h"
 #include "prims/op_table.h"
 
 namespace kiln::testing {
@@ -335,18 +336,18 @@ std::vector<OpCase> scatter_grad_cases() {
 std::vector<OpRow> window_rows() {
   auto exact = [](const OpCase&, DType) { return Tolerance{0, 0}; };
   return {
-      OpRow{.prim = PrimId::reduce_window_max,
+      OpRow{.prim = prim::reduce_window_max,
             .cases = window_cases,
             .oracle = window_oracle(true),
             .ref_tolerance = exact,
             .fast_tolerance = exact,
             .grad_cases = [] { return window_grad_cases(true); }},
-      OpRow{.prim = PrimId::reduce_window_sum,
+      OpRow{.prim = prim::reduce_window_sum,
             .cases = window_cases,
             .oracle = window_oracle(false),
             .grad_cases = [] { return window_grad_cases(false); },
             .second_order = true},
-      OpRow{.prim = PrimId::select_and_scatter_add,
+      OpRow{.prim = prim::select_and_scatter_add,
             .cases = scatter_cases,
             .oracle = select_and_scatter_oracle,
             .fast_tolerance = exact,

@@ -9,6 +9,7 @@
 #include "jit/compiled_shard_map.h"
 #include "kiln/grad.h"
 #include "kiln/tracing.h"
+#include "prims/ids/spmd.h"
 #include "sharding/shard_map_run.h"
 #include "sharding/spmd_cases.h"
 #include "support/arrays.h"
@@ -19,7 +20,7 @@ namespace {
 // The single shard_map equation `f` traces to, at the top level of its program.
 const Equation& shard_map_equation(const TracedProgram& traced) {
   for (const Equation& equation : traced.program->equations) {
-    if (equation.prim == PrimId::shard_map) return equation;
+    if (equation.prim == prim::shard_map) return equation;
   }
   ADD_FAILURE() << "no shard_map in\n" << traced.to_string();
   static Equation none;
@@ -31,7 +32,7 @@ template <typename F>
 void expect_same_as_reference(F f, const std::vector<Array>& args, const std::string& what) {
   TracedProgram traced = make_program(f, args);
   const Equation& equation = shard_map_equation(traced);
-  ASSERT_EQ(equation.prim, PrimId::shard_map) << what;
+  ASSERT_EQ(equation.prim, prim::shard_map) << what;
   // The shard_map's operands: the traced program's inputs (the functions below pass their
   // arguments straight in) and the constants the trace hoisted out of the body.
   const Program& program = *traced.program;

@@ -2,7 +2,9 @@
 """Runs scripts/check_layers on the repository (it must pass) and on small made-up trees
 (an upward include, a public header including src/, a folder missing from the table: each
 must fail and name the file and line)."""
+import atexit
 import pathlib
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -27,7 +29,8 @@ def run(root):
 
 
 def tree(files):
-    root = pathlib.Path(tempfile.mkdtemp())
+    root = pathlib.Path(tempfile.mkdtemp(prefix="kiln-layers-"))
+    atexit.register(shutil.rmtree, root, ignore_errors=True)
     (root / "docs").mkdir()
     (root / "docs" / "architecture.md").write_text(TABLE)
     (root / "include" / "kiln").mkdir(parents=True)

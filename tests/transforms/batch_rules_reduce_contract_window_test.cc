@@ -17,6 +17,7 @@
 #include "kiln/transforms.h"
 #include "kiln/vmap.h"
 #include "prims/bind.h"
+#include "prims/ids/window.h"
 #include "support/text.h"
 #include "transforms/batch_test_support.h"
 
@@ -300,11 +301,11 @@ TEST(BatchWindow, PoolingWithTheBatchOnAnyAxis) {
 
 TEST(BatchWindow, PrimitiveWithNegativePaddingAndTheBatchLast) {
   auto rw = [](auto in) {
-    return bind1(PrimId::reduce_window_sum, {in[0]},
+    return bind1(prim::reduce_window_sum, {in[0]},
                  ReduceWindowParams{{2, 3}, {1, 2}, {-1, 1}, {1, 0}}, CallSite());
   };
   auto rm = [](auto in) {
-    return bind1(PrimId::reduce_window_max, {in[0]},
+    return bind1(prim::reduce_window_max, {in[0]},
                  ReduceWindowParams{{2, 3}, {2, 1}, {0, 1}, {1, -1}}, CallSite());
   };
   for (int64_t dim : {0, 1, 2}) {

@@ -17,6 +17,8 @@
 #include "kiln/transforms.h"
 #include "kiln/vmap.h"
 #include "prims/bind.h"
+#include "prims/ids/index.h"
+#include "prims/ids/shape.h"
 #include "support/text.h"
 #include "transforms/batch_test_support.h"
 
@@ -159,7 +161,7 @@ void expect_all_mappings_match(const Fn& f, const std::vector<Array>& examples,
 }
 
 Array pad_with(const Array& x, const Array& value, PadParams params) {
-  return bind1(PrimId::pad, {x, value}, params, CallSite());
+  return bind1(prim::pad, {x, value}, params, CallSite());
 }
 
 // ----- layout ------------------------------------------------------------------------------
@@ -271,7 +273,7 @@ TEST(BatchShape, DynamicSliceWithPerExampleStarts) {
   auto f = [](Dims sizes) {
     // The primitive itself: the op skips it for a window as large as the operand.
     return [sizes](std::span<const Array> in) {
-      return bind1(PrimId::dynamic_slice, {in[0], in[1]}, DynamicSliceParams{sizes}, CallSite());
+      return bind1(prim::dynamic_slice, {in[0], in[1]}, DynamicSliceParams{sizes}, CallSite());
     };
   };
   // Starts beyond either end are clamped, per example.
@@ -292,7 +294,7 @@ TEST(BatchShape, DynamicSliceWithPerExampleStarts) {
 
 // The primitive itself: the op skips it for empty and full-size updates.
 Array update_slice(std::span<const Array> in) {
-  return bind1(PrimId::dynamic_update_slice, {in[0], in[1], in[2]}, NoParams{}, CallSite());
+  return bind1(prim::dynamic_update_slice, {in[0], in[1], in[2]}, NoParams{}, CallSite());
 }
 
 TEST(BatchShape, DynamicUpdateSliceEveryCombination) {
@@ -436,7 +438,7 @@ TEST(BatchIndex, GatherWithEveryMapping) {
       Array indices = mode == IndexMode::kError ? integers(g.indices, 0, size)
                                                 : integers(g.indices, -2, size + 2);
       auto f = [&](auto in) {
-        return bind1(PrimId::gather, {in[0], in[1]}, GatherParams{g.axis, g.batch_dims, mode},
+        return bind1(prim::gather, {in[0], in[1]}, GatherParams{g.axis, g.batch_dims, mode},
                      CallSite());
       };
       expect_all_mappings_match(f, {values(g.operand), indices},
@@ -447,7 +449,7 @@ TEST(BatchIndex, GatherWithEveryMapping) {
 
 TEST(BatchIndex, ScattersWithEveryMapping) {
   for (const IndexGeometry& g : index_geometries()) {
-    for (PrimId prim : {PrimId::scatter, PrimId::scatter_add}) {
+    for (PrimId prim : {prim::scatter, prim::scatter_add}) {
       for (IndexMode mode : {IndexMode::kClip, IndexMode::kFill}) {
         SCOPED_TRACE(g.operand.to_string() + " " + g.indices.to_string() + " axis " +
                      std::to_string(g.axis) + " batch_dims " + std::to_string(g.batch_dims) +
@@ -501,10 +503,10 @@ TEST(BatchIndex, SizeOneAndEmptyBatches) {
   IndexGeometry g{Shape{2, 3, 4}, Shape{2, 5}, 1, 1};
   Array indices = integers(g.indices, 0, 3);
   auto gather = [&](auto in) {
-    return bind1(PrimId::gather, {in[0], in[1]}, GatherParams{1, 1, IndexMode::kError}, CallSite());
+    return bind1(prim::gather, {in[0], in[1]}, GatherParams{1, 1, IndexMode::kError}, CallSite());
   };
   auto scatter_add = [&](auto in) {
-    return bind1(PrimId::scatter_add, {in[0], in[1], in[2]}, ScatterParams{1, 1, IndexMode::kError},
+    return bind1(prim::scatter_add, {in[0], in[1], in[2]}, ScatterParams{1, 1, IndexMode::kError},
                  CallSite());
   };
   for (int64_t n : {1, 0}) {
@@ -520,7 +522,7 @@ TEST(BatchIndex, PerExampleGradientsMatchALoopOfGradients) {
   // take's gradient is a scatter_add; a scatter's gradient gathers and scatters ids.
   auto loss = [](const Array& table, const Array& labels, const Array& updates) {
     Array picked = take(table, labels, 0);  // [5, 3]
-    Array written = bind1(PrimId::scatter, {table, labels, updates},
+    Array written = bind1(prim::scatter, {table, labels, updates},
                           ScatterParams{0, 0, IndexMode::kClip}, CallSite());  // [4, 3]
     return sum(picked * picked) + sum(written * written * written);
   };

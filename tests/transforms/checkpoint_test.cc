@@ -15,6 +15,7 @@
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
 #include "kiln/vmap.h"
+#include "prims/ids/custom.h"
 #include "support/errors.h"
 #include "support/text.h"
 
@@ -145,7 +146,7 @@ TEST(Checkpoint, VmapOfGradientGivesPerExampleGradients) {
 // The custom_vjp_call's results: the function's output, then the residuals.
 size_t residual_count(const TracedProgram& traced) {
   for (const Equation& equation : traced.program->equations) {
-    if (equation.prim == PrimId::custom_vjp_call) return equation.outputs.size() - 1;
+    if (equation.prim == prim::custom_vjp_call) return equation.outputs.size() - 1;
   }
   ADD_FAILURE() << "no custom_vjp_call in\n" << traced;
   return 0;

@@ -14,6 +14,7 @@
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
 #include "prims/bind.h"
+#include "prims/ids/window.h"
 #include "support/arrays.h"
 
 namespace kiln {
@@ -244,13 +245,13 @@ TEST(ConvVjp, SecondOrderOfASmallConvNet) {
 
 Array window_sum(const Array& x, Dims window, Dims strides, Dims low, Dims high) {
   return bind1(
-      PrimId::reduce_window_sum, {x},
+      prim::reduce_window_sum, {x},
       ReduceWindowParams{std::move(window), std::move(strides), std::move(low), std::move(high)},
       CallSite());
 }
 Array window_max(const Array& x, Dims window, Dims strides, Dims low, Dims high) {
   return bind1(
-      PrimId::reduce_window_max, {x},
+      prim::reduce_window_max, {x},
       ReduceWindowParams{std::move(window), std::move(strides), std::move(low), std::move(high)},
       CallSite());
 }

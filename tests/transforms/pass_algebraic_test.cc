@@ -10,6 +10,8 @@
 
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
+#include "prims/ids/binary.h"
+#include "prims/ids/shape.h"
 #include "transforms/pass_test_support.h"
 #include "transforms/passes/passes.h"
 
@@ -232,8 +234,8 @@ TEST(PassAlgebraic, TracedScaleByOneAndSplatConstants) {
   auto f = [&](const Array& x) { return transpose(transpose(x * 1.0)) * ones_table; };
   TracedProgram traced = make_program(f, zeros({3, 4}));
   Program result = eliminate_dead_code(simplify_algebra(*traced.program));
-  EXPECT_EQ(count_prim(result, PrimId::mul), 0) << print_program(result);
-  EXPECT_EQ(count_prim(result, PrimId::transpose), 0) << print_program(result);
+  EXPECT_EQ(count_prim(result, prim::mul), 0) << print_program(result);
+  EXPECT_EQ(count_prim(result, prim::transpose), 0) << print_program(result);
   EXPECT_TRUE(same_results(*traced.program, result));
 }
 

@@ -4,6 +4,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "prims/ids/shape.h"
 #include "transforms/pass_test_support.h"
 #include "transforms/passes/passes.h"
 
@@ -45,7 +46,7 @@ TEST(PassCloneBroadcasts, ReadersThatCannotFuseAndCostlyBroadcastsKeepTheOrigina
       i:f32[2,4,4] = add g h
     in (f i) })");
   Program result = clone_broadcasts(program);
-  EXPECT_EQ(count_prim(result, PrimId::broadcast_in_dim), 2);
+  EXPECT_EQ(count_prim(result, prim::broadcast_in_dim), 2);
   EXPECT_TRUE(same_results(program, result));
 }
 

@@ -7,6 +7,12 @@
 
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
+#include "prims/ids/binary.h"
+#include "prims/ids/custom.h"
+#include "prims/ids/index.h"
+#include "prims/ids/random.h"
+#include "prims/ids/shape.h"
+#include "prims/ids/unary.h"
 #include "transforms/pass_test_support.h"
 #include "transforms/passes/passes.h"
 
@@ -48,16 +54,16 @@ TEST(PassConstantFolding, FoldsIotaWithinTheLimitOnly) {
       d:i32[5000] = iota[dtype=i32 shape=(5000) dimension=0]
     in (c d) })");
   Program result = fold_constants(program);
-  EXPECT_EQ(count_prim(result, PrimId::iota), 1);  // 5000 elements > 4096
+  EXPECT_EQ(count_prim(result, prim::iota), 1);  // 5000 elements > 4096
   EXPECT_EQ(result.equations.back().outputs[0], result.outputs[1]);
   EXPECT_TRUE(same_results(program, result));
 
   Program larger = fold_constants(program, {.max_folded_elements = 5000});
-  EXPECT_EQ(count_prim(larger, PrimId::iota), 0);
+  EXPECT_EQ(count_prim(larger, prim::iota), 0);
   EXPECT_TRUE(same_results(program, larger));
 
   Program none = fold_constants(program, {.max_folded_elements = 0});
-  EXPECT_EQ(count_prim(none, PrimId::iota), 2);
+  EXPECT_EQ(count_prim(none, prim::iota), 2);
 }
 
 TEST(PassConstantFolding, TheLimitCountsEveryResultOfAnEquation) {
@@ -67,8 +73,8 @@ TEST(PassConstantFolding, TheLimitCountsEveryResultOfAnEquation) {
       b:u32[3000] c:u32[3000] = threefry2x32 0:u32[] 42:u32[] a a
     in (b c) })");
   Program limited = fold_constants(program, {.max_folded_elements = 5999});
-  EXPECT_EQ(count_prim(limited, PrimId::threefry2x32), 1);
-  EXPECT_EQ(count_prim(limited, PrimId::iota), 0);
+  EXPECT_EQ(count_prim(limited, prim::threefry2x32), 1);
+  EXPECT_EQ(count_prim(limited, prim::iota), 0);
   Program enough = fold_constants(program, {.max_folded_elements = 6000});
   EXPECT_TRUE(enough.equations.empty());
   EXPECT_TRUE(same_results(program, limited));
@@ -86,9 +92,9 @@ TEST(PassConstantFolding, AFailingKernelIsLeftToFailAtRunTime) {
     in (f g) })");
   Program result;
   ASSERT_NO_THROW(result = fold_constants(program));
-  EXPECT_EQ(count_prim(result, PrimId::gather), 1);
-  EXPECT_EQ(count_prim(result, PrimId::div), 1);
-  EXPECT_EQ(count_prim(result, PrimId::mul), 0);  // the index computation itself folds
+  EXPECT_EQ(count_prim(result, prim::gather), 1);
+  EXPECT_EQ(count_prim(result, prim::div), 1);
+  EXPECT_EQ(count_prim(result, prim::mul), 0);  // the index computation itself folds
   std::string error = testing::run(result, {from_host<int32_t>({1, 2}, {2})}).error;
   EXPECT_THAT(error, HasSubstr("index 5 at indices[1] is out of range for axis 0 of size 4"));
   EXPECT_THAT(error, HasSubstr("model.cc:7"));
@@ -113,9 +119,9 @@ TEST(PassConstantFolding, PrimitivesDefinedByOpsAreNotFolded) {
       [](const std::vector<Array>& saved, const Array& g) { return g * logistic(saved[0]); });
   Array c = from_host<float>({-1, 0, 2}, {3});
   TracedProgram traced = make_program([&](const Array& x) { return x + softplus(c); }, c);
-  ASSERT_EQ(count_prim(*traced.program, PrimId::custom_vjp_call), 1);
+  ASSERT_EQ(count_prim(*traced.program, prim::custom_vjp_call), 1);
   Program result = fold_constants(*traced.program);
-  EXPECT_EQ(count_prim(result, PrimId::custom_vjp_call), 1);
+  EXPECT_EQ(count_prim(result, prim::custom_vjp_call), 1);
   EXPECT_TRUE(same_results(*traced.program, result));
 }
 
@@ -130,8 +136,8 @@ TEST(PassConstantFolding, ValuesOfAnEnclosingTraceAreNotFolded) {
     return y;
   };
   make_program(outer, zeros({3}));
-  EXPECT_EQ(count_prim(inner_folded, PrimId::mul), 1);
-  EXPECT_EQ(count_prim(inner_folded, PrimId::exp), 1);
+  EXPECT_EQ(count_prim(inner_folded, prim::mul), 1);
+  EXPECT_EQ(count_prim(inner_folded, prim::exp), 1);
 }
 
 TEST(PassConstantFolding, FoldsEveryDtypeBitForBit) {

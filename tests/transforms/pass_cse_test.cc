@@ -8,6 +8,10 @@
 #include "ir/program.h"
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
+#include "prims/ids/binary.h"
+#include "prims/ids/shape.h"
+#include "prims/ids/sort.h"
+#include "prims/ids/unary.h"
 #include "transforms/pass_test_support.h"
 #include "transforms/passes/passes.h"
 
@@ -80,8 +84,8 @@ TEST(PassCse, MergesOperandlessAndMultiResultEquations) {
       g:f32[5] h:i32[5] = sort[dimension=0 num_keys=1] a c
     in (e f g h d) })");
   Program result = eliminate_common_subexpressions(program);
-  EXPECT_EQ(count_prim(result, PrimId::iota), 2);
-  EXPECT_EQ(count_prim(result, PrimId::sort), 1);
+  EXPECT_EQ(count_prim(result, prim::iota), 2);
+  EXPECT_EQ(count_prim(result, prim::sort), 1);
   EXPECT_EQ(result.outputs[0], result.outputs[2]);
   EXPECT_EQ(result.outputs[1], result.outputs[3]);
   EXPECT_TRUE(same_results(program, result));
@@ -93,14 +97,14 @@ TEST(PassCse, MergesConstantsThatAreOneArray) {
   VarId x = builder.add_input(AbstractValue(Shape{4}, DType::f32));
   VarId first = builder.add_constant(table);
   VarId second = builder.add_constant(table);
-  VarId a = builder.add_equation(PrimId::mul, {x, first}, NoParams{})[0];
-  VarId b = builder.add_equation(PrimId::mul, {x, second}, NoParams{})[0];
+  VarId a = builder.add_equation(prim::mul, {x, first}, NoParams{})[0];
+  VarId b = builder.add_equation(prim::mul, {x, second}, NoParams{})[0];
   builder.set_outputs({a, b});
   Program program = builder.take();
   Program result = eliminate_common_subexpressions(program);
   ASSERT_EQ(result.constants.size(), 1u);
   EXPECT_EQ(result.constant_values[0].impl(), table.impl());
-  EXPECT_EQ(count_prim(result, PrimId::mul), 1);
+  EXPECT_EQ(count_prim(result, prim::mul), 1);
   EXPECT_EQ(result.outputs[0], result.outputs[1]);
   EXPECT_TRUE(same_results(program, result));
 }
@@ -116,8 +120,8 @@ TEST(PassCse, MergesEqualLiteralsButNotSignedZerosOrWeakAndStrongTypes) {
   ASSERT_EQ(program.constants.size(), 5u);
   Program result = eliminate_common_subexpressions(program);
   EXPECT_EQ(result.constants.size(), 4u);
-  EXPECT_EQ(count_prim(result, PrimId::mul), 2);
-  EXPECT_EQ(count_prim(result, PrimId::add), 2);
+  EXPECT_EQ(count_prim(result, prim::mul), 2);
+  EXPECT_EQ(count_prim(result, prim::add), 2);
   EXPECT_EQ(result.outputs[0], result.outputs[1]);
   EXPECT_NE(result.outputs[2], result.outputs[3]);
   EXPECT_TRUE(same_results(program, result));
@@ -126,10 +130,10 @@ TEST(PassCse, MergesEqualLiteralsButNotSignedZerosOrWeakAndStrongTypes) {
 TEST(PassCse, TracedRepeatsOfOneExpressionMerge) {
   auto f = [](const Array& x) { return tanh(x * 2.0) + tanh(x * 2.0); };
   TracedProgram traced = make_program(f, zeros({8}));
-  ASSERT_EQ(count_prim(*traced.program, PrimId::tanh), 2);
+  ASSERT_EQ(count_prim(*traced.program, prim::tanh), 2);
   Program result = eliminate_common_subexpressions(*traced.program);
-  EXPECT_EQ(count_prim(result, PrimId::tanh), 1);
-  EXPECT_EQ(count_prim(result, PrimId::mul), 1);
+  EXPECT_EQ(count_prim(result, prim::tanh), 1);
+  EXPECT_EQ(count_prim(result, prim::mul), 1);
   EXPECT_TRUE(same_results(*traced.program, result));
 }
 

@@ -6,6 +6,7 @@
 
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
+#include "prims/ids/binary.h"
 #include "transforms/pass_test_support.h"
 #include "transforms/passes/passes.h"
 
@@ -54,8 +55,8 @@ TEST(PassDeadCode, OutputsMayBeInputsConstantsAndRepeats) {
       d:f32[3] = mul b 3.0:f32[]
     in (a c c 1.0:f32[] a) })");
   Program result = eliminate_dead_code(program);
-  EXPECT_EQ(count_prim(result, PrimId::add), 1);
-  EXPECT_EQ(count_prim(result, PrimId::mul), 0);
+  EXPECT_EQ(count_prim(result, prim::add), 1);
+  EXPECT_EQ(count_prim(result, prim::mul), 0);
   // The literal 3.0 only fed the dead mul; 2.0 and the output 1.0 stay.
   ASSERT_EQ(result.constants.size(), 2u);
   EXPECT_EQ(result.constant_values[0].item<float>(), 2.0f);

@@ -10,6 +10,7 @@
 #include "kiln/control_flow.h"
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
+#include "prims/ids/control_flow.h"
 #include "transforms/pass_test_support.h"
 #include "transforms/passes/passes.h"
 #include "transforms/rnn_cell.h"
@@ -26,19 +27,19 @@ TEST(PassMergeScans, ValueAndGradRunsTheForwardLoopOnce) {
   Program traced = *make_program(value_and_grad(rnn_loss_scan), w, h0, xs).program;
   Program program = eliminate_common_subexpressions(traced);
   // The primal scan, the VJP's forward scan that stacks residuals, the backward scan.
-  ASSERT_EQ(count_prim(program, PrimId::scan), 3);
+  ASSERT_EQ(count_prim(program, prim::scan), 3);
   Program merged = merge_scans(program);
-  EXPECT_EQ(count_prim(merged, PrimId::scan), 2) << print_program(merged);
+  EXPECT_EQ(count_prim(merged, prim::scan), 2) << print_program(merged);
   // The loss (from the primal results) and every gradient, bit for bit, NaNs included.
   EXPECT_TRUE(same_results(program, merged));
-  EXPECT_EQ(count_prim(eliminate_dead_code(merged), PrimId::scan), 2);
+  EXPECT_EQ(count_prim(eliminate_dead_code(merged), prim::scan), 2);
 }
 
 TEST(PassMergeScans, GradAloneHasNothingToMerge) {
   // Without the value the primal scan is dead; the pass leaves both remaining scans.
   Array w = zeros({3}), h0 = zeros({3}), xs = zeros({5, 3});
   Program program = eliminate_dead_code(*make_program(grad(rnn_loss_scan), w, h0, xs).program);
-  ASSERT_EQ(count_prim(program, PrimId::scan), 2);
+  ASSERT_EQ(count_prim(program, prim::scan), 2);
   Program merged = merge_scans(program);
   EXPECT_EQ(print_program(merged), print_program(program));
 }
@@ -70,9 +71,9 @@ const char* kSameLoop = "length=3 num_consts=0 num_carry=1 reverse=false unroll=
 TEST(PassMergeScans, AWiderBodyOverTheSameOperandsReplacesTheNarrowScan) {
   Program program = two_scans(kWiderBody, kSameLoop, "a b", "    g:f32[] h:f32[3] i:f32[3]");
   Program merged = merge_scans(program);
-  EXPECT_EQ(count_prim(merged, PrimId::scan), 1) << print_program(merged);
+  EXPECT_EQ(count_prim(merged, prim::scan), 1) << print_program(merged);
   // The wide scan now stands where the narrow one did, before the add that reads it.
-  EXPECT_EQ(merged.equations[0].prim, PrimId::scan);
+  EXPECT_EQ(merged.equations[0].prim, prim::scan);
   EXPECT_TRUE(same_results(program, merged));
 }
 
@@ -80,12 +81,12 @@ TEST(PassMergeScans, OtherOperandsLoopsOrBodiesStayApart) {
   const std::string results = "    g:f32[] h:f32[3] i:f32[3]";
   // Another initial carry.
   Program other_operands = two_scans(kWiderBody, kSameLoop, "c b", results);
-  EXPECT_EQ(count_prim(merge_scans(other_operands), PrimId::scan), 2);
+  EXPECT_EQ(count_prim(merge_scans(other_operands), prim::scan), 2);
   // Another direction.
   Program reversed = two_scans(
       kWiderBody, "length=3 num_consts=0 num_carry=1 reverse=true unroll=1 recompute=false", "a b",
       results);
-  EXPECT_EQ(count_prim(merge_scans(reversed), PrimId::scan), 2);
+  EXPECT_EQ(count_prim(merge_scans(reversed), prim::scan), 2);
   // The same outputs from another computation (add instead of mul).
   Program other_body = two_scans(
       "{ lambda ; a:f32[] b:f32[]. let\n"
@@ -93,7 +94,7 @@ TEST(PassMergeScans, OtherOperandsLoopsOrBodiesStayApart) {
       "        d:f32[] = exp c\n"
       "      in (d c a) }",
       kSameLoop, "a b", results);
-  EXPECT_EQ(count_prim(merge_scans(other_body), PrimId::scan), 2);
+  EXPECT_EQ(count_prim(merge_scans(other_body), prim::scan), 2);
   // A body whose leading outputs are in another order.
   Program swapped = two_scans(
       "{ lambda ; a:f32[] b:f32[]. let\n"
@@ -101,7 +102,7 @@ TEST(PassMergeScans, OtherOperandsLoopsOrBodiesStayApart) {
       "        d:f32[] = exp c\n"
       "      in (c d a) }",
       kSameLoop, "a b", results);
-  EXPECT_EQ(count_prim(merge_scans(swapped), PrimId::scan), 2);
+  EXPECT_EQ(count_prim(merge_scans(swapped), prim::scan), 2);
 }
 
 // Scan `index` of `program` with its body's one constant set to `value`.
@@ -138,12 +139,12 @@ TEST(PassMergeScans, BodiesHoldingOtherConstantArraysStayApart) {
   Array twos = from_host<float>({2.0f, 2.0f}, {2});
   Program different = scans_with_body_constants(halves, twos);
   Program kept = merge_scans(different);
-  EXPECT_EQ(count_prim(kept, PrimId::scan), 2) << print_program(kept);
+  EXPECT_EQ(count_prim(kept, prim::scan), 2) << print_program(kept);
   EXPECT_TRUE(same_results(different, kept));
   // The very same array in both bodies: one loop.
   Program same = scans_with_body_constants(halves, halves);
   Program merged = merge_scans(same);
-  EXPECT_EQ(count_prim(merged, PrimId::scan), 1) << print_program(merged);
+  EXPECT_EQ(count_prim(merged, prim::scan), 1) << print_program(merged);
   EXPECT_TRUE(same_results(same, merged));
 }
 

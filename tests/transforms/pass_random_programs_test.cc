@@ -12,6 +12,11 @@
 
 #include "ir/program.h"
 #include "kiln/ops.h"
+#include "prims/ids/binary.h"
+#include "prims/ids/convert.h"
+#include "prims/ids/select.h"
+#include "prims/ids/shape.h"
+#include "prims/ids/unary.h"
 #include "transforms/pass_test_support.h"
 #include "transforms/passes/passes.h"
 
@@ -87,42 +92,41 @@ class RandomProgram {
     VarId result = -1;
     switch (below(12)) {
       case 0:
-        result = add(PrimId::neg, {x});
+        result = add(prim::neg, {x});
         break;
       case 1:
       case 2:
       case 10:
       case 11: {
-        PrimId binary[] = {PrimId::add, PrimId::sub, PrimId::mul, PrimId::div};
+        PrimId binary[] = {prim::add, prim::sub, prim::mul, prim::div};
         PrimId prim = binary[below(floating() ? 4 : 3)];  // integer div may divide by zero
         result = below(2) == 0 ? add(prim, {x, operand()}) : add(prim, {operand(), x});
         break;
       }
       case 3: {
-        VarId matrix = add(PrimId::reshape, {x}, ReshapeParams{Shape{4, kSize / 4}});
-        if (below(2) == 0) matrix = add(PrimId::transpose, {matrix}, TransposeParams{{1, 0}});
-        if (below(2) == 0) matrix = add(PrimId::transpose, {matrix}, TransposeParams{{1, 0}});
-        result = add(PrimId::reshape, {matrix}, ReshapeParams{Shape{kSize}});
+        VarId matrix = add(prim::reshape, {x}, ReshapeParams{Shape{4, kSize / 4}});
+        if (below(2) == 0) matrix = add(prim::transpose, {matrix}, TransposeParams{{1, 0}});
+        if (below(2) == 0) matrix = add(prim::transpose, {matrix}, TransposeParams{{1, 0}});
+        result = add(prim::reshape, {matrix}, ReshapeParams{Shape{kSize}});
         break;
       }
       case 4: {
-        VarId predicate = add(PrimId::gt, {x, operand()});
-        result = add(PrimId::select, {predicate, x, below(2) == 0 ? x : pick()});
+        VarId predicate = add(prim::gt, {x, operand()});
+        result = add(prim::select, {predicate, x, below(2) == 0 ? x : pick()});
         break;
       }
       case 5:
-        result = add(PrimId::convert_element_type, {x}, ConvertParams{dtype_});
+        result = add(prim::convert_element_type, {x}, ConvertParams{dtype_});
         break;
       case 6: {
         VarId value = constant();
         if (builder_.aval(value).shape.rank() == 0) {
-          result =
-              add(PrimId::broadcast_in_dim, {value}, BroadcastInDimParams{Shape{kSize}, Dims{}});
+          result = add(prim::broadcast_in_dim, {value}, BroadcastInDimParams{Shape{kSize}, Dims{}});
         }
         break;
       }
       case 7:
-        result = add(PrimId::iota, {}, IotaParams{dtype_, Shape{kSize}, 0});
+        result = add(prim::iota, {}, IotaParams{dtype_, Shape{kSize}, 0});
         break;
       default: {
         // A repeat of an earlier equation, for CSE.

@@ -11,6 +11,7 @@
 #include "kiln/transforms.h"
 #include "kiln/vmap.h"
 #include "prims/bind.h"
+#include "prims/ids/window.h"
 #include "support/arrays.h"
 #include "support/errors.h"
 #include "support/text.h"
@@ -27,7 +28,7 @@ ReduceWindowParams pool_2x2() {
 }
 
 Array scatter(const Array& source, const Array& operand, const ReduceWindowParams& params) {
-  return bind1(PrimId::select_and_scatter_add, {source, operand}, params, CallSite());
+  return bind1(prim::select_and_scatter_add, {source, operand}, params, CallSite());
 }
 
 TEST(SelectAndScatterAdd, RejectsBadOperands) {

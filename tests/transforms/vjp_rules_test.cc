@@ -9,6 +9,8 @@
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
 #include "prims/bind.h"
+#include "prims/ids/index.h"
+#include "prims/ids/shape.h"
 #include "support/arrays.h"
 
 namespace kiln {
@@ -98,14 +100,14 @@ TEST(PadVjp, OperandAndPaddingValue) {
   // pad(x, low 1, high 2, interior 1) = [v, x0, v, x1, v, x2, v, v].
   Array w = f64({1, 2, 3, 4, 5, 6, 7, 8}, {8});
   auto f = [&](const Array& x, const Array& value) {
-    return weighted(bind1(PrimId::pad, {x, value}, PadParams{{1}, {2}, {1}}, CallSite()), w);
+    return weighted(bind1(prim::pad, {x, value}, PadParams{{1}, {2}, {1}}, CallSite()), w);
   };
   Array x = f64({1, 2, 3}, {3}), value = f64({0.5}, {});
   EXPECT_EQ(grad<0>(f)(x, value).to_vector<double>(), (Values{2, 4, 6}));
   EXPECT_EQ(grad<1>(f)(x, value).item<double>(), 1 + 3 + 5 + 7 + 8);
   // Negative low crops: pad(x[5], low -2, high 1) = [x2, x3, x4, v].
   auto g = [&](const Array& x, const Array& value) {
-    return weighted(bind1(PrimId::pad, {x, value}, PadParams{{-2}, {1}, {0}}, CallSite()),
+    return weighted(bind1(prim::pad, {x, value}, PadParams{{-2}, {1}, {0}}, CallSite()),
                     f64({1, 2, 3, 4}, {4}));
   };
   Array y = f64({1, 2, 3, 4, 5}, {5});
@@ -161,7 +163,7 @@ TEST(ScatterVjp, DroppedUpdatesInFillModeGetNothing) {
   Array indices = i32({7, 0, -1, 0}, {4});
   auto f = [&](const Array& x, const Array& u) {
     return weighted(
-        bind1(PrimId::scatter, {x, indices, u}, ScatterParams{0, 0, IndexMode::kFill}, CallSite()),
+        bind1(prim::scatter, {x, indices, u}, ScatterParams{0, 0, IndexMode::kFill}, CallSite()),
         w);
   };
   Array x = f64({0.5, 0.5, 0.5}, {3}), u = f64({1, 2, 3, 4}, {4});

@@ -14,6 +14,7 @@
 #include "kernels/cpu/contract_kernels.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/gemm.h"
+#include "prims/ids/contract.h"
 
 namespace kiln {
 namespace {
@@ -224,9 +225,9 @@ bool supports_dot_general(std::span<const AbstractValue> inputs, std::span<const
 }  // namespace
 
 void register_cpu_contract(PrimTable& table) {
-  table[PrimId::dot_general].cpu_kernel = cpu_dot_general;
-  table[PrimId::dot_general].cpu_supports = supports_dot_general;
-  table[PrimId::conv_general_dilated].cpu_kernel = cpu_conv_general_dilated;
+  table[prim::dot_general].cpu_kernel = cpu_dot_general;
+  table[prim::dot_general].cpu_supports = supports_dot_general;
+  table[prim::conv_general_dilated].cpu_kernel = cpu_conv_general_dilated;
 }
 
 }  // namespace kiln

@@ -11,6 +11,10 @@
 #include "kernels/cpu/elementwise_simd.h"
 #include "kernels/cpu/vector_ops.h"
 #include "kernels/elementwise_ops.h"
+#include "prims/ids/binary.h"
+#include "prims/ids/convert.h"
+#include "prims/ids/select.h"
+#include "prims/ids/unary.h"
 
 namespace kiln {
 namespace {
@@ -147,46 +151,46 @@ void cpu_convert(const KernelCall& call) {
 }  // namespace
 
 void register_cpu_elementwise(PrimTable& table) {
-  table[PrimId::neg].cpu_kernel = cpu_unary<ew::Neg, PrimId::neg>;
-  table[PrimId::abs].cpu_kernel = cpu_unary<ew::Abs, PrimId::abs>;
-  table[PrimId::sign].cpu_kernel = cpu_unary<ew::Sign, PrimId::sign>;
-  table[PrimId::exp].cpu_kernel = cpu_unary<ew::Exp, PrimId::exp>;
-  table[PrimId::log].cpu_kernel = cpu_unary<ew::Log, PrimId::log>;
-  table[PrimId::sqrt].cpu_kernel = cpu_unary<ew::Sqrt, PrimId::sqrt>;
-  table[PrimId::rsqrt].cpu_kernel = cpu_unary<ew::Rsqrt, PrimId::rsqrt>;
-  table[PrimId::tanh].cpu_kernel = cpu_unary<ew::Tanh, PrimId::tanh>;
-  table[PrimId::logistic].cpu_kernel = cpu_unary<ew::Logistic, PrimId::logistic>;
-  table[PrimId::floor].cpu_kernel = cpu_unary<ew::Floor, PrimId::floor>;
-  table[PrimId::ceil].cpu_kernel = cpu_unary<ew::Ceil, PrimId::ceil>;
-  table[PrimId::round].cpu_kernel = cpu_unary<ew::Round, PrimId::round>;
-  table[PrimId::is_finite].cpu_kernel = cpu_unary<ew::IsFinite, PrimId::is_finite>;
-  table[PrimId::not_].cpu_kernel = cpu_unary<ew::Not, PrimId::not_>;
-  table[PrimId::erf].cpu_kernel = cpu_unary<ew::Erf, PrimId::erf>;
-  table[PrimId::erf_inv].cpu_kernel = cpu_unary<ew::ErfInv, PrimId::erf_inv>;
-  table[PrimId::add].cpu_kernel = cpu_binary<ew::Add, PrimId::add>;
-  table[PrimId::sub].cpu_kernel = cpu_binary<ew::Sub, PrimId::sub>;
-  table[PrimId::mul].cpu_kernel = cpu_binary<ew::Mul, PrimId::mul>;
-  table[PrimId::div].cpu_kernel = cpu_binary<ew::Div, PrimId::div>;
-  table[PrimId::rem].cpu_kernel = cpu_binary<ew::Rem, PrimId::rem>;
-  table[PrimId::pow].cpu_kernel = cpu_binary<ew::Pow, PrimId::pow>;
-  table[PrimId::max].cpu_kernel = cpu_binary<ew::Max, PrimId::max>;
-  table[PrimId::min].cpu_kernel = cpu_binary<ew::Min, PrimId::min>;
-  table[PrimId::and_].cpu_kernel = cpu_binary<ew::And, PrimId::and_>;
-  table[PrimId::or_].cpu_kernel = cpu_binary<ew::Or, PrimId::or_>;
-  table[PrimId::xor_].cpu_kernel = cpu_binary<ew::Xor, PrimId::xor_>;
-  table[PrimId::eq].cpu_kernel = cpu_binary<ew::Eq, PrimId::eq>;
-  table[PrimId::ne].cpu_kernel = cpu_binary<ew::Ne, PrimId::ne>;
-  table[PrimId::lt].cpu_kernel = cpu_binary<ew::Lt, PrimId::lt>;
-  table[PrimId::le].cpu_kernel = cpu_binary<ew::Le, PrimId::le>;
-  table[PrimId::gt].cpu_kernel = cpu_binary<ew::Gt, PrimId::gt>;
-  table[PrimId::ge].cpu_kernel = cpu_binary<ew::Ge, PrimId::ge>;
-  table[PrimId::shift_left].cpu_kernel = cpu_binary<ew::ShiftLeft, PrimId::shift_left>;
-  table[PrimId::shift_right_logical].cpu_kernel =
-      cpu_binary<ew::ShiftRightLogical, PrimId::shift_right_logical>;
-  table[PrimId::shift_right_arithmetic].cpu_kernel =
-      cpu_binary<ew::ShiftRightArithmetic, PrimId::shift_right_arithmetic>;
-  table[PrimId::select].cpu_kernel = cpu_select;
-  table[PrimId::convert_element_type].cpu_kernel = cpu_convert;
+  table[prim::neg].cpu_kernel = cpu_unary<ew::Neg, prim::neg>;
+  table[prim::abs].cpu_kernel = cpu_unary<ew::Abs, prim::abs>;
+  table[prim::sign].cpu_kernel = cpu_unary<ew::Sign, prim::sign>;
+  table[prim::exp].cpu_kernel = cpu_unary<ew::Exp, prim::exp>;
+  table[prim::log].cpu_kernel = cpu_unary<ew::Log, prim::log>;
+  table[prim::sqrt].cpu_kernel = cpu_unary<ew::Sqrt, prim::sqrt>;
+  table[prim::rsqrt].cpu_kernel = cpu_unary<ew::Rsqrt, prim::rsqrt>;
+  table[prim::tanh].cpu_kernel = cpu_unary<ew::Tanh, prim::tanh>;
+  table[prim::logistic].cpu_kernel = cpu_unary<ew::Logistic, prim::logistic>;
+  table[prim::floor].cpu_kernel = cpu_unary<ew::Floor, prim::floor>;
+  table[prim::ceil].cpu_kernel = cpu_unary<ew::Ceil, prim::ceil>;
+  table[prim::round].cpu_kernel = cpu_unary<ew::Round, prim::round>;
+  table[prim::is_finite].cpu_kernel = cpu_unary<ew::IsFinite, prim::is_finite>;
+  table[prim::not_].cpu_kernel = cpu_unary<ew::Not, prim::not_>;
+  table[prim::erf].cpu_kernel = cpu_unary<ew::Erf, prim::erf>;
+  table[prim::erf_inv].cpu_kernel = cpu_unary<ew::ErfInv, prim::erf_inv>;
+  table[prim::add].cpu_kernel = cpu_binary<ew::Add, prim::add>;
+  table[prim::sub].cpu_kernel = cpu_binary<ew::Sub, prim::sub>;
+  table[prim::mul].cpu_kernel = cpu_binary<ew::Mul, prim::mul>;
+  table[prim::div].cpu_kernel = cpu_binary<ew::Div, prim::div>;
+  table[prim::rem].cpu_kernel = cpu_binary<ew::Rem, prim::rem>;
+  table[prim::pow].cpu_kernel = cpu_binary<ew::Pow, prim::pow>;
+  table[prim::max].cpu_kernel = cpu_binary<ew::Max, prim::max>;
+  table[prim::min].cpu_kernel = cpu_binary<ew::Min, prim::min>;
+  table[prim::and_].cpu_kernel = cpu_binary<ew::And, prim::and_>;
+  table[prim::or_].cpu_kernel = cpu_binary<ew::Or, prim::or_>;
+  table[prim::xor_].cpu_kernel = cpu_binary<ew::Xor, prim::xor_>;
+  table[prim::eq].cpu_kernel = cpu_binary<ew::Eq, prim::eq>;
+  table[prim::ne].cpu_kernel = cpu_binary<ew::Ne, prim::ne>;
+  table[prim::lt].cpu_kernel = cpu_binary<ew::Lt, prim::lt>;
+  table[prim::le].cpu_kernel = cpu_binary<ew::Le, prim::le>;
+  table[prim::gt].cpu_kernel = cpu_binary<ew::Gt, prim::gt>;
+  table[prim::ge].cpu_kernel = cpu_binary<ew::Ge, prim::ge>;
+  table[prim::shift_left].cpu_kernel = cpu_binary<ew::ShiftLeft, prim::shift_left>;
+  table[prim::shift_right_logical].cpu_kernel =
+      cpu_binary<ew::ShiftRightLogical, prim::shift_right_logical>;
+  table[prim::shift_right_arithmetic].cpu_kernel =
+      cpu_binary<ew::ShiftRightArithmetic, prim::shift_right_arithmetic>;
+  table[prim::select].cpu_kernel = cpu_select;
+  table[prim::convert_element_type].cpu_kernel = cpu_convert;
   // expm1, log1p, sin and cos keep their reference kernels: they are not on a hot path
   // and Highway's versions lose accuracy for large arguments (sin/cos range reduction).
 }

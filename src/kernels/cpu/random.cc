@@ -3,6 +3,7 @@
 // chunks across the compute pool. Every element is hashed independently, so the bits never
 // depend on the thread count or the chunking. bitcast_convert_type needs no fast kernel:
 // eager mode shares its operand's buffer.
+#include "prims/ids/random.h"
 #include "kernels/cpu/broadcast_layout.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/threefry.h"
@@ -60,7 +61,7 @@ void cpu_threefry2x32(const KernelCall& call) {
 }  // namespace
 
 void register_cpu_random(PrimTable& table) {
-  table[PrimId::threefry2x32].cpu_kernel = cpu_threefry2x32;
+  table[prim::threefry2x32].cpu_kernel = cpu_threefry2x32;
 }
 
 }  // namespace kiln

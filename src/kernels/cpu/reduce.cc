@@ -21,6 +21,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/reduce_simd.h"
 #include "kernels/ref/reduce_kernels.h"
+#include "prims/ids/reduce.h"
 
 namespace kiln {
 namespace {
@@ -280,9 +281,9 @@ void cpu_reduce_min(const KernelCall& call) {
 }  // namespace
 
 void register_cpu_reduce(PrimTable& table) {
-  table[PrimId::reduce_sum].cpu_kernel = cpu_reduce_sum;
-  table[PrimId::reduce_max].cpu_kernel = cpu_reduce_max;
-  table[PrimId::reduce_min].cpu_kernel = cpu_reduce_min;
+  table[prim::reduce_sum].cpu_kernel = cpu_reduce_sum;
+  table[prim::reduce_max].cpu_kernel = cpu_reduce_max;
+  table[prim::reduce_min].cpu_kernel = cpu_reduce_min;
 }
 
 }  // namespace kiln

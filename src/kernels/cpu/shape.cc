@@ -7,6 +7,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/shape_copy.h"
 #include "kernels/cpu/shape_kernels.h"
+#include "prims/ids/shape.h"
 
 namespace kiln {
 namespace shape_kernels {
@@ -155,14 +156,14 @@ void cpu_pad(const KernelCall& call) {
 
 void register_cpu_shape(PrimTable& table) {
   namespace sk = shape_kernels;
-  table[PrimId::broadcast_in_dim].cpu_kernel = sk::cpu_broadcast_in_dim;
-  table[PrimId::reshape].cpu_kernel = sk::cpu_reshape;
-  table[PrimId::transpose].cpu_kernel = sk::cpu_transpose;
-  table[PrimId::slice].cpu_kernel = sk::cpu_slice;
-  table[PrimId::dynamic_slice].cpu_kernel = sk::cpu_dynamic_slice;
-  table[PrimId::dynamic_update_slice].cpu_kernel = sk::cpu_dynamic_update_slice;
-  table[PrimId::concatenate].cpu_kernel = sk::cpu_concatenate;
-  table[PrimId::pad].cpu_kernel = sk::cpu_pad;
+  table[prim::broadcast_in_dim].cpu_kernel = sk::cpu_broadcast_in_dim;
+  table[prim::reshape].cpu_kernel = sk::cpu_reshape;
+  table[prim::transpose].cpu_kernel = sk::cpu_transpose;
+  table[prim::slice].cpu_kernel = sk::cpu_slice;
+  table[prim::dynamic_slice].cpu_kernel = sk::cpu_dynamic_slice;
+  table[prim::dynamic_update_slice].cpu_kernel = sk::cpu_dynamic_update_slice;
+  table[prim::concatenate].cpu_kernel = sk::cpu_concatenate;
+  table[prim::pad].cpu_kernel = sk::cpu_pad;
 }
 
 }  // namespace kiln

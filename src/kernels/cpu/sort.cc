@@ -12,6 +12,7 @@
 
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/sort_order.h"
+#include "prims/ids/sort.h"
 
 namespace kiln {
 namespace {
@@ -118,7 +119,7 @@ void cpu_sort(const KernelCall& call) {
 }  // namespace
 
 void register_cpu_sort(PrimTable& table) {
-  table[PrimId::sort].cpu_kernel = cpu_sort;
+  table[prim::sort].cpu_kernel = cpu_sort;
 }
 
 }  // namespace kiln

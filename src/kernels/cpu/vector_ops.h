@@ -7,33 +7,35 @@
 #include <optional>
 
 #include "kernels/cpu/elementwise_simd.h"
+#include "prims/ids/binary.h"
+#include "prims/ids/unary.h"
 #include "prims/registry.h"
 
 namespace kiln {
 
 constexpr std::optional<simd::UnaryOp> vector_unary_op(PrimId prim) {
   switch (prim) {
-    case PrimId::neg:
+    case prim::neg:
       return simd::UnaryOp::kNeg;
-    case PrimId::abs:
+    case prim::abs:
       return simd::UnaryOp::kAbs;
-    case PrimId::sqrt:
+    case prim::sqrt:
       return simd::UnaryOp::kSqrt;
-    case PrimId::rsqrt:
+    case prim::rsqrt:
       return simd::UnaryOp::kRsqrt;
-    case PrimId::floor:
+    case prim::floor:
       return simd::UnaryOp::kFloor;
-    case PrimId::ceil:
+    case prim::ceil:
       return simd::UnaryOp::kCeil;
-    case PrimId::round:
+    case prim::round:
       return simd::UnaryOp::kRound;
-    case PrimId::exp:
+    case prim::exp:
       return simd::UnaryOp::kExp;
-    case PrimId::log:
+    case prim::log:
       return simd::UnaryOp::kLog;
-    case PrimId::tanh:
+    case prim::tanh:
       return simd::UnaryOp::kTanh;
-    case PrimId::logistic:
+    case prim::logistic:
       return simd::UnaryOp::kLogistic;
     default:
       return std::nullopt;
@@ -42,17 +44,17 @@ constexpr std::optional<simd::UnaryOp> vector_unary_op(PrimId prim) {
 
 constexpr std::optional<simd::BinaryOp> vector_binary_op(PrimId prim) {
   switch (prim) {
-    case PrimId::add:
+    case prim::add:
       return simd::BinaryOp::kAdd;
-    case PrimId::sub:
+    case prim::sub:
       return simd::BinaryOp::kSub;
-    case PrimId::mul:
+    case prim::mul:
       return simd::BinaryOp::kMul;
-    case PrimId::div:
+    case prim::div:
       return simd::BinaryOp::kDiv;
-    case PrimId::max:
+    case prim::max:
       return simd::BinaryOp::kMax;
-    case PrimId::min:
+    case prim::min:
       return simd::BinaryOp::kMin;
     default:
       return std::nullopt;
@@ -64,17 +66,17 @@ constexpr std::optional<simd::BinaryOp> vector_binary_op(PrimId prim) {
 // the vector comparisons equal to C++'s operators, NaN included).
 constexpr std::optional<simd::CompareOp> vector_compare_op(PrimId prim) {
   switch (prim) {
-    case PrimId::eq:
+    case prim::eq:
       return simd::CompareOp::kEq;
-    case PrimId::ne:
+    case prim::ne:
       return simd::CompareOp::kNe;
-    case PrimId::lt:
+    case prim::lt:
       return simd::CompareOp::kLt;
-    case PrimId::le:
+    case prim::le:
       return simd::CompareOp::kLe;
-    case PrimId::gt:
+    case prim::gt:
       return simd::CompareOp::kGt;
-    case PrimId::ge:
+    case prim::ge:
       return simd::CompareOp::kGe;
     default:
       return std::nullopt;

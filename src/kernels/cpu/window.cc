@@ -26,6 +26,7 @@
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/shape_copy.h"
 #include "kernels/cpu/window_layout.h"
+#include "prims/ids/window.h"
 
 namespace kiln {
 namespace {
@@ -234,13 +235,13 @@ bool supports_select_and_scatter(std::span<const AbstractValue> inputs,
 }  // namespace
 
 void register_cpu_window(PrimTable& table) {
-  table[PrimId::reduce_window_max].cpu_kernel = cpu_pool<MaxFold>;
-  table[PrimId::reduce_window_sum].cpu_kernel = cpu_pool<SumFold>;
-  for (PrimId id : {PrimId::reduce_window_max, PrimId::reduce_window_sum}) {
+  table[prim::reduce_window_max].cpu_kernel = cpu_pool<MaxFold>;
+  table[prim::reduce_window_sum].cpu_kernel = cpu_pool<SumFold>;
+  for (PrimId id : {prim::reduce_window_max, prim::reduce_window_sum}) {
     table[id].cpu_supports = supports_pool;
   }
-  table[PrimId::select_and_scatter_add].cpu_kernel = cpu_select_and_scatter_add;
-  table[PrimId::select_and_scatter_add].cpu_supports = supports_select_and_scatter;
+  table[prim::select_and_scatter_add].cpu_kernel = cpu_select_and_scatter_add;
+  table[prim::select_and_scatter_add].cpu_supports = supports_select_and_scatter;
 }
 
 }  // namespace kiln

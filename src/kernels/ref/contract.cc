@@ -9,6 +9,7 @@
 #include "kernels/contract_layout.h"
 #include "kernels/ref/accumulator.h"
 #include "kernels/ref/ref_kernels.h"
+#include "prims/ids/contract.h"
 
 namespace kiln {
 namespace {
@@ -119,8 +120,8 @@ void ref_conv(const KernelCall& call) {
 }  // namespace
 
 void register_ref_contract(PrimTable& table) {
-  table[PrimId::dot_general].ref_kernel = ref_dot_general;
-  table[PrimId::conv_general_dilated].ref_kernel = ref_conv;
+  table[prim::dot_general].ref_kernel = ref_dot_general;
+  table[prim::conv_general_dilated].ref_kernel = ref_conv;
 }
 
 }  // namespace kiln

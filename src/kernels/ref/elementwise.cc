@@ -7,6 +7,10 @@
 #include "kernels/broadcast_iter.h"
 #include "kernels/elementwise_ops.h"
 #include "kernels/ref/ref_kernels.h"
+#include "prims/ids/binary.h"
+#include "prims/ids/convert.h"
+#include "prims/ids/select.h"
+#include "prims/ids/unary.h"
 
 namespace kiln {
 namespace {
@@ -103,48 +107,48 @@ void integer_division_by_zero() {
 
 void register_ref_elementwise(PrimTable& table) {
   namespace ew = elementwise;
-  table[PrimId::neg].ref_kernel = ref_unary<ew::Neg>;
-  table[PrimId::abs].ref_kernel = ref_unary<ew::Abs>;
-  table[PrimId::sign].ref_kernel = ref_unary<ew::Sign>;
-  table[PrimId::exp].ref_kernel = ref_unary<ew::Exp>;
-  table[PrimId::expm1].ref_kernel = ref_unary<ew::Expm1>;
-  table[PrimId::log].ref_kernel = ref_unary<ew::Log>;
-  table[PrimId::log1p].ref_kernel = ref_unary<ew::Log1p>;
-  table[PrimId::sqrt].ref_kernel = ref_unary<ew::Sqrt>;
-  table[PrimId::rsqrt].ref_kernel = ref_unary<ew::Rsqrt>;
-  table[PrimId::tanh].ref_kernel = ref_unary<ew::Tanh>;
-  table[PrimId::logistic].ref_kernel = ref_unary<ew::Logistic>;
-  table[PrimId::sin].ref_kernel = ref_unary<ew::Sin>;
-  table[PrimId::cos].ref_kernel = ref_unary<ew::Cos>;
-  table[PrimId::floor].ref_kernel = ref_unary<ew::Floor>;
-  table[PrimId::ceil].ref_kernel = ref_unary<ew::Ceil>;
-  table[PrimId::round].ref_kernel = ref_unary<ew::Round>;
-  table[PrimId::is_finite].ref_kernel = ref_unary<ew::IsFinite>;
-  table[PrimId::not_].ref_kernel = ref_unary<ew::Not>;
-  table[PrimId::erf].ref_kernel = ref_unary<ew::Erf>;
-  table[PrimId::erf_inv].ref_kernel = ref_unary<ew::ErfInv>;
-  table[PrimId::add].ref_kernel = ref_binary<ew::Add>;
-  table[PrimId::sub].ref_kernel = ref_binary<ew::Sub>;
-  table[PrimId::mul].ref_kernel = ref_binary<ew::Mul>;
-  table[PrimId::div].ref_kernel = ref_binary<ew::Div>;
-  table[PrimId::rem].ref_kernel = ref_binary<ew::Rem>;
-  table[PrimId::pow].ref_kernel = ref_binary<ew::Pow>;
-  table[PrimId::max].ref_kernel = ref_binary<ew::Max>;
-  table[PrimId::min].ref_kernel = ref_binary<ew::Min>;
-  table[PrimId::and_].ref_kernel = ref_binary<ew::And>;
-  table[PrimId::or_].ref_kernel = ref_binary<ew::Or>;
-  table[PrimId::xor_].ref_kernel = ref_binary<ew::Xor>;
-  table[PrimId::eq].ref_kernel = ref_binary<ew::Eq>;
-  table[PrimId::ne].ref_kernel = ref_binary<ew::Ne>;
-  table[PrimId::lt].ref_kernel = ref_binary<ew::Lt>;
-  table[PrimId::le].ref_kernel = ref_binary<ew::Le>;
-  table[PrimId::gt].ref_kernel = ref_binary<ew::Gt>;
-  table[PrimId::ge].ref_kernel = ref_binary<ew::Ge>;
-  table[PrimId::shift_left].ref_kernel = ref_binary<ew::ShiftLeft>;
-  table[PrimId::shift_right_logical].ref_kernel = ref_binary<ew::ShiftRightLogical>;
-  table[PrimId::shift_right_arithmetic].ref_kernel = ref_binary<ew::ShiftRightArithmetic>;
-  table[PrimId::select].ref_kernel = ref_select;
-  table[PrimId::convert_element_type].ref_kernel = ref_convert;
+  table[prim::neg].ref_kernel = ref_unary<ew::Neg>;
+  table[prim::abs].ref_kernel = ref_unary<ew::Abs>;
+  table[prim::sign].ref_kernel = ref_unary<ew::Sign>;
+  table[prim::exp].ref_kernel = ref_unary<ew::Exp>;
+  table[prim::expm1].ref_kernel = ref_unary<ew::Expm1>;
+  table[prim::log].ref_kernel = ref_unary<ew::Log>;
+  table[prim::log1p].ref_kernel = ref_unary<ew::Log1p>;
+  table[prim::sqrt].ref_kernel = ref_unary<ew::Sqrt>;
+  table[prim::rsqrt].ref_kernel = ref_unary<ew::Rsqrt>;
+  table[prim::tanh].ref_kernel = ref_unary<ew::Tanh>;
+  table[prim::logistic].ref_kernel = ref_unary<ew::Logistic>;
+  table[prim::sin].ref_kernel = ref_unary<ew::Sin>;
+  table[prim::cos].ref_kernel = ref_unary<ew::Cos>;
+  table[prim::floor].ref_kernel = ref_unary<ew::Floor>;
+  table[prim::ceil].ref_kernel = ref_unary<ew::Ceil>;
+  table[prim::round].ref_kernel = ref_unary<ew::Round>;
+  table[prim::is_finite].ref_kernel = ref_unary<ew::IsFinite>;
+  table[prim::not_].ref_kernel = ref_unary<ew::Not>;
+  table[prim::erf].ref_kernel = ref_unary<ew::Erf>;
+  table[prim::erf_inv].ref_kernel = ref_unary<ew::ErfInv>;
+  table[prim::add].ref_kernel = ref_binary<ew::Add>;
+  table[prim::sub].ref_kernel = ref_binary<ew::Sub>;
+  table[prim::mul].ref_kernel = ref_binary<ew::Mul>;
+  table[prim::div].ref_kernel = ref_binary<ew::Div>;
+  table[prim::rem].ref_kernel = ref_binary<ew::Rem>;
+  table[prim::pow].ref_kernel = ref_binary<ew::Pow>;
+  table[prim::max].ref_kernel = ref_binary<ew::Max>;
+  table[prim::min].ref_kernel = ref_binary<ew::Min>;
+  table[prim::and_].ref_kernel = ref_binary<ew::And>;
+  table[prim::or_].ref_kernel = ref_binary<ew::Or>;
+  table[prim::xor_].ref_kernel = ref_binary<ew::Xor>;
+  table[prim::eq].ref_kernel = ref_binary<ew::Eq>;
+  table[prim::ne].ref_kernel = ref_binary<ew::Ne>;
+  table[prim::lt].ref_kernel = ref_binary<ew::Lt>;
+  table[prim::le].ref_kernel = ref_binary<ew::Le>;
+  table[prim::gt].ref_kernel = ref_binary<ew::Gt>;
+  table[prim::ge].ref_kernel = ref_binary<ew::Ge>;
+  table[prim::shift_left].ref_kernel = ref_binary<ew::ShiftLeft>;
+  table[prim::shift_right_logical].ref_kernel = ref_binary<ew::ShiftRightLogical>;
+  table[prim::shift_right_arithmetic].ref_kernel = ref_binary<ew::ShiftRightArithmetic>;
+  table[prim::select].ref_kernel = ref_select;
+  table[prim::convert_element_type].ref_kernel = ref_convert;
 }
 
 }  // namespace kiln

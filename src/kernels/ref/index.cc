@@ -11,6 +11,7 @@
 
 #include "core/element_convert.h"
 #include "kernels/ref/ref_kernels.h"
+#include "prims/ids/index.h"
 
 namespace kiln {
 namespace {
@@ -195,9 +196,9 @@ void ref_scatter(const KernelCall& call) {
 }  // namespace
 
 void register_ref_index(PrimTable& table) {
-  table[PrimId::gather].ref_kernel = ref_gather;
-  table[PrimId::scatter].ref_kernel = ref_scatter<false>;
-  table[PrimId::scatter_add].ref_kernel = ref_scatter<true>;
+  table[prim::gather].ref_kernel = ref_gather;
+  table[prim::scatter].ref_kernel = ref_scatter<false>;
+  table[prim::scatter_add].ref_kernel = ref_scatter<true>;
 }
 
 }  // namespace kiln

@@ -6,6 +6,8 @@
 #include "kernels/broadcast_iter.h"
 #include "kernels/ref/ref_kernels.h"
 #include "kernels/threefry.h"
+#include "prims/ids/convert.h"
+#include "prims/ids/random.h"
 
 namespace kiln {
 namespace {
@@ -35,8 +37,8 @@ void ref_bitcast_convert_type(const KernelCall& call) {
 }  // namespace
 
 void register_ref_random(PrimTable& table) {
-  table[PrimId::threefry2x32].ref_kernel = ref_threefry2x32;
-  table[PrimId::bitcast_convert_type].ref_kernel = ref_bitcast_convert_type;
+  table[prim::threefry2x32].ref_kernel = ref_threefry2x32;
+  table[prim::bitcast_convert_type].ref_kernel = ref_bitcast_convert_type;
 }
 
 }  // namespace kiln

@@ -13,6 +13,7 @@
 #include "kernels/ref/accumulator.h"
 #include "kernels/ref/reduce_kernels.h"
 #include "kernels/ref/ref_kernels.h"
+#include "prims/ids/reduce.h"
 
 namespace kiln {
 namespace {
@@ -195,13 +196,13 @@ void reduce_min(const KernelCall& call) {
 }  // namespace ref
 
 void register_ref_reduce(PrimTable& table) {
-  table[PrimId::reduce_sum].ref_kernel = ref::reduce_sum;
-  table[PrimId::reduce_max].ref_kernel = ref::reduce_max;
-  table[PrimId::reduce_min].ref_kernel = ref::reduce_min;
-  table[PrimId::reduce_prod].ref_kernel = ref_reduce<ReduceOp::kProd>;
-  table[PrimId::argmax].ref_kernel = ref_arg_reduce<true>;
-  table[PrimId::argmin].ref_kernel = ref_arg_reduce<false>;
-  table[PrimId::cumsum].ref_kernel = ref_cumsum;
+  table[prim::reduce_sum].ref_kernel = ref::reduce_sum;
+  table[prim::reduce_max].ref_kernel = ref::reduce_max;
+  table[prim::reduce_min].ref_kernel = ref::reduce_min;
+  table[prim::reduce_prod].ref_kernel = ref_reduce<ReduceOp::kProd>;
+  table[prim::argmax].ref_kernel = ref_arg_reduce<true>;
+  table[prim::argmin].ref_kernel = ref_arg_reduce<false>;
+  table[prim::cumsum].ref_kernel = ref_cumsum;
 }
 
 }  // namespace kiln

@@ -7,6 +7,7 @@
 
 #include "core/element_convert.h"
 #include "kernels/ref/ref_kernels.h"
+#include "prims/ids/shape.h"
 
 namespace kiln {
 namespace {
@@ -204,16 +205,16 @@ void ref_iota(const KernelCall& call) {
 }  // namespace
 
 void register_ref_shape(PrimTable& table) {
-  table[PrimId::broadcast_in_dim].ref_kernel = ref_broadcast_in_dim;
-  table[PrimId::reshape].ref_kernel = ref_reshape;
-  table[PrimId::stop_gradient].ref_kernel = ref_reshape;  // a plain copy as well
-  table[PrimId::transpose].ref_kernel = ref_transpose;
-  table[PrimId::slice].ref_kernel = ref_slice;
-  table[PrimId::dynamic_slice].ref_kernel = ref_dynamic_slice;
-  table[PrimId::dynamic_update_slice].ref_kernel = ref_dynamic_update_slice;
-  table[PrimId::concatenate].ref_kernel = ref_concatenate;
-  table[PrimId::pad].ref_kernel = ref_pad;
-  table[PrimId::iota].ref_kernel = ref_iota;
+  table[prim::broadcast_in_dim].ref_kernel = ref_broadcast_in_dim;
+  table[prim::reshape].ref_kernel = ref_reshape;
+  table[prim::stop_gradient].ref_kernel = ref_reshape;  // a plain copy as well
+  table[prim::transpose].ref_kernel = ref_transpose;
+  table[prim::slice].ref_kernel = ref_slice;
+  table[prim::dynamic_slice].ref_kernel = ref_dynamic_slice;
+  table[prim::dynamic_update_slice].ref_kernel = ref_dynamic_update_slice;
+  table[prim::concatenate].ref_kernel = ref_concatenate;
+  table[prim::pad].ref_kernel = ref_pad;
+  table[prim::iota].ref_kernel = ref_iota;
 }
 
 }  // namespace kiln

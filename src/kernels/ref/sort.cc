@@ -8,6 +8,7 @@
 
 #include "kernels/ref/ref_kernels.h"
 #include "kernels/sort_order.h"
+#include "prims/ids/sort.h"
 
 namespace kiln {
 namespace {
@@ -42,7 +43,7 @@ void ref_sort(const KernelCall& call) {
 }  // namespace
 
 void register_ref_sort(PrimTable& table) {
-  table[PrimId::sort].ref_kernel = ref_sort;
+  table[prim::sort].ref_kernel = ref_sort;
 }
 
 }  // namespace kiln

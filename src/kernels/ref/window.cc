@@ -9,6 +9,7 @@
 
 #include "core/element_convert.h"
 #include "kernels/ref/ref_kernels.h"
+#include "prims/ids/window.h"
 
 namespace kiln {
 namespace {
@@ -152,9 +153,9 @@ void ref_select_and_scatter_add(const KernelCall& call) {
 }  // namespace
 
 void register_ref_window(PrimTable& table) {
-  table[PrimId::reduce_window_max].ref_kernel = ref_reduce_window_max;
-  table[PrimId::reduce_window_sum].ref_kernel = ref_reduce_window_sum;
-  table[PrimId::select_and_scatter_add].ref_kernel = ref_select_and_scatter_add;
+  table[prim::reduce_window_max].ref_kernel = ref_reduce_window_max;
+  table[prim::reduce_window_sum].ref_kernel = ref_reduce_window_sum;
+  table[prim::select_and_scatter_add].ref_kernel = ref_select_and_scatter_add;
 }
 
 }  // namespace kiln

@@ -8,6 +8,7 @@
 
 #include "kiln/ops.h"
 #include "prims/bind.h"
+#include "prims/ids/contract.h"
 #include "transforms/batch_rules/batch_rules.h"
 #include "transforms/batch_rules/batch_util.h"
 
@@ -52,14 +53,14 @@ BatchResult dot_general_rule(const BatchArgs& args) {
     out_dim = static_cast<int64_t>(p.lhs_batch.size()) + lhs_free +
               free_position(rd, p.rhs_batch, p.rhs_contracting);
   }
-  Array out = bind1(PrimId::dot_general, {lhs, rhs}, p, args.site);
+  Array out = bind1(prim::dot_general, {lhs, rhs}, p, args.site);
   return BatchResult{{std::move(out)}, {out_dim}};
 }
 
 // ----- conv_general_dilated ---------------------------------------------------------------
 
 Array conv(const Array& x, const Array& w, const ConvParams& p, CallSite site) {
-  return bind1(PrimId::conv_general_dilated, {x, w}, p, site);
+  return bind1(prim::conv_general_dilated, {x, w}, p, site);
 }
 
 // `x` with axes `axis` and `axis + 1` merged into one.
@@ -147,7 +148,7 @@ BatchResult conv_rule(const BatchArgs& args) {
   if (lhs && rhs) {
     // No example means zero feature groups, which a convolution cannot have; the empty
     // result needs no kernel at all (the loop runs zero times and only builds the zeros).
-    if (args.size == 0) return batch_util::loop_over_examples(PrimId::conv_general_dilated, args);
+    if (args.size == 0) return batch_util::loop_over_examples(prim::conv_general_dilated, args);
     return conv_batched_both(args);
   }
   return lhs ? conv_batched_input(args) : conv_batched_kernel(args);
@@ -156,8 +157,8 @@ BatchResult conv_rule(const BatchArgs& args) {
 }  // namespace
 
 void register_batch_contract(PrimTable& table) {
-  table[PrimId::dot_general].batch = dot_general_rule;
-  table[PrimId::conv_general_dilated].batch = conv_rule;
+  table[prim::dot_general].batch = dot_general_rule;
+  table[prim::conv_general_dilated].batch = conv_rule;
 }
 
 }  // namespace kiln

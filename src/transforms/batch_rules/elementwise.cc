@@ -3,6 +3,7 @@
 // one example have equal rank or rank 0, so the batch goes first and unbatched operands get a
 // size-1 leading axis: the primitive's own broadcasting then pairs every example with the shared
 // values, and no operand is copied.
+#include "prims/ids/all.h"
 #include "transforms/batch_rules/batch_rules.h"
 #include "transforms/batch_rules/batch_util.h"
 
@@ -45,22 +46,24 @@ BatchResult rule(const BatchArgs& args) {
 
 // One instantiation per primitive of the list (BatchFn carries no primitive id); only the
 // elementwise ones are ever registered.
-constexpr BatchFn kRules[] = {
-#define KILN_PRIM(id, name, arity, family, params, flags) rule<PrimId::id>,
-#include "prims/prim_list.def"
+struct ElementwiseRule {
+  PrimId prim;
+  BatchFn rule;
+};
+constexpr ElementwiseRule kRules[] = {
+#define KILN_PRIM(id, name, arity, params, flags) {prim::id, rule<prim::id>},
+#include "prims/ids/all.def"
 #undef KILN_PRIM
 };
 
 }  // namespace
 
-// Every primitive flagged kElementwise in prim_list.def (unary, binary, select, the
+// Every primitive flagged kElementwise in prims/ids/all.def (unary, binary, select, the
 // conversions, threefry2x32) batches with the rule above unless it registers its own.
 void register_batch_elementwise(PrimTable& table) {
-  for (const PrimDef& def : table.all()) {
-    PrimDef& entry = table[def.id];
-    if (entry.has_flag(kElementwise) && entry.batch == nullptr) {
-      entry.batch = kRules[static_cast<size_t>(def.id)];
-    }
+  for (const ElementwiseRule& rule : kRules) {
+    PrimDef& entry = table[rule.prim];
+    if (entry.has_flag(kElementwise) && entry.batch == nullptr) entry.batch = rule.rule;
   }
 }
 

@@ -10,6 +10,7 @@
 // example, and the scatters apply each example's updates in the example's order.
 #include <algorithm>
 
+#include "prims/ids/index.h"
 #include "transforms/batch_rules/batch_rules.h"
 #include "transforms/batch_rules/batch_util.h"
 
@@ -45,20 +46,20 @@ BatchResult gather_rule(const BatchArgs& args) {
   if (e == kNotBatched && d >= p.batch_dims) {
     Geometry g{p.axis, p.batch_dims, indices.rank()};
     GatherParams batched{p.axis + (d <= p.axis ? 1 : 0), p.batch_dims, p.mode};
-    Array out = bind1(PrimId::gather, {operand, indices}, batched, site);
+    Array out = bind1(prim::gather, {operand, indices}, batched, site);
     return BatchResult{{out}, {g.output_dim(d)}};
   }
   if (d == kNotBatched) {
     // Within the batch_dims the batch would break their pairing with the operand's, so
     // it moves just past them (a transpose of the indices, not of the operand).
     Array moved = batch_at(indices, e, std::max(e, p.batch_dims), args.size, site);
-    Array out = bind1(PrimId::gather, {operand, moved}, p, site);
+    Array out = bind1(prim::gather, {operand, moved}, p, site);
     return BatchResult{{out}, {p.axis + std::max(e, p.batch_dims) - p.batch_dims}};
   }
   int64_t t = joint_batch_axis(d, e, p.batch_dims);
   GatherParams batched{p.axis + 1, p.batch_dims + 1, p.mode};
   Array out =
-      bind1(PrimId::gather,
+      bind1(prim::gather,
             {batch_at(operand, d, t, args.size, site), batch_at(indices, e, t, args.size, site)},
             batched, site);
   return BatchResult{{out}, {t}};
@@ -110,9 +111,9 @@ BatchResult scatter_rule(const BatchArgs& args) {
 }  // namespace
 
 void register_batch_index(PrimTable& table) {
-  table[PrimId::gather].batch = gather_rule;
-  table[PrimId::scatter].batch = scatter_rule<PrimId::scatter>;
-  table[PrimId::scatter_add].batch = scatter_rule<PrimId::scatter_add>;
+  table[prim::gather].batch = gather_rule;
+  table[prim::scatter].batch = scatter_rule<prim::scatter>;
+  table[prim::scatter_add].batch = scatter_rule<prim::scatter_add>;
 }
 
 }  // namespace kiln

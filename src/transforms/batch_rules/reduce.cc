@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "prims/bind.h"
+#include "prims/ids/reduce.h"
 #include "transforms/batch_rules/batch_rules.h"
 
 namespace kiln {
@@ -40,21 +41,20 @@ BatchResult cumsum_rule(const BatchArgs& args) {
   int64_t dim = args.dims[0];
   CumsumParams p = std::get<CumsumParams>(args.params);
   p.axis = batch_util::batched_axis(p.axis, dim);
-  Array out = bind1(PrimId::cumsum, {args.inputs[0]}, p, args.site);
+  Array out = bind1(prim::cumsum, {args.inputs[0]}, p, args.site);
   return BatchResult{{std::move(out)}, {dim}};
 }
 
 }  // namespace
 
 void register_batch_reduce(PrimTable& table) {
-  using enum PrimId;
-  table[reduce_sum].batch = reduce_rule<reduce_sum>;
-  table[reduce_max].batch = reduce_rule<reduce_max>;
-  table[reduce_min].batch = reduce_rule<reduce_min>;
-  table[reduce_prod].batch = reduce_rule<reduce_prod>;
-  table[argmax].batch = arg_reduce_rule<argmax>;
-  table[argmin].batch = arg_reduce_rule<argmin>;
-  table[cumsum].batch = cumsum_rule;
+  table[prim::reduce_sum].batch = reduce_rule<prim::reduce_sum>;
+  table[prim::reduce_max].batch = reduce_rule<prim::reduce_max>;
+  table[prim::reduce_min].batch = reduce_rule<prim::reduce_min>;
+  table[prim::reduce_prod].batch = reduce_rule<prim::reduce_prod>;
+  table[prim::argmax].batch = arg_reduce_rule<prim::argmax>;
+  table[prim::argmin].batch = arg_reduce_rule<prim::argmin>;
+  table[prim::cumsum].batch = cumsum_rule;
 }
 
 }  // namespace kiln

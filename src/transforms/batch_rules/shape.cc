@@ -5,6 +5,8 @@
 // (see the comments there); a per-example padding value of pad becomes a select.
 #include <algorithm>
 
+#include "prims/ids/index.h"
+#include "prims/ids/shape.h"
 #include "transforms/batch_rules/batch_rules.h"
 #include "transforms/batch_rules/batch_util.h"
 
@@ -41,7 +43,7 @@ BatchResult broadcast_in_dim_rule(const BatchArgs& args) {
   for (int64_t axis : p.broadcast_dimensions) dims.push_back(axis < out_dim ? axis : axis + 1);
   dims.insert_at(static_cast<size_t>(d), out_dim);
   Shape shape(with_entry(p.shape.dims(), out_dim, args.size));
-  Array out = bind1(PrimId::broadcast_in_dim, {args.inputs[0]},
+  Array out = bind1(prim::broadcast_in_dim, {args.inputs[0]},
                     BroadcastInDimParams{std::move(shape), std::move(dims)}, args.site);
   return BatchResult{{out}, {out_dim}};
 }
@@ -52,7 +54,7 @@ BatchResult reshape_rule(const BatchArgs& args) {
   const auto& p = std::get<ReshapeParams>(args.params);
   Array x = batch_first(args.inputs[0], args.dims[0], args.size, args.site);
   Shape shape(with_entry(p.new_sizes.dims(), 0, args.size));
-  return batch_util::first(bind1(PrimId::reshape, {x}, ReshapeParams{shape}, args.site));
+  return batch_util::first(bind1(prim::reshape, {x}, ReshapeParams{shape}, args.site));
 }
 
 // The batch stays on its axis; the example's axes around it are permuted as before.
@@ -71,11 +73,11 @@ BatchResult slice_rule(const BatchArgs& args) {
   int64_t d = args.dims[0];
   SliceParams batched{with_entry(p.start_indices, d, 0), with_entry(p.limit_indices, d, args.size),
                       p.strides.empty() ? Dims{} : with_entry(p.strides, d, 1)};
-  return BatchResult{{bind1(PrimId::slice, {args.inputs[0]}, batched, args.site)}, {d}};
+  return BatchResult{{bind1(prim::slice, {args.inputs[0]}, batched, args.site)}, {d}};
 }
 
 BatchResult stop_gradient_rule(const BatchArgs& args) {
-  Array out = bind1(PrimId::stop_gradient, {args.inputs[0]}, NoParams{}, args.site);
+  Array out = bind1(prim::stop_gradient, {args.inputs[0]}, NoParams{}, args.site);
   return BatchResult{{out}, {args.dims[0]}};
 }
 
@@ -89,7 +91,7 @@ BatchResult concatenate_rule(const BatchArgs& args) {
     operands.push_back(batch_at(args.inputs[i], args.dims[i], d, args.size, args.site));
   }
   ConcatenateParams batched{dimension < d ? dimension : dimension + 1};
-  return BatchResult{{bind1(PrimId::concatenate, operands, batched, args.site)}, {d}};
+  return BatchResult{{bind1(prim::concatenate, operands, batched, args.site)}, {d}};
 }
 
 // A shared padding value pads the batch axis by nothing. A per-example one cannot be a
@@ -105,16 +107,16 @@ BatchResult pad_rule(const BatchArgs& args) {
   PadParams batched{with_entry(p.low, d, 0), with_entry(p.high, d, 0),
                     with_entry(p.interior, d, 0)};
   if (dv == kNotBatched) {
-    return BatchResult{{bind1(PrimId::pad, {x, args.inputs[1]}, batched, site)}, {d}};
+    return BatchResult{{bind1(prim::pad, {x, args.inputs[1]}, batched, site)}, {d}};
   }
   Device* device = device_of(x);
   Array zero = zeros(Shape{}, x.dtype(), device, site);
-  Array padded = dx == kNotBatched ? expand_dims(bind1(PrimId::pad, {x, zero}, p, site), 0, site)
-                                   : bind1(PrimId::pad, {x, zero}, batched, site);
+  Array padded = dx == kNotBatched ? expand_dims(bind1(prim::pad, {x, zero}, p, site), 0, site)
+                                   : bind1(prim::pad, {x, zero}, batched, site);
   Shape example = x.shape();
   if (dx != kNotBatched) example.dims().erase_at(static_cast<size_t>(dx));
   Array is_padding = bind1(
-      PrimId::pad,
+      prim::pad,
       {zeros(example, DType::bool_, device, site), scalar(1, DType::bool_, device, site)}, p, site);
   // [B] -> [1, .., B, .., 1] with the batch on axis d.
   Dims value_sizes(static_cast<size_t>(padded.rank()), 1);
@@ -170,7 +172,7 @@ BatchResult dynamic_slice_rule(const BatchArgs& args) {
   CallSite site = args.site;
   if (ds == kNotBatched) {
     Array start = with_zero_start(args.inputs[1], dx, site);
-    Array out = bind1(PrimId::dynamic_slice, {x, start},
+    Array out = bind1(prim::dynamic_slice, {x, start},
                       DynamicSliceParams{with_entry(sizes, dx, args.size)}, site);
     return BatchResult{{out}, {dx}};
   }
@@ -187,7 +189,7 @@ BatchResult dynamic_slice_rule(const BatchArgs& args) {
     // (on the already smaller array) so later takes can pair it with their indices.
     int64_t axis = axes[next++];
     Array positions = window_positions(starts, axis, example[axis], sizes[axis], site);
-    out = bind1(PrimId::gather, {x, positions}, GatherParams{axis, 0, IndexMode::kClip}, site);
+    out = bind1(prim::gather, {x, positions}, GatherParams{axis, 0, IndexMode::kClip}, site);
     if (next == axes.size()) return BatchResult{{out}, {axis}};
     out = batch_at(out, axis, 0, args.size, site);
   } else {
@@ -196,8 +198,7 @@ BatchResult dynamic_slice_rule(const BatchArgs& args) {
   for (; next < axes.size(); ++next) {
     int64_t axis = axes[next];
     Array positions = window_positions(starts, axis, example[axis], sizes[axis], site);
-    out =
-        bind1(PrimId::gather, {out, positions}, GatherParams{axis + 1, 1, IndexMode::kClip}, site);
+    out = bind1(prim::gather, {out, positions}, GatherParams{axis + 1, 1, IndexMode::kClip}, site);
   }
   return batch_util::first(out);
 }
@@ -215,7 +216,7 @@ BatchResult dynamic_update_slice_rule(const BatchArgs& args) {
   if (ds == kNotBatched) {
     int64_t d = dx != kNotBatched ? dx : du;
     Array out =
-        bind1(PrimId::dynamic_update_slice,
+        bind1(prim::dynamic_update_slice,
               {batch_at(x, dx, d, args.size, site), batch_at(update, du, d, args.size, site),
                with_zero_start(args.inputs[2], d, site)},
               NoParams{}, site);
@@ -237,12 +238,12 @@ BatchResult dynamic_update_slice_rule(const BatchArgs& args) {
   // levels[k]: x restricted to the windows of the first k moving axes.
   std::vector<Array> levels{batch_first(x, dx, args.size, site)};
   for (size_t k = 0; k + 1 < axes.size(); ++k) {
-    levels.push_back(bind1(PrimId::gather, {levels[k], positions[k]}, params(k), site));
+    levels.push_back(bind1(prim::gather, {levels[k], positions[k]}, params(k), site));
   }
   Array inner = batch_first(update, du, args.size, site);
   for (size_t k = axes.size(); k-- > 0;) {
     GatherParams p = params(k);
-    inner = bind1(PrimId::scatter, {levels[k], positions[k], inner},
+    inner = bind1(prim::scatter, {levels[k], positions[k], inner},
                   ScatterParams{p.axis, p.batch_dims, p.mode}, site);
   }
   return batch_util::first(inner);
@@ -251,16 +252,15 @@ BatchResult dynamic_update_slice_rule(const BatchArgs& args) {
 }  // namespace
 
 void register_batch_shape(PrimTable& table) {
-  using enum PrimId;
-  table[broadcast_in_dim].batch = broadcast_in_dim_rule;
-  table[reshape].batch = reshape_rule;
-  table[transpose].batch = transpose_rule;
-  table[slice].batch = slice_rule;
-  table[dynamic_slice].batch = dynamic_slice_rule;
-  table[dynamic_update_slice].batch = dynamic_update_slice_rule;
-  table[concatenate].batch = concatenate_rule;
-  table[pad].batch = pad_rule;
-  table[stop_gradient].batch = stop_gradient_rule;
+  table[prim::broadcast_in_dim].batch = broadcast_in_dim_rule;
+  table[prim::reshape].batch = reshape_rule;
+  table[prim::transpose].batch = transpose_rule;
+  table[prim::slice].batch = slice_rule;
+  table[prim::dynamic_slice].batch = dynamic_slice_rule;
+  table[prim::dynamic_update_slice].batch = dynamic_update_slice_rule;
+  table[prim::concatenate].batch = concatenate_rule;
+  table[prim::pad].batch = pad_rule;
+  table[prim::stop_gradient].batch = stop_gradient_rule;
   // iota has no operands, so it is never batched.
 }
 

@@ -2,6 +2,7 @@
 // axis (the first batched operand's, so that one is not moved) and the sort dimension
 // shifts past it. Each line along the dimension belongs to one example, so the batched
 // sort orders exactly the lines each example would.
+#include "prims/ids/sort.h"
 #include "transforms/batch_rules/batch_rules.h"
 #include "transforms/batch_rules/batch_util.h"
 
@@ -31,7 +32,7 @@ BatchResult sort_rule(const BatchArgs& args) {
     operands.push_back(batch_at(args.inputs[i], args.dims[i], d, args.size, args.site));
   }
   SortParams batched{dimension < d ? dimension : dimension + 1, p.num_keys};
-  std::vector<Array> outs = bind(PrimId::sort, operands, batched, args.site);
+  std::vector<Array> outs = bind(prim::sort, operands, batched, args.site);
   std::vector<int64_t> dims(outs.size(), d);
   return BatchResult{std::move(outs), std::move(dims)};
 }
@@ -39,7 +40,7 @@ BatchResult sort_rule(const BatchArgs& args) {
 }  // namespace
 
 void register_batch_sort(PrimTable& table) {
-  table[PrimId::sort].batch = sort_rule;
+  table[prim::sort].batch = sort_rule;
 }
 
 }  // namespace kiln

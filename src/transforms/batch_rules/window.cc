@@ -2,6 +2,7 @@
 // select_and_scatter_add. The batch axis gets a window of its own (size 1, stride 1, no
 // padding), so each example is pooled on its own, and it stays where it is: no transpose,
 // and the result keeps the batch on the same axis.
+#include "prims/ids/window.h"
 #include "prims/bind.h"
 #include "transforms/batch_rules/batch_rules.h"
 #include "transforms/batch_rules/batch_util.h"
@@ -35,16 +36,16 @@ BatchResult select_and_scatter_add_rule(const BatchArgs& args) {
   p.padding_high.insert_at(at, 0);
   Array source = batch_util::batch_at(args.inputs[0], args.dims[0], dim, args.size, args.site);
   Array operand = batch_util::batch_at(args.inputs[1], args.dims[1], dim, args.size, args.site);
-  Array out = bind1(PrimId::select_and_scatter_add, {source, operand}, p, args.site);
+  Array out = bind1(prim::select_and_scatter_add, {source, operand}, p, args.site);
   return BatchResult{{std::move(out)}, {dim}};
 }
 
 }  // namespace
 
 void register_batch_window(PrimTable& table) {
-  table[PrimId::reduce_window_max].batch = window_rule<PrimId::reduce_window_max>;
-  table[PrimId::reduce_window_sum].batch = window_rule<PrimId::reduce_window_sum>;
-  table[PrimId::select_and_scatter_add].batch = select_and_scatter_add_rule;
+  table[prim::reduce_window_max].batch = window_rule<prim::reduce_window_max>;
+  table[prim::reduce_window_sum].batch = window_rule<prim::reduce_window_sum>;
+  table[prim::select_and_scatter_add].batch = select_and_scatter_add_rule;
 }
 
 }  // namespace kiln

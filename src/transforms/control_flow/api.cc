@@ -4,6 +4,7 @@
 
 #include "kiln/control_flow.h"
 #include "prims/bind.h"
+#include "prims/ids/control_flow.h"
 #include "transforms/control_flow/sub_programs.h"
 
 namespace kiln::detail {
@@ -84,7 +85,7 @@ std::vector<Array> scan_flat(const FlatFunction& body, std::span<const Array> in
                     .reverse = options.reverse,
                     .unroll = options.unroll,
                     .recompute = options.recompute};
-  return bind(PrimId::scan, operands, params, site);
+  return bind(prim::scan, operands, params, site);
 }
 
 Array predicate_index(const Array& pred, CallSite site) {
@@ -128,7 +129,7 @@ std::vector<Array> switch_flat(const Array& index, std::span<const FlatFunction>
   std::vector<Array> in{index};
   in.insert(in.end(), joined.consts.begin(), joined.consts.end());
   in.insert(in.end(), operands.begin(), operands.end());
-  return bind(PrimId::cond, in, CondParams{std::move(joined.branches)}, site);
+  return bind(prim::cond, in, CondParams{std::move(joined.branches)}, site);
 }
 
 std::vector<Array> while_flat(const FlatFunction& cond, const FlatFunction& body,
@@ -144,7 +145,7 @@ std::vector<Array> while_flat(const FlatFunction& cond, const FlatFunction& body
                      .body = body_program.program,
                      .cond_num_consts = static_cast<int64_t>(cond_program.consts.size()),
                      .body_num_consts = static_cast<int64_t>(body_program.consts.size())};
-  return bind(PrimId::while_loop, operands, params, site);
+  return bind(prim::while_loop, operands, params, site);
 }
 
 }  // namespace kiln::detail

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "kiln/ops.h"
+#include "prims/ids/control_flow.h"
 #include "transforms/batch_rules/batch_util.h"
 #include "transforms/control_flow/control_flow_rules.h"
 #include "transforms/control_flow/sub_programs.h"
@@ -73,7 +74,7 @@ std::vector<Array> cond_vjp(const VjpArgs& args) {
   operands_bwd.insert(operands_bwd.end(), operands.begin(), operands.end());
   operands_bwd.insert(operands_bwd.end(), output_cts.begin(), output_cts.end());
   std::vector<Array> results =
-      bind(PrimId::cond, operands_bwd, CondParams{std::move(joined.branches)}, site);
+      bind(prim::cond, operands_bwd, CondParams{std::move(joined.branches)}, site);
   for (size_t q = 0; q < wanted.size(); ++q) cts[wanted[q] + 1] = results[q];
   return cts;
 }
@@ -105,7 +106,7 @@ BatchResult cond_batch(const BatchArgs& args) {
     std::vector<Array> in{args.inputs[0]};
     in.insert(in.end(), joined.consts.begin(), joined.consts.end());
     in.insert(in.end(), values.begin(), values.end());
-    result.outputs = bind(PrimId::cond, in, CondParams{std::move(joined.branches)}, site);
+    result.outputs = bind(prim::cond, in, CondParams{std::move(joined.branches)}, site);
     for (bool b : out_batched) result.dims.push_back(b ? 0 : kNotBatched);
     return result;
   }
@@ -135,7 +136,7 @@ BatchResult cond_batch(const BatchArgs& args) {
 }  // namespace
 
 void register_cond_rules(PrimTable& table) {
-  PrimDef& def = table[PrimId::cond];
+  PrimDef& def = table[prim::cond];
   def.impl = cond_impl;
   def.vjp = cond_vjp;
   def.batch = cond_batch;

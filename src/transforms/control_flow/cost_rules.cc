@@ -3,6 +3,7 @@
 // branch (by FLOPs, then transcendentals, then bytes: an upper bound for the branch that
 // runs); while_loop costs one evaluation of its condition and body, a lower bound, since
 // the number of iterations is known only when it runs.
+#include "prims/ids/control_flow.h"
 #include "transforms/control_flow/control_flow_rules.h"
 #include "transforms/cost_analysis.h"
 
@@ -36,9 +37,9 @@ Cost while_cost(std::span<const AbstractValue>, std::span<const AbstractValue>,
 }  // namespace
 
 void register_control_flow_costs(PrimTable& table) {
-  table[PrimId::scan].cost = scan_cost;
-  table[PrimId::cond].cost = cond_cost;
-  table[PrimId::while_loop].cost = while_cost;
+  table[prim::scan].cost = scan_cost;
+  table[prim::cond].cost = cond_cost;
+  table[prim::while_loop].cost = while_cost;
 }
 
 }  // namespace kiln::control_flow

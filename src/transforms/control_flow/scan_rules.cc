@@ -15,6 +15,16 @@
 #include <fmt/format.h>
 
 #include "kiln/ops.h"
+#include "prims/ids/binary.h"
+#include "prims/ids/control_flow.h"
+#include "prims/ids/convert.h"
+#include "prims/ids/custom.h"
+#include "prims/ids/index.h"
+#include "prims/ids/reduce.h"
+#include "prims/ids/select.h"
+#include "prims/ids/shape.h"
+#include "prims/ids/unary.h"
+#include "prims/ids/window.h"
 #include "transforms/batch_rules/batch_util.h"
 #include "transforms/control_flow/control_flow_rules.h"
 #include "transforms/control_flow/sub_programs.h"
@@ -104,32 +114,32 @@ std::vector<bool> residual_equations(const Program& body) {
       continue;
     }
     switch (equation.prim) {
-      case PrimId::neg:
-      case PrimId::add:
-      case PrimId::sub:
-      case PrimId::sign:
-      case PrimId::floor:
-      case PrimId::ceil:
-      case PrimId::round:
-      case PrimId::select:
-      case PrimId::convert_element_type:
-      case PrimId::bitcast_convert_type:
-      case PrimId::broadcast_in_dim:
-      case PrimId::reshape:
-      case PrimId::transpose:
-      case PrimId::slice:
-      case PrimId::dynamic_slice:
-      case PrimId::dynamic_update_slice:
-      case PrimId::concatenate:
-      case PrimId::pad:
-      case PrimId::gather:
-      case PrimId::scatter:
-      case PrimId::scatter_add:
-      case PrimId::reduce_sum:
-      case PrimId::cumsum:
-      case PrimId::reduce_window_sum:
-      case PrimId::stop_gradient:
-      case PrimId::custom_vjp_call:
+      case prim::neg:
+      case prim::add:
+      case prim::sub:
+      case prim::sign:
+      case prim::floor:
+      case prim::ceil:
+      case prim::round:
+      case prim::select:
+      case prim::convert_element_type:
+      case prim::bitcast_convert_type:
+      case prim::broadcast_in_dim:
+      case prim::reshape:
+      case prim::transpose:
+      case prim::slice:
+      case prim::dynamic_slice:
+      case prim::dynamic_update_slice:
+      case prim::concatenate:
+      case prim::pad:
+      case prim::gather:
+      case prim::scatter:
+      case prim::scatter_add:
+      case prim::reduce_sum:
+      case prim::cumsum:
+      case prim::reduce_window_sum:
+      case prim::stop_gradient:
+      case prim::custom_vjp_call:
         continue;
       default:
         break;
@@ -195,7 +205,7 @@ std::vector<Array> scan_vjp(const VjpArgs& args) {
   ScanParams forward_params = p;
   forward_params.body = forward.program;
   forward_params.num_consts = static_cast<int64_t>(forward.consts.size() + n.consts);
-  std::vector<Array> forward_out = bind(PrimId::scan, forward_in, forward_params, site);
+  std::vector<Array> forward_out = bind(prim::scan, forward_in, forward_params, site);
   auto stacked_at = forward_out.begin() + static_cast<std::ptrdiff_t>(body.outputs.size());
   std::vector<Array> carries(stacked_at, stacked_at + static_cast<std::ptrdiff_t>(n.carry));
   std::vector<Array> saved(stacked_at + static_cast<std::ptrdiff_t>(n.carry), forward_out.end());
@@ -269,7 +279,7 @@ std::vector<Array> scan_vjp(const VjpArgs& args) {
   backward_params.num_consts = static_cast<int64_t>(backward.consts.size() + n.consts);
   backward_params.num_carry = static_cast<int64_t>(wanted_consts.size() + float_carry.size());
   backward_params.reverse = !p.reverse;
-  std::vector<Array> backward_out = bind(PrimId::scan, backward_in, backward_params, site);
+  std::vector<Array> backward_out = bind(prim::scan, backward_in, backward_params, site);
 
   std::vector<Array> cts = vjp_util::none(args);
   size_t at = 0;
@@ -325,7 +335,7 @@ BatchResult scan_batch(const BatchArgs& args) {
   params.body = batched.program;
   params.num_consts = static_cast<int64_t>(batched.consts.size() + n.consts);
   BatchResult result;
-  result.outputs = bind(PrimId::scan, operands, params, site);
+  result.outputs = bind(prim::scan, operands, params, site);
   for (size_t k = 0; k < result.outputs.size(); ++k) {
     bool is_y = k >= n.carry;
     result.dims.push_back(!out_batched[k] ? kNotBatched : (is_y ? 1 : 0));
@@ -336,7 +346,7 @@ BatchResult scan_batch(const BatchArgs& args) {
 }  // namespace
 
 void register_scan_rules(PrimTable& table) {
-  PrimDef& def = table[PrimId::scan];
+  PrimDef& def = table[prim::scan];
   def.impl = scan_impl;
   def.vjp = scan_vjp;
   def.batch = scan_batch;

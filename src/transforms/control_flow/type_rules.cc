@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "ir/program.h"
+#include "prims/ids/control_flow.h"
 
 namespace kiln {
 namespace {
@@ -228,9 +229,9 @@ std::vector<AbstractValue> while_rule(std::span<const AbstractValue> inputs, con
 }  // namespace
 
 void register_control_flow_rules(PrimTable& table) {
-  table[PrimId::scan].abstract_eval = scan_rule;
-  table[PrimId::cond].abstract_eval = cond_rule;
-  table[PrimId::while_loop].abstract_eval = while_rule;
+  table[prim::scan].abstract_eval = scan_rule;
+  table[prim::cond].abstract_eval = cond_rule;
+  table[prim::while_loop].abstract_eval = while_rule;
   // Reverse-mode through while_loop is rejected by its VJP rule with a clear error (as in
   // JAX); the flag keeps the gradient column of the primitive table off it.
 }

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "kiln/ops.h"
+#include "prims/ids/control_flow.h"
 #include "transforms/batch_rules/batch_util.h"
 #include "transforms/control_flow/control_flow_rules.h"
 #include "transforms/control_flow/sub_programs.h"
@@ -150,7 +151,7 @@ BatchResult while_batch(const BatchArgs& args) {
   }
   operands.insert(operands.end(), carry.begin(), carry.end());
   BatchResult result;
-  result.outputs = bind(PrimId::while_loop, operands, params, site);
+  result.outputs = bind(prim::while_loop, operands, params, site);
   for (bool b : carry_b) result.dims.push_back(b ? 0 : kNotBatched);
   return result;
 }
@@ -158,7 +159,7 @@ BatchResult while_batch(const BatchArgs& args) {
 }  // namespace
 
 void register_while_rules(PrimTable& table) {
-  PrimDef& def = table[PrimId::while_loop];
+  PrimDef& def = table[prim::while_loop];
   def.impl = while_impl;
   def.vjp = while_vjp;
   def.batch = while_batch;

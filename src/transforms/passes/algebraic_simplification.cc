@@ -9,6 +9,13 @@
 #include <vector>
 
 #include "kiln/ops.h"
+#include "prims/ids/binary.h"
+#include "prims/ids/convert.h"
+#include "prims/ids/custom.h"
+#include "prims/ids/index.h"
+#include "prims/ids/select.h"
+#include "prims/ids/shape.h"
+#include "prims/ids/unary.h"
 #include "transforms/passes/passes.h"
 #include "transforms/passes/program_rewrite.h"
 
@@ -94,7 +101,7 @@ class Simplifier {
     bool logical = integer || result.dtype == DType::bool_;
     switch (equation.prim) {
       // x*1 = x and x/1 = x exactly for every dtype (IEEE: NaN, Inf and -0 pass through).
-      case PrimId::mul:
+      case prim::mul:
         if (facts(in[1]).all_one) return in[0];
         if (facts(in[0]).all_one) return in[1];
         // Integers only: x*0 = 0 (for floats NaN*0 and Inf*0 are NaN, and -1*0 is -0).
@@ -105,67 +112,67 @@ class Simplifier {
           return zeros(result, in[0], equation);
         }
         return -1;
-      case PrimId::div:
+      case prim::div:
         return facts(in[1]).all_one ? in[0] : -1;
       // x - (+0) = x for every float x, -0 included (-0 - +0 = -0); x - (-0) is not.
-      case PrimId::sub:
+      case prim::sub:
         return facts(in[1]).all_zero ? in[0] : -1;
       // x + (-0) = x for every float x (+0 + -0 = +0); x + (+0) is not (-0 + +0 = +0).
       // Integers: x + 0 = x.
-      case PrimId::add:
+      case prim::add:
         if (facts(in[1]).all_negative_zero || (integer && facts(in[1]).all_zero)) return in[0];
         if (facts(in[0]).all_negative_zero || (integer && facts(in[0]).all_zero)) return in[1];
         return -1;
       // Bitwise and logical identities: x|0, x^0, x&~0 (integers), x|false, x^false,
       // x&true (bools).
-      case PrimId::or_:
-      case PrimId::xor_:
+      case prim::or_:
+      case prim::xor_:
         if (!logical) return -1;
         if (facts(in[1]).all_zero) return in[0];
         if (facts(in[0]).all_zero) return in[1];
         return -1;
-      case PrimId::and_:
+      case prim::and_:
         if (!logical) return -1;
         if (all_ones_for_and(in[1], integer)) return in[0];
         if (all_ones_for_and(in[0], integer)) return in[1];
         return -1;
       // Shifting by 0 is the identity for every shift.
-      case PrimId::shift_left:
-      case PrimId::shift_right_logical:
-      case PrimId::shift_right_arithmetic:
+      case prim::shift_left:
+      case prim::shift_right_logical:
+      case prim::shift_right_arithmetic:
         return facts(in[1]).all_zero ? in[0] : -1;
       // -(-x) = x: negation flips the sign bit of floats and wraps for integers.
-      case PrimId::neg:
-        if (const Equation* inner = producer(in[0]); inner && inner->prim == PrimId::neg) {
+      case prim::neg:
+        if (const Equation* inner = producer(in[0]); inner && inner->prim == prim::neg) {
           return inner->inputs[0];
         }
         return -1;
       // Conversions to the same type copy the bits (the type check in run() rejects a
       // conversion that only drops the weak type).
-      case PrimId::convert_element_type:
-      case PrimId::bitcast_convert_type:
+      case prim::convert_element_type:
+      case prim::bitcast_convert_type:
         return in[0];
-      case PrimId::reshape:
+      case prim::reshape:
         return simplify_reshape(equation, in[0]);
-      case PrimId::transpose:
+      case prim::transpose:
         return simplify_transpose(equation, in[0]);
       // A broadcast to the operand's own shape, a full slice, a pad by nothing, a
       // concatenation of one array and a dynamic slice as large as the array (its start is
       // clamped to 0) are copies.
-      case PrimId::broadcast_in_dim:
-      case PrimId::concatenate:
+      case prim::broadcast_in_dim:
+      case prim::concatenate:
         return in.size() == 1 ? in[0] : -1;
-      case PrimId::slice:
+      case prim::slice:
         return is_full_slice(std::get<SliceParams>(equation.params), in[0]) ? in[0] : -1;
-      case PrimId::pad: {
+      case prim::pad: {
         const auto& p = std::get<PadParams>(equation.params);
         bool nothing = all_zero(p.low) && all_zero(p.high) && all_zero(p.interior);
         return nothing && !may_carry_error(in[1]) ? in[0] : -1;
       }
-      case PrimId::dynamic_slice:
+      case prim::dynamic_slice:
         return !may_carry_error(in[1]) ? in[0] : -1;
       // select(c, x, x) = x; select(true, x, y) = x; select(false, x, y) = y.
-      case PrimId::select:
+      case prim::select:
         if (in[1] == in[2] && !may_carry_error(in[0])) return in[1];
         if (facts(in[0]).all_one && !may_carry_error(in[2])) return in[1];
         if (facts(in[0]).all_zero && !may_carry_error(in[1])) return in[2];
@@ -185,12 +192,12 @@ class Simplifier {
   VarId simplify_reshape(const Equation& equation, VarId x) {
     const Equation* inner = producer(x);
     if (rewrite_.aval(x).shape == std::get<ReshapeParams>(equation.params).new_sizes) return x;
-    if (inner == nullptr || inner->prim != PrimId::reshape) return -1;
+    if (inner == nullptr || inner->prim != prim::reshape) return -1;
     VarId original = inner->inputs[0];
     if (rewrite_.aval(original).shape == std::get<ReshapeParams>(equation.params).new_sizes) {
       return original;
     }
-    return rewrite_.add_equation(PrimId::reshape, {original}, equation.params, equation.site,
+    return rewrite_.add_equation(prim::reshape, {original}, equation.params, equation.site,
                                  equation.scope)[0];
   }
 
@@ -200,13 +207,13 @@ class Simplifier {
     const Dims& outer = std::get<TransposeParams>(equation.params).permutation;
     if (is_identity(outer)) return x;
     const Equation* inner = producer(x);
-    if (inner == nullptr || inner->prim != PrimId::transpose) return -1;
+    if (inner == nullptr || inner->prim != prim::transpose) return -1;
     const Dims& first = std::get<TransposeParams>(inner->params).permutation;
     Dims combined;
     for (int64_t axis : outer) combined.push_back(first[static_cast<size_t>(axis)]);
     VarId original = inner->inputs[0];
     if (is_identity(combined)) return original;
-    return rewrite_.add_equation(PrimId::transpose, {original}, TransposeParams{combined},
+    return rewrite_.add_equation(prim::transpose, {original}, TransposeParams{combined},
                                  equation.site, equation.scope)[0];
   }
 
@@ -238,7 +245,7 @@ class Simplifier {
           rewrite_.add_constant(from_host_bytes(bytes.data(), scalar_type, nullptr, equation.site));
     }
     if (result.shape.rank() == 0) return scalar;
-    return rewrite_.add_equation(PrimId::broadcast_in_dim, {scalar},
+    return rewrite_.add_equation(prim::broadcast_in_dim, {scalar},
                                  BroadcastInDimParams{result.shape, {}}, equation.site,
                                  equation.scope)[0];
   }
@@ -275,16 +282,16 @@ class Simplifier {
   bool may_raise(const Equation& equation) const {
     const Program& draft = rewrite_.draft();
     switch (equation.prim) {
-      case PrimId::div:
-      case PrimId::rem:
+      case prim::div:
+      case prim::rem:
         return !is_floating(draft.aval(equation.inputs[0]).dtype);
-      case PrimId::gather:
+      case prim::gather:
         return std::get<GatherParams>(equation.params).mode == IndexMode::kError;
-      case PrimId::scatter:
-      case PrimId::scatter_add:
+      case prim::scatter:
+      case prim::scatter_add:
         return std::get<ScatterParams>(equation.params).mode == IndexMode::kError;
-      case PrimId::optimization_barrier:
-      case PrimId::checkpoint_name:
+      case prim::optimization_barrier:
+      case prim::checkpoint_name:
         return false;  // identities: their impl returns the operands
       default:
         return prim_def(equation.prim).impl != nullptr;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "prims/ids/shape.h"
 #include "prims/registry.h"
 #include "transforms/passes/passes.h"
 #include "transforms/passes/program_rewrite.h"
@@ -17,7 +18,7 @@ namespace {
 constexpr int64_t kCheapBroadcastRatio = 8;
 
 bool cheap_broadcast(const Program& program, const Equation& equation) {
-  if (equation.prim != PrimId::broadcast_in_dim) return false;
+  if (equation.prim != prim::broadcast_in_dim) return false;
   const int64_t operand = program.aval(equation.inputs[0]).num_elements();
   const int64_t result = program.aval(equation.outputs[0]).num_elements();
   return operand * kCheapBroadcastRatio <= result;

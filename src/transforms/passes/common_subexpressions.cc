@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "kiln/device.h"
+#include "prims/ids/custom.h"
 #include "prims/params_walk.h"
 #include "transforms/passes/passes.h"
 #include "transforms/passes/program_rewrite.h"
@@ -25,7 +26,7 @@ bool may_merge(PrimId prim) {
   // Every primitive is a pure function of its operands and params (random bits too: they
   // are a function of the key and counter). An optimization barrier is never merged: it
   // is there so that a recomputation stays a recomputation (kiln/checkpoint.h).
-  return prim != PrimId::optimization_barrier;
+  return prim != prim::optimization_barrier;
 }
 
 uint64_t mix(uint64_t seed, uint64_t value) {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "prims/bind.h"
+#include "prims/ids/custom.h"
 #include "transforms/passes/passes.h"
 #include "transforms/passes/program_rewrite.h"
 
@@ -16,7 +17,7 @@ bool may_fold(const PrimDef& prim) {
   // Primitives defined by ops (custom_vjp_call, control flow) run user functions and may
   // be large; they are left to run with the program. An optimization barrier is never
   // folded (it has an impl rule too; the explicit test says why it stays).
-  return prim.impl == nullptr && prim.id != PrimId::optimization_barrier;
+  return prim.impl == nullptr && prim.id != prim::optimization_barrier;
 }
 
 int64_t result_elements(const Program& program, const Equation& equation) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "ir/printer.h"
+#include "prims/ids/control_flow.h"
 #include "transforms/passes/passes.h"
 #include "transforms/passes/program_rewrite.h"
 
@@ -67,9 +68,9 @@ Program merge_scans(const Program& program) {
   std::vector<int64_t> replaced_by(equations.size(), -1);
   std::vector<bool> moved(equations.size(), false);
   for (size_t a = 0; a < equations.size(); ++a) {
-    if (equations[a].prim != PrimId::scan || moved[a]) continue;
+    if (equations[a].prim != prim::scan || moved[a]) continue;
     for (size_t b = a + 1; b < equations.size(); ++b) {
-      if (equations[b].prim != PrimId::scan || moved[b]) continue;
+      if (equations[b].prim != prim::scan || moved[b]) continue;
       // Same operands, loop and leading body outputs (their types printed with them), so
       // the leading results have the narrow scan's types as well.
       if (computes_prefix(equations[a], equations[b])) {

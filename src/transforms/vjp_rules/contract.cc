@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "prims/ids/contract.h"
 #include "transforms/vjp_rules/vjp_rules.h"
 #include "transforms/vjp_rules/vjp_util.h"
 
@@ -208,8 +209,8 @@ std::vector<Array> conv_vjp(const VjpArgs& args) {
 }  // namespace
 
 void register_vjp_contract(PrimTable& table) {
-  table[PrimId::dot_general].vjp = dot_general_vjp;
-  table[PrimId::conv_general_dilated].vjp = conv_vjp;
+  table[prim::dot_general].vjp = dot_general_vjp;
+  table[prim::conv_general_dilated].vjp = conv_vjp;
 }
 
 }  // namespace kiln

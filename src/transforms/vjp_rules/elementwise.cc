@@ -1,6 +1,11 @@
 // VJP rules of the elementwise primitives. Binary operands may be broadcast (size-1
 // axes), so their cotangents are summed back to the operand's shape. Piecewise-constant
 // ops (sign, floor, ceil, round) have a zero derivative: their rules return no cotangent.
+#include "prims/ids/binary.h"
+#include "prims/ids/convert.h"
+#include "prims/ids/select.h"
+#include "prims/ids/shape.h"
+#include "prims/ids/unary.h"
 #include "transforms/vjp_rules/vjp_rules.h"
 #include "transforms/vjp_rules/vjp_util.h"
 
@@ -173,33 +178,33 @@ std::vector<Array> convert_vjp(const VjpArgs& args) {
 }  // namespace
 
 void register_vjp_elementwise(PrimTable& table) {
-  table[PrimId::neg].vjp = neg_vjp;
-  table[PrimId::abs].vjp = abs_vjp;
-  table[PrimId::sign].vjp = zero_rule;
-  table[PrimId::exp].vjp = exp_vjp;
-  table[PrimId::expm1].vjp = expm1_vjp;
-  table[PrimId::log].vjp = log_vjp;
-  table[PrimId::log1p].vjp = log1p_vjp;
-  table[PrimId::sqrt].vjp = sqrt_vjp;
-  table[PrimId::rsqrt].vjp = rsqrt_vjp;
-  table[PrimId::tanh].vjp = tanh_vjp;
-  table[PrimId::logistic].vjp = logistic_vjp;
-  table[PrimId::sin].vjp = sin_vjp;
-  table[PrimId::cos].vjp = cos_vjp;
-  table[PrimId::floor].vjp = zero_rule;
-  table[PrimId::ceil].vjp = zero_rule;
-  table[PrimId::round].vjp = zero_rule;
-  table[PrimId::add].vjp = add_vjp;
-  table[PrimId::sub].vjp = sub_vjp;
-  table[PrimId::mul].vjp = mul_vjp;
-  table[PrimId::div].vjp = div_vjp;
-  table[PrimId::rem].vjp = rem_vjp;
-  table[PrimId::pow].vjp = pow_vjp;
-  table[PrimId::max].vjp = extremum_vjp<true>;
-  table[PrimId::min].vjp = extremum_vjp<false>;
-  table[PrimId::select].vjp = select_vjp;
-  table[PrimId::convert_element_type].vjp = convert_vjp;
-  table[PrimId::stop_gradient].vjp = zero_rule;
+  table[prim::neg].vjp = neg_vjp;
+  table[prim::abs].vjp = abs_vjp;
+  table[prim::sign].vjp = zero_rule;
+  table[prim::exp].vjp = exp_vjp;
+  table[prim::expm1].vjp = expm1_vjp;
+  table[prim::log].vjp = log_vjp;
+  table[prim::log1p].vjp = log1p_vjp;
+  table[prim::sqrt].vjp = sqrt_vjp;
+  table[prim::rsqrt].vjp = rsqrt_vjp;
+  table[prim::tanh].vjp = tanh_vjp;
+  table[prim::logistic].vjp = logistic_vjp;
+  table[prim::sin].vjp = sin_vjp;
+  table[prim::cos].vjp = cos_vjp;
+  table[prim::floor].vjp = zero_rule;
+  table[prim::ceil].vjp = zero_rule;
+  table[prim::round].vjp = zero_rule;
+  table[prim::add].vjp = add_vjp;
+  table[prim::sub].vjp = sub_vjp;
+  table[prim::mul].vjp = mul_vjp;
+  table[prim::div].vjp = div_vjp;
+  table[prim::rem].vjp = rem_vjp;
+  table[prim::pow].vjp = pow_vjp;
+  table[prim::max].vjp = extremum_vjp<true>;
+  table[prim::min].vjp = extremum_vjp<false>;
+  table[prim::select].vjp = select_vjp;
+  table[prim::convert_element_type].vjp = convert_vjp;
+  table[prim::stop_gradient].vjp = zero_rule;
 }
 
 }  // namespace kiln

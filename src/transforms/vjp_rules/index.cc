@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "prims/bind.h"
+#include "prims/ids/index.h"
 #include "transforms/vjp_rules/vjp_rules.h"
 #include "transforms/vjp_rules/vjp_util.h"
 
@@ -13,14 +14,14 @@ namespace kiln {
 namespace {
 
 Array gather_with(const Array& x, const Array& indices, const ScatterParams& p, CallSite site) {
-  return bind1(PrimId::gather, {x, indices}, GatherParams{p.axis, p.batch_dims, p.mode}, site);
+  return bind1(prim::gather, {x, indices}, GatherParams{p.axis, p.batch_dims, p.mode}, site);
 }
 
 std::vector<Array> gather_vjp(const VjpArgs& args) {
   const auto& p = std::get<GatherParams>(args.params);
   std::vector<Array> cts = vjp_util::none(args);
   if (args.wanted[0]) {
-    cts[0] = bind1(PrimId::scatter_add,
+    cts[0] = bind1(prim::scatter_add,
                    {zeros_like(args.inputs[0], args.site), args.inputs[1],
                     vjp_util::cotangent_or_zeros(args, 0)},
                    ScatterParams{p.axis, p.batch_dims, p.mode}, args.site);
@@ -54,8 +55,8 @@ std::vector<Array> scatter_vjp(const VjpArgs& args) {
   Array ids = add(iota(Shape{updates.size()}, id_dtype, 0, device, site),
                   scalar(1, id_dtype, device, site), site);
   ids = reshape(ids, updates.shape(), site);
-  Array winners = bind1(PrimId::scatter,
-                        {zeros(operand.shape(), id_dtype, device, site), indices, ids}, p, site);
+  Array winners =
+      bind1(prim::scatter, {zeros(operand.shape(), id_dtype, device, site), indices, ids}, p, site);
   std::vector<Array> cts = vjp_util::none(args);
   if (args.wanted[0]) {
     Array written = not_equal(winners, scalar(0, id_dtype, device, site), site);
@@ -72,9 +73,9 @@ std::vector<Array> scatter_vjp(const VjpArgs& args) {
 }  // namespace
 
 void register_vjp_index(PrimTable& table) {
-  table[PrimId::gather].vjp = gather_vjp;
-  table[PrimId::scatter].vjp = scatter_vjp;
-  table[PrimId::scatter_add].vjp = scatter_add_vjp;
+  table[prim::gather].vjp = gather_vjp;
+  table[prim::scatter].vjp = scatter_vjp;
+  table[prim::scatter_add].vjp = scatter_add_vjp;
 }
 
 }  // namespace kiln

@@ -2,9 +2,10 @@
 // equal to the result, shared equally among ties (as JAX does); reduce_prod multiplies by
 // the product of the other elements, built from prefix and suffix products so that zeros
 // need no division and higher derivatives stay exact; cumsum's is a cumsum the other way.
-// argmax/argmin are not differentiable (kNotDifferentiable in prim_list.def).
+// argmax/argmin are not differentiable (kNotDifferentiable in prims/ids/reduce.def).
 #include <algorithm>
 
+#include "prims/ids/reduce.h"
 #include "transforms/vjp_rules/vjp_rules.h"
 #include "transforms/vjp_rules/vjp_util.h"
 
@@ -106,11 +107,11 @@ std::vector<Array> cumsum_vjp(const VjpArgs& args) {
 }  // namespace
 
 void register_vjp_reduce(PrimTable& table) {
-  table[PrimId::reduce_sum].vjp = reduce_sum_vjp;
-  table[PrimId::reduce_max].vjp = extremum_vjp;
-  table[PrimId::reduce_min].vjp = extremum_vjp;
-  table[PrimId::reduce_prod].vjp = reduce_prod_vjp;
-  table[PrimId::cumsum].vjp = cumsum_vjp;
+  table[prim::reduce_sum].vjp = reduce_sum_vjp;
+  table[prim::reduce_max].vjp = extremum_vjp;
+  table[prim::reduce_min].vjp = extremum_vjp;
+  table[prim::reduce_prod].vjp = reduce_prod_vjp;
+  table[prim::cumsum].vjp = cumsum_vjp;
 }
 
 }  // namespace kiln

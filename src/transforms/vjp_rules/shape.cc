@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "prims/bind.h"
+#include "prims/ids/shape.h"
 #include "transforms/vjp_rules/vjp_rules.h"
 #include "transforms/vjp_rules/vjp_util.h"
 
@@ -73,7 +74,7 @@ std::vector<Array> dynamic_slice_vjp(const VjpArgs& args) {
     // The primitives, not the ops: the start is the primitive's, whose negative values
     // clamp (the ops count them from the end first, as JAX's wrappers do).
     cts[0] =
-        bind1(PrimId::dynamic_update_slice,
+        bind1(prim::dynamic_update_slice,
               {zeros_like(x, args.site), vjp_util::cotangent_or_zeros(args, 0), args.inputs[1]},
               NoParams{}, args.site);
   }
@@ -88,11 +89,11 @@ std::vector<Array> dynamic_update_slice_vjp(const VjpArgs& args) {
   Array g = vjp_util::cotangent_or_zeros(args, 0);
   std::vector<Array> cts = vjp_util::none(args);
   if (args.wanted[0]) {
-    cts[0] = bind1(PrimId::dynamic_update_slice, {g, zeros_like(update, args.site), start},
+    cts[0] = bind1(prim::dynamic_update_slice, {g, zeros_like(update, args.site), start},
                    NoParams{}, args.site);
   }
   if (args.wanted[1]) {
-    cts[1] = bind1(PrimId::dynamic_slice, {g, start}, DynamicSliceParams{update.shape().dims()},
+    cts[1] = bind1(prim::dynamic_slice, {g, start}, DynamicSliceParams{update.shape().dims()},
                    args.site);
   }
   return cts;
@@ -177,14 +178,14 @@ std::vector<Array> pad_vjp(const VjpArgs& args) {
 }  // namespace
 
 void register_vjp_shape(PrimTable& table) {
-  table[PrimId::reshape].vjp = reshape_vjp;
-  table[PrimId::transpose].vjp = transpose_vjp;
-  table[PrimId::broadcast_in_dim].vjp = broadcast_in_dim_vjp;
-  table[PrimId::slice].vjp = slice_vjp;
-  table[PrimId::dynamic_slice].vjp = dynamic_slice_vjp;
-  table[PrimId::dynamic_update_slice].vjp = dynamic_update_slice_vjp;
-  table[PrimId::concatenate].vjp = concatenate_vjp;
-  table[PrimId::pad].vjp = pad_vjp;
+  table[prim::reshape].vjp = reshape_vjp;
+  table[prim::transpose].vjp = transpose_vjp;
+  table[prim::broadcast_in_dim].vjp = broadcast_in_dim_vjp;
+  table[prim::slice].vjp = slice_vjp;
+  table[prim::dynamic_slice].vjp = dynamic_slice_vjp;
+  table[prim::dynamic_update_slice].vjp = dynamic_update_slice_vjp;
+  table[prim::concatenate].vjp = concatenate_vjp;
+  table[prim::pad].vjp = pad_vjp;
 }
 
 }  // namespace kiln

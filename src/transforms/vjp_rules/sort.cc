@@ -8,6 +8,7 @@
 
 #include "kiln/device.h"
 #include "prims/bind.h"
+#include "prims/ids/sort.h"
 #include "transforms/vjp_rules/vjp_rules.h"
 #include "transforms/vjp_rules/vjp_util.h"
 
@@ -22,9 +23,9 @@ std::vector<Array> sort_vjp(const VjpArgs& args) {
   Array position = iota(first.shape(), DType::i32, axis, device_of(first), site);
   std::vector<Array> keyed(args.inputs.begin(), args.inputs.begin() + p.num_keys);
   keyed.push_back(position);
-  Array permutation = bind(PrimId::sort, keyed, SortParams{axis, p.num_keys}, site).back();
+  Array permutation = bind(prim::sort, keyed, SortParams{axis, p.num_keys}, site).back();
   std::vector<Array> inverting = {permutation, position};
-  Array inverse = bind(PrimId::sort, inverting, SortParams{axis, 1}, site).back();
+  Array inverse = bind(prim::sort, inverting, SortParams{axis, 1}, site).back();
   std::vector<Array> cts = vjp_util::none(args);
   for (size_t i = 0; i < args.inputs.size(); ++i) {
     if (args.wanted[i]) {
@@ -37,7 +38,7 @@ std::vector<Array> sort_vjp(const VjpArgs& args) {
 }  // namespace
 
 void register_vjp_sort(PrimTable& table) {
-  table[PrimId::sort].vjp = sort_vjp;
+  table[prim::sort].vjp = sort_vjp;
 }
 
 }  // namespace kiln

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "prims/ids/unary.h"
 #include "transforms/vjp_rules/vjp_rules.h"
 #include "transforms/vjp_rules/vjp_util.h"
 
@@ -31,8 +32,8 @@ std::vector<Array> erf_inv_vjp(const VjpArgs& args) {
 }  // namespace
 
 void register_vjp_special(PrimTable& table) {
-  table[PrimId::erf].vjp = erf_vjp;
-  table[PrimId::erf_inv].vjp = erf_inv_vjp;
+  table[prim::erf].vjp = erf_vjp;
+  table[prim::erf_inv].vjp = erf_inv_vjp;
 }
 
 }  // namespace kiln

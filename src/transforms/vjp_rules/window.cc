@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "prims/bind.h"
+#include "prims/ids/window.h"
 #include "transforms/vjp_rules/vjp_rules.h"
 #include "transforms/vjp_rules/vjp_util.h"
 
@@ -33,18 +34,18 @@ std::vector<Array> reduce_window_sum_vjp(const VjpArgs& args) {
     interior.push_back(p.window_strides[a] - 1);
   }
   Array spread = pad(g, low, high, interior, 0, args.site);
-  return {bind1(PrimId::reduce_window_sum, {spread},
+  return {bind1(prim::reduce_window_sum, {spread},
                 ReduceWindowParams{p.window_dimensions, ones, none, none}, args.site)};
 }
 
 // Each window's cotangent goes to the window's first maximum: select_and_scatter_add, one
-// kernel (its semantics are documented with the primitive in prim_list.def).
+// kernel (its semantics are documented with the primitive in prims/ids/window.def).
 std::vector<Array> reduce_window_max_vjp(const VjpArgs& args) {
   const Array& x = args.inputs[0];
   if (!is_floating(x.dtype())) return vjp_util::none(args);
   Array g = vjp_util::cotangent_or_zeros(args, 0);
   if (x.size() == 0 || g.size() == 0) return {zeros_like(x, args.site)};
-  return {bind1(PrimId::select_and_scatter_add, {g, x}, args.params, args.site)};
+  return {bind1(prim::select_and_scatter_add, {g, x}, args.params, args.site)};
 }
 
 // select_and_scatter_add is linear in its source, and its transpose gathers: each window
@@ -66,7 +67,7 @@ std::vector<Array> select_and_scatter_add_vjp(const VjpArgs& args) {
     return result;
   }
   Array ct = vjp_util::cotangent_or_zeros(args, 0);
-  Array y = bind1(PrimId::reduce_window_max, {x}, args.params, site);
+  Array y = bind1(prim::reduce_window_max, {x}, args.params, site);
   auto rank = static_cast<size_t>(x.rank());
   bool padded = false;
   int64_t window_cells = 1;
@@ -113,9 +114,9 @@ std::vector<Array> select_and_scatter_add_vjp(const VjpArgs& args) {
 }  // namespace
 
 void register_vjp_window(PrimTable& table) {
-  table[PrimId::reduce_window_max].vjp = reduce_window_max_vjp;
-  table[PrimId::reduce_window_sum].vjp = reduce_window_sum_vjp;
-  table[PrimId::select_and_scatter_add].vjp = select_and_scatter_add_vjp;
+  table[prim::reduce_window_max].vjp = reduce_window_max_vjp;
+  table[prim::reduce_window_sum].vjp = reduce_window_sum_vjp;
+  table[prim::select_and_scatter_add].vjp = select_and_scatter_add_vjp;
 }
 
 }  // namespace kiln
