@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <memory>
+#include <mutex>
 
 #include <fmt/format.h>
 
@@ -70,13 +72,39 @@ int64_t source_index(const Shape& out, const Shape& in, int64_t index) {
   return source;
 }
 
+namespace {
+
+// Every column runs on the same cases, so each row's are generated once per test binary:
+// making them (the large arrays that reach the fast kernels' chunking, the random inputs)
+// took longer than most columns' checks, and the op table made them once per column.
+CaseGenerator generated_once(CaseGenerator generate) {
+  struct Memo {
+    std::once_flag once;
+    std::vector<OpCase> cases;
+  };
+  auto memo = std::make_shared<Memo>();
+  return [memo, generate = std::move(generate)] {
+    std::call_once(memo->once, [&] { memo->cases = generate(); });
+    return memo->cases;
+  };
+}
+
+}  // namespace
+
 std::vector<OpRow> all_rows() {
-  std::vector<OpRow> rows;
-  for (auto family :
-       {elementwise_rows, shape_rows, index_rows, reduce_rows, contract_rows, window_rows,
-        random_rows, sort_rows, custom_rows, remat_rows, control_flow_rows}) {
-    for (OpRow& row : family()) rows.push_back(std::move(row));
-  }
+  static const std::vector<OpRow> rows = [] {
+    std::vector<OpRow> all;
+    for (auto family :
+         {elementwise_rows, shape_rows, index_rows, reduce_rows, contract_rows, window_rows,
+          random_rows, sort_rows, custom_rows, remat_rows, control_flow_rows}) {
+      for (OpRow& row : family()) {
+        row.cases = generated_once(std::move(row.cases));
+        if (row.grad_cases) row.grad_cases = generated_once(std::move(row.grad_cases));
+        all.push_back(std::move(row));
+      }
+    }
+    return all;
+  }();
   return rows;
 }
 

@@ -15,8 +15,52 @@ def fail(tool, message):
     sys.exit(2)
 
 
+CACHE_BOUND = 512 << 20  # bytes of compiled programs kept per check
+CACHE_PRUNED = 256 << 20  # what is left after pruning
+
+
+def keep_compilations(tool):
+    """Lets JAX keep what XLA compiles between runs (its persistent compilation cache).
+
+    The checks compile a few hundred small programs, most of their time; the cache keys
+    each by the program, the JAX and XLA versions and the flags, so a run compiles only the
+    programs that changed, and every result is still computed in the run. Each check has a
+    folder of its own ($KILN_JAX_CACHE, else ~/.cache/kiln/jax-compilations, then the
+    check's name), shared by the checkouts of the machine: the checks run side by side, and
+    JAX writes an entry in place, so two of them must not share one. JAX's own bound on the
+    size takes a lock and lists the folder at every entry it writes (a cold run took twice
+    as long), so the bound is kept here instead: over CACHE_BOUND at the start of a run, the
+    oldest entries go until CACHE_PRUNED is left."""
+    root = os.environ.get("KILN_JAX_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "kiln",
+        "jax-compilations")
+    folder = pathlib.Path(root) / pathlib.Path(tool).stem
+    if os.environ.get("JAX_COMPILATION_CACHE_DIR") != str(folder):
+        prune(folder)
+    os.environ["JAX_COMPILATION_CACHE_DIR"] = str(folder)
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+    os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES", "-1")
+
+
+def prune(folder):
+    try:
+        entries = [(entry.stat().st_mtime, entry.stat().st_size, entry.path)
+                   for entry in os.scandir(folder) if entry.is_file()]
+    except FileNotFoundError:
+        return
+    total = sum(size for _, size, _ in entries)
+    if total <= CACHE_BOUND:
+        return
+    for _, size, path in sorted(entries):
+        if total <= CACHE_PRUNED:
+            break
+        os.remove(path)
+        total -= size
+
+
 def enter(tool):
     """Runs the calling script again under the peers' Python unless it already runs there."""
+    keep_compilations(tool)
     if pathlib.Path(sys.prefix).resolve() == PEERS_PYTHON.parents[1].resolve():
         return
     if not PEERS_PYTHON.exists():
