@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "io/atomic_file.h"
+#include "io/json_fields.h"
 #include "io/json_text.h"
 #include "kiln/error.h"
 #include "track/catalog.h"
@@ -124,7 +125,7 @@ int list_runs(const RunsOptions& options) {
                      {"status", row.status},
                      {"started_at", row.started_at},
                      {"finished_at", row.finished_at},
-                     {"steps", row.info.value("steps", int64_t{0})},
+                     {"steps", io::integer_field(row.info, "steps", 0)},
                      {"metrics", metrics}});
     }
     print_result(io::json_text(out, 2) + "\n");
@@ -135,7 +136,7 @@ int list_runs(const RunsOptions& options) {
   for (const track::RunRow& row : rows) {
     auto metrics = summarize(catalog.metrics(row.key));
     text += fmt::format("{:<52} {:<11} {:<20} {:>7} {:>9} {:>9}\n", row.key, row.status,
-                        row.started_at, row.info.value("steps", int64_t{0}),
+                        row.started_at, io::integer_field(row.info, "steps", 0),
                         metric_or_dash(metrics, "eval/test_accuracy"),
                         metric_or_dash(metrics, "eval/test_loss"));
   }

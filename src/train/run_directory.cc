@@ -20,6 +20,7 @@
 #include "base/wall_clock.h"
 #include "io/atomic_file.h"
 #include "io/bounded_read.h"
+#include "io/json_fields.h"
 #include "io/json_text.h"
 #include "kiln/error.h"
 
@@ -80,12 +81,12 @@ int64_t process_start_ticks(int64_t pid) {
 // be judged; one without a pid (older kiln) is left alone.
 bool owner_is_gone(const nlohmann::json& info, const std::string& host) {
   if (!info.contains("pid") || !info["pid"].is_number_integer()) return false;
-  if (info.value("host", std::string()) != host) return false;
+  if (io::string_field(info, "host") != host) return false;
   int64_t pid = info["pid"].get<int64_t>();
   if (pid <= 0) return false;
   if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return true;
   if (process_is_zombie(pid)) return true;
-  int64_t recorded = info.value("pid_start_ticks", int64_t{-1});
+  int64_t recorded = io::integer_field(info, "pid_start_ticks", -1);
   int64_t now = process_start_ticks(pid);
   return recorded >= 0 && now >= 0 && recorded != now;  // the id was reused
 }
@@ -110,7 +111,7 @@ std::vector<fs::path> mark_crashed_runs(const fs::path& experiment_dir) {
     } catch (const std::exception&) {
       continue;  // not ours to judge
     }
-    if (!info.is_object() || info.value("status", std::string()) != "running") continue;
+    if (io::string_field(info, "status") != "running") continue;
     if (!owner_is_gone(info, host)) continue;
     info["status"] = "crashed";
     info["error"] = fmt::format(
@@ -201,8 +202,7 @@ nlohmann::json read_run_json(const fs::path& run_dir) {
 }
 
 bool run_may_be_running(const nlohmann::json& info) {
-  return info.is_object() && info.value("status", std::string()) == "running" &&
-         !owner_is_gone(info, host_name());
+  return io::string_field(info, "status") == "running" && !owner_is_gone(info, host_name());
 }
 
 RunDirectory RunDirectory::reopen(const fs::path& path, nlohmann::json run_info,
@@ -230,7 +230,7 @@ RunDirectory RunDirectory::reopen(const fs::path& path, nlohmann::json run_info,
   for (const char* stale : {"error", "signal", "finished_at", "crash_detected_at"}) {
     run_info.erase(stale);
   }
-  std::string run_id = run_info.value("run_id", path.filename().string());
+  std::string run_id = io::string_field(run_info, "run_id", path.filename().string());
   RunDirectory run(path, run_id, std::move(run_info));
   run.write_info();
   run.open_metrics("a", lines);

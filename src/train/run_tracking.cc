@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "base/wall_clock.h"
+#include "io/json_fields.h"
 #include "train/run_record.h"
 
 namespace kiln::train {
@@ -210,8 +211,8 @@ track::MlflowReport push_run_to_mlflow(const fs::path& run_dir, const std::strin
   for (const std::string& file : artifact_files(run_dir))
     push.artifacts.push_back({run_dir / file, file});
   const nlohmann::json* mirrored = info.contains("mlflow") ? &info["mlflow"] : nullptr;
-  if (mirrored && mirrored->is_object() && mirrored->value("uri", "") == uri) {
-    push.mlflow_run_id = mirrored->value("run_id", "");
+  if (mirrored && io::string_field(*mirrored, "uri") == uri) {
+    push.mlflow_run_id = io::string_field(*mirrored, "run_id");
   }
   track::MlflowOptions options;
   options.uri = uri;

@@ -21,6 +21,7 @@
 #include "dist/processes.h"
 #include "io/atomic_file.h"
 #include "io/bounded_read.h"
+#include "io/json_fields.h"
 #include "io/json_text.h"
 #include "io/savepoint.h"
 #include "io/savepoint_writer.h"
@@ -807,7 +808,7 @@ void Run::reopen_run_directory() {
   // directory, and one of this run (the same identity) whose trees do not fit the run's
   // model (a tensor renamed or reshaped by an edit). Under a changed identity the
   // difference is reported below instead.
-  std::string run_id = resume_->info.value("run_id", "");
+  std::string run_id = io::string_field(resume_->info, "run_id");
   auto fits_this_run = [&](const savepoint::Loaded& candidate) {
     restored.reset();
     if (!candidate.run_id.empty() && candidate.run_id != run_id) {
@@ -871,7 +872,7 @@ void Run::reopen_run_directory() {
   nlohmann::json info = resume_->info;
   nlohmann::json record = {{"at", utc_timestamp()},
                            {"from_step", summary_.resumed_from_step},
-                           {"previous_status", info.value("status", "")},
+                           {"previous_status", io::string_field(info, "status")},
                            {"environment", track::run_environment()}};
   if (loaded) record["savepoint"] = fs::relative(loaded->path, resume_->run_dir).string();
   if (!skipped.empty()) record["skipped_savepoints"] = skipped;
@@ -1122,7 +1123,7 @@ namespace {
 // Checksums find damage, not a deliberate edit signed again; these find the edits that
 // would make resume do something else than the record says.
 void check_record_is_this_runs(const fs::path& run_dir, const nlohmann::json& info) {
-  std::string recorded = info.value("run_id", "");
+  std::string recorded = io::string_field(info, "run_id");
   std::string directory = fs::weakly_canonical(run_dir).filename().string();
   if (recorded.empty() || recorded == directory) return;
   fail(kUnknownSite,
@@ -1135,7 +1136,7 @@ void check_record_is_this_runs(const fs::path& run_dir, const nlohmann::json& in
 
 void check_final_weights(const fs::path& run_dir, const nlohmann::json& info) {
   fs::path params = run_dir / "params.safetensors";
-  std::string recorded = info.value("params_sha256", "");
+  std::string recorded = io::string_field(info, "params_sha256");
   std::string problem;
   std::error_code error;
   if (!fs::is_regular_file(params, error)) {
@@ -1165,20 +1166,21 @@ TrainSummary resume(const fs::path& run_dir, const ResumeOptions& resume,
   if (dist::size() > 1)
     info = nlohmann::json::parse(from_rank_zero("run.json", io::json_text(info)));
   check_record_is_this_runs(run_dir, info);
-  std::string status = info.value("status", "");
+  std::string status = io::string_field(info, "status");
   if (status == "completed") {
     check_final_weights(run_dir, info);
     TrainSummary summary;
     summary.run_dir = run_dir;
     summary.already_completed = true;
-    summary.steps = info.value("steps", int64_t{0});
-    summary.params_sha256 = info.value("params_sha256", "");
+    summary.steps = io::integer_field(info, "steps", 0);
+    summary.params_sha256 = io::string_field(info, "params_sha256");
     return summary;
   }
   if (run_may_be_running(info)) {
     fail(kUnknownSite,
          fmt::format("cannot resume '{}': run.json says it is running (pid {} on {})",
-                     run_dir.string(), info.value("pid", int64_t{0}), info.value("host", "?")),
+                     run_dir.string(), io::integer_field(info, "pid", 0),
+                     io::string_field(info, "host", "?")),
          "wait for that process, or stop it; a run of another host cannot be judged from here");
   }
   TrainConfig config = load_config(run_dir / "config.toml", resume.overrides);

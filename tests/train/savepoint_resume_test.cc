@@ -263,6 +263,24 @@ TEST(RunOwner, AnExitedButUnreapedProcessIsNotRunning) {
   waitpid(child, nullptr, 0);
 }
 
+// An edited or damaged run.json may hold a field with another type; the judgement is made
+// on what the record does hold, never a JSON type error (the run_json fuzz target found it:
+// tests/fuzz/regressions/run_json/status_of_another_type.json).
+TEST(RunDirectory, FieldsOfAnotherTypeReadAsAbsent) {
+  const nlohmann::json alive = {
+      {"status", "running"}, {"pid", static_cast<int64_t>(getpid())}, {"host", host_name()}};
+  EXPECT_TRUE(run_may_be_running(alive));
+  for (const char* field : {"status", "host", "pid", "pid_start_ticks"}) {
+    nlohmann::json damaged = alive;
+    damaged[field] = nlohmann::json::array({1});
+    EXPECT_NO_THROW((void)run_may_be_running(damaged)) << field;
+  }
+  nlohmann::json numeric_status = alive;
+  numeric_status["status"] = 1;
+  EXPECT_FALSE(run_may_be_running(numeric_status));
+  EXPECT_FALSE(run_may_be_running(nlohmann::json::array({alive})));
+}
+
 TEST_F(Savepoints, ResumingACompletedRunDoesNothing) {
   std::string before = io::sha256_file(straight_->run_dir / "run.json");
   TrainSummary again = resume(straight_->run_dir, {}, quiet());
