@@ -9,6 +9,7 @@
 #include "kiln/cost.h"
 #include "kiln/device.h"
 #include "kiln/dtype.h"
+#include "kiln/dtype_info.h"
 #include "kiln/error.h"
 #include "kiln/index_mode.h"
 #include "kiln/jit.h"
