@@ -9,8 +9,19 @@
 
 #include <fmt/format.h>
 
+#include "core/element_convert.h"
+
 namespace kiln {
 namespace {
+
+// 10^-precision is not a binary fraction; NumPy and JAX give it rounded to the dtype, as
+// convert_element_type rounds (f64 -> f16/bf16 directly, without double rounding).
+double rounded_to(DType dtype, double value) {
+  return visit_dtype(dtype, [value](auto tag) -> double {
+    using Stored = storage_t<decltype(tag)::value>;
+    return static_cast<double>(widen(convert_element<Stored>(value)));
+  });
+}
 
 FloatInfo float_info(DType dtype, int bits, int nmant, int nexp) {
   FloatInfo info;
@@ -28,48 +39,27 @@ FloatInfo float_info(DType dtype, int bits, int nmant, int nexp) {
   info.min = -info.max;
   info.tiny = std::ldexp(1.0, info.minexp);
   info.smallest_subnormal = std::ldexp(1.0, info.minexp - nmant);
-  info.resolution = std::pow(10.0, -info.precision);
+  info.resolution = rounded_to(dtype, std::pow(10.0, -info.precision));
   return info;
-}
-
-// 10^-precision is not a binary fraction; NumPy and JAX give it rounded to the dtype.
-double rounded_to(DType dtype, double value) {
-  switch (dtype) {
-    case DType::f16:
-      return f16::from_float(static_cast<float>(value)).to_float();
-    case DType::bf16:
-      return bf16::from_float(static_cast<float>(value)).to_float();
-    case DType::f32:
-      return static_cast<float>(value);
-    default:
-      return value;
-  }
 }
 
 }  // namespace
 
 FloatInfo finfo(DType dtype, CallSite site) {
-  FloatInfo info;
   switch (dtype) {
     case DType::f16:
-      info = float_info(dtype, 16, 10, 5);
-      break;
+      return float_info(dtype, 16, 10, 5);
     case DType::bf16:
-      info = float_info(dtype, 16, 7, 8);
-      break;
+      return float_info(dtype, 16, 7, 8);
     case DType::f32:
-      info = float_info(dtype, 32, 23, 8);
-      break;
+      return float_info(dtype, 32, 23, 8);
     case DType::f64:
-      info = float_info(dtype, 64, 52, 11);
-      break;
+      return float_info(dtype, 64, 52, 11);
     default:
       fail(site, fmt::format("finfo: {} is not a floating dtype", dtype_name(dtype)),
            is_integer(dtype) ? "iinfo gives an integer dtype's range"
                              : "finfo takes f16, bf16, f32 or f64");
   }
-  info.resolution = rounded_to(dtype, info.resolution);
-  return info;
 }
 
 IntInfo iinfo(DType dtype, CallSite site) {
