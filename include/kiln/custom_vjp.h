@@ -29,7 +29,13 @@ using CustomForward = std::function<CustomResult(std::span<const Array>)>;
 using CustomBackward =
     std::function<std::vector<Array>(std::span<const Array> residuals, std::span<const Array> cts)>;
 
-int64_t register_custom_function(std::string name, CustomForward forward, CustomBackward backward);
+// Whether forward mode may differentiate a custom function's forward computation. kiln's
+// own functions (a checkpoint, a replay's saved values) compute exactly the math they stand
+// for, so they may; a user's custom_vjp refuses, as in JAX, since its backward rule would
+// be silently bypassed.
+enum class ForwardMode { kRefused, kThroughForward };
+int64_t register_custom_function(std::string name, CustomForward forward, CustomBackward backward,
+                                 ForwardMode forward_mode = ForwardMode::kRefused);
 std::vector<Array> call_custom_function(int64_t id, std::span<const Array> inputs, CallSite site);
 
 template <typename Fwd, typename... Args>

@@ -200,6 +200,10 @@ struct GradCheckOptions {
       std::nullopt;  // tolerances on <u, J v> (rtol scaled by its magnitude)
   std::optional<double> atol = std::nullopt;
   uint64_t seed = 0;  // for the random directions
+  // Also checks forward mode (jvp) along the same direction: <u, J v> by the JVP, as
+  // jax.test_util.check_grads with modes=("fwd", "rev"). With order 2, the JVP of the
+  // gradient too (forward over reverse, as hessian computes it).
+  bool forward = false;
 };
 
 namespace detail {

@@ -1,5 +1,5 @@
-// Transformations of ordinary C++ functions: tracing into programs and reverse-mode
-// differentiation, in the spirit of JAX. A function may take and return Arrays, Trees,
+// Transformations of ordinary C++ functions: tracing into programs, reverse- and
+// forward-mode differentiation, in the spirit of JAX. A function may take and return Arrays, Trees,
 // std::vectors of Arrays and pairs/tuples of these ("pytrees"); any other argument is
 // static: it is passed through unchanged and is part of what was traced.
 //
@@ -11,4 +11,6 @@
 
 #include "kiln/custom_vjp.h"
 #include "kiln/grad.h"
+#include "kiln/jacobian.h"
+#include "kiln/jvp.h"
 #include "kiln/tracing.h"

@@ -76,6 +76,7 @@ const PrimTable& register_all() {
     register_spmd_rules(table);
     register_spmd_transforms(table);
     register_compiled_spmd(table);
+    register_jvp_rules(table);
     register_cost_rules(table);
     register_traced_cost_rules(table);
     register_sharding_rules(table);

@@ -82,6 +82,22 @@ struct VjpArgs {
 // One cotangent per operand (an empty Array means zero or not wanted).
 using VjpFn = std::vector<Array> (*)(const VjpArgs& args);
 
+// What a JVP rule (forward mode) sees: the primitive, its primal operands and results, and
+// one tangent per operand (an empty Array means zero: an operand that is not floating
+// point, or one that does not depend on the differentiated inputs; at least one is set).
+// Rules are written with ordinary ops, as the VJP rules are, so they trace and batch:
+// jit(jvp(f)), vmap(jvp(f)) (jacfwd) and jvp(grad(f)) (hessian) compose.
+struct JvpArgs {
+  PrimId prim;
+  std::span<const Array> inputs;
+  std::span<const Array> outputs;
+  std::span<const Array> tangents;
+  const Params& params;
+  CallSite site;
+};
+// One tangent per result (an empty Array means zero), of the result's shape and dtype.
+using JvpFn = std::vector<Array> (*)(const JvpArgs& args);
+
 // Eager meaning in terms of ops, for primitives that are functions of arrays rather than
 // kernels (custom_vjp_call, the control-flow primitives, the remat markers). The eager
 // interpreter calls it instead of queueing a kernel.
@@ -152,6 +168,7 @@ struct PrimDef {
   KernelFn cpu_kernel = nullptr;  // optional fast CPU kernel
   KernelSupportFn cpu_supports = nullptr;  // which calls cpu_kernel takes; null: every call
   VjpFn vjp = nullptr;                     // required unless kNotDifferentiable
+  JvpFn jvp = nullptr;                     // required unless kNotDifferentiable (forward mode)
   ImplFn impl = nullptr;                   // instead of kernels, for primitives defined by ops
   BatchFn batch = nullptr;                 // required: how vmap runs the primitive on a batch
   CostFn cost = nullptr;                   // required: FLOPs and bytes, for cost_analysis
@@ -206,6 +223,7 @@ void register_random_rules(PrimTable& table);
 void register_sort_rules(PrimTable& table);
 void register_ref_kernels(PrimTable& table);
 void register_vjp_rules(PrimTable& table);
+void register_jvp_rules(PrimTable& table);  // after every family's VJP and impl rules
 void register_custom_vjp(PrimTable& table);
 void register_control_flow_rules(PrimTable& table);
 void register_control_flow_transforms(PrimTable& table);

@@ -195,7 +195,8 @@ std::vector<Array> checkpoint_flat(const CheckpointPolicy& policy, const FlatFun
           [shared](std::span<const Array> in) { return run_forward(*shared, in); },
           [shared](std::span<const Array> residuals, std::span<const Array> cts) {
             return run_backward(*shared, residuals, cts);
-          });
+          },
+          ForwardMode::kThroughForward);
       known.ids.emplace(std::move(key), id);
     }
   }

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/jvp.h"
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
 #include "kiln/vmap.h"
@@ -32,6 +33,7 @@ struct CustomFunction {
   std::string name;
   detail::CustomForward forward;
   detail::CustomBackward backward;
+  detail::ForwardMode forward_mode = detail::ForwardMode::kRefused;
   std::mutex mutex;
   std::map<std::string, Signature> signatures;  // by the operand types' text
 };
@@ -228,7 +230,31 @@ int64_t register_batched_function(int64_t id, const std::vector<bool>& batched, 
     }
     return input_cts;
   };
-  return detail::register_custom_function(batched_name(original.name), forward, backward);
+  return detail::register_custom_function(batched_name(original.name), forward, backward,
+                                          original.forward_mode);
+}
+
+// Forward mode differentiates the forward function where that is the function's meaning
+// (kiln's own checkpoints and saved values); a user's custom_vjp refuses, as JAX's does.
+std::vector<Array> custom_jvp_rule(const JvpArgs& args) {
+  const auto& p = std::get<CustomVjpParams>(args.params);
+  CustomFunction& function = function_of(p.id);
+  if (function.forward_mode == detail::ForwardMode::kRefused) {
+    fail(args.site,
+         fmt::format("forward-mode differentiation (jvp, linearize, jacfwd, hessian) of a "
+                     "custom_vjp function is not supported: '{}' defines reverse mode only",
+                     function.name),
+         "as in JAX: use grad, vjp or jacrev for this function, or write it without custom_vjp "
+         "so that each primitive's own JVP rule applies");
+  }
+  detail::FlatFunction forward = [&function](std::span<const Array> in) {
+    detail::CustomResult result = function.forward(in);
+    std::vector<Array> all = std::move(result.outputs);
+    all.insert(all.end(), result.residuals.begin(), result.residuals.end());
+    return all;
+  };
+  detail::FlatLinearized linearized = detail::linearize_flat(forward, args.inputs, args.site);
+  return linearized.push_forward(args.tangents);
 }
 
 BatchResult custom_batch_rule(const BatchArgs& args) {
@@ -261,7 +287,8 @@ BatchResult custom_batch_rule(const BatchArgs& args) {
 
 namespace detail {
 
-int64_t register_custom_function(std::string name, CustomForward forward, CustomBackward backward) {
+int64_t register_custom_function(std::string name, CustomForward forward, CustomBackward backward,
+                                 ForwardMode forward_mode) {
   KILN_CHECK(!name.empty() && name.find_first_of("\"\n") == std::string::npos,
              "custom_vjp name '{}' must be non-empty, without quotes or line breaks "
              "(it is printed quoted in program text)",
@@ -271,6 +298,7 @@ int64_t register_custom_function(std::string name, CustomForward forward, Custom
   function->name = std::move(name);
   function->forward = std::move(forward);
   function->backward = std::move(backward);
+  function->forward_mode = forward_mode;
   std::lock_guard lock(t.mutex);
   t.functions.push_back(std::move(function));
   return static_cast<int64_t>(t.functions.size() - 1);
@@ -293,6 +321,7 @@ void register_custom_vjp(PrimTable& table) {
   def.abstract_eval = custom_rule;
   def.impl = custom_impl;
   def.vjp = custom_vjp_rule;
+  def.jvp = custom_jvp_rule;
   def.batch = custom_batch_rule;
 }
 

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "kiln/jvp.h"
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
 
@@ -123,6 +124,24 @@ void check_grads_flat(const FlatFunction& fn, std::span<const Array> inputs,
                      numeric, eps, reverse, std::fabs(numeric - reverse), tolerance),
          "check the VJP rules of the primitives this function uses; use f64 inputs so that "
          "finite differences are accurate");
+  }
+  if (options.forward) {
+    FlatLinearized linearized = linearize_flat(fn, inputs, site);
+    std::vector<Array> pushed = linearized.push_forward(tangent);
+    double forward_scale = 0;
+    double forward = inner(cotangent, pushed, &forward_scale);
+    double forward_tolerance =
+        *options.atol +
+        *options.rtol * std::max({std::fabs(numeric), numeric_scale, forward_scale});
+    if (!(std::fabs(numeric - forward) <= forward_tolerance)) {
+      fail(site,
+           fmt::format("check_grads: forward mode and finite differences disagree: <u, J v> = "
+                       "{:.10g} by finite differences (eps {}) but {:.10g} by the JVP "
+                       "(difference {:.3g}, tolerance {:.3g})",
+                       numeric, eps, forward, std::fabs(numeric - forward), forward_tolerance),
+           "check the JVP rules of the primitives this function uses; use f64 inputs so that "
+           "finite differences are accurate");
+    }
   }
   if (options.order >= 2) {
     // The gradient function itself: x -> J(x)^T u, with u fixed.

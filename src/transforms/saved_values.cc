@@ -65,7 +65,7 @@ int64_t register_saved_value(std::shared_ptr<const Program> program, size_t inde
     return in_cts;
   };
   return register_custom_function(fmt::format("saved {}", prim_def(equation.prim).name), forward,
-                                  backward);
+                                  backward, ForwardMode::kThroughForward);
 }
 
 // Ids by program text (with scopes) and mask, process-wide. Only looked up, never iterated.

@@ -10,6 +10,7 @@
 #include "kiln/transforms.h"
 #include "prims/bind.h"
 #include "prims/ids/contract.h"
+#include "prims/ids/custom.h"
 #include "prims/ids/window.h"
 #include "prims/op_table.h"
 
@@ -52,6 +53,7 @@ TEST(OpTableCompleteness, EveryPrimitiveHasOneRowAndItsRequiredRules) {
         << prim.name << " has neither a reference kernel nor an impl rule";
     if (!prim.has_flag(kNotDifferentiable)) {
       EXPECT_NE(prim.vjp, nullptr) << prim.name << " is differentiable but has no VJP rule";
+      EXPECT_NE(prim.jvp, nullptr) << prim.name << " is differentiable but has no JVP rule";
     }
     EXPECT_NE(prim.cost, nullptr) << prim.name << " has no cost rule";
     EXPECT_NE(prim.sharding, nullptr) << prim.name << " has no sharding rule";
@@ -206,10 +208,13 @@ std::vector<OpRow> differentiable_rows() {
   return rows;
 }
 
-TEST_P(Gradient, VjpMatchesCentralFiniteDifferencesInF64) {
+// Reverse and forward mode, each against central differences along the same direction
+// (GradCheckOptions::forward); with second_order, the VJP's own VJP and JVP too.
+TEST_P(Gradient, VjpAndJvpMatchCentralFiniteDifferencesInF64) {
   const OpRow& row = GetParam();
   const PrimDef& prim = prim_def(row.prim);
   ASSERT_NE(prim.vjp, nullptr) << prim.name << " is differentiable but has no VJP rule";
+  ASSERT_NE(prim.jvp, nullptr) << prim.name << " is differentiable but has no JVP rule";
   std::vector<OpCase> cases = row.grad_cases ? row.grad_cases() : default_grad_cases(row);
   ASSERT_FALSE(cases.empty()) << prim.name << " needs gradient cases (OpRow::grad_cases)";
   for (const OpCase& c : cases) {
@@ -231,6 +236,9 @@ TEST_P(Gradient, VjpMatchesCentralFiniteDifferencesInF64) {
     };
     GradCheckOptions options;
     options.order = row.second_order ? 2 : 1;
+    // custom_vjp defines reverse mode only; its refusal of forward mode is checked in
+    // tests/transforms/jvp_test.cc.
+    options.forward = row.prim != prim::custom_vjp_call;
     try {
       detail::check_grads_flat(fn, float_operands, options, CallSite());
     } catch (const Error& error) {

@@ -4,7 +4,9 @@ writes FILE: the path of the program file (tests/transforms/jax_programs.kp), an
 program and dtype (f32, f64) kiln's inputs, batched inputs, output weights, tangents and
 results of eval, jit, vmap (every input mapped, and the first float input not mapped) and
 (when differentiable) grad, value_and_grad, a Hessian-vector
-product, per-example gradients and jit of grad. This script reads the same program file,
+product (reverse over reverse, and forward over reverse), per-example gradients and jit of
+grad, and jvp (the float outputs' tangents; nograd programs too, as JAX's jvp goes through
+while loops and sort). This script reads the same program file,
 turns each program into a JAX function (one jax.lax / jnp call per kiln primitive), runs the
 same transforms with JAX 0.10.2 on the same inputs (x64 enabled; f32 programs stay f32) and
 compares.
@@ -39,7 +41,7 @@ TOLERANCES = {
     "f64": {"first": 1e-13, "second": 2e-13},
     "f32": {"first": 2e-5, "second": 5e-5},
 }
-SECOND_ORDER = {"hvp"}
+SECOND_ORDER = {"hvp", "hvp_forward"}
 
 
 def main(argv):
@@ -136,8 +138,11 @@ def main(argv):
         floats, ints = split(inputs)
         bfloats, bints = split(batched)
         expected = ["eval", "jit", "vmap"] + (["vmap_shared"] if case["vmap_shared"] else [])
+        if case["forward"]:
+            expected += ["jvp"]
         if case["differentiable"]:
-            expected += ["grad", "value_and_grad", "hvp", "per_example_grad", "jit_grad"]
+            expected += ["grad", "value_and_grad", "hvp", "hvp_forward", "per_example_grad",
+                         "jit_grad"]
 
         # Every reference of a case comes from one jax.jit: XLA compiles once per case
         # (op-by-op dispatch compiled each primitive on its own: eight minutes in all).
@@ -147,6 +152,9 @@ def main(argv):
                 # The first float input not mapped, as on kiln's side.
                 refs["vmap_shared"] = jax.vmap(lambda h, t, i: run(h + t, i), in_axes=(None, 0, 0))(
                     floats[:1], bfloats[1:], bints)
+            if case["forward"]:
+                _, out_tangents = jax.jvp(lambda f: run(f, ints), (floats,), (tangents,))
+                refs["jvp"] = [t for t in out_tangents if jnp.issubdtype(t.dtype, jnp.floating)]
             if case["differentiable"]:
                 value, gradient = jax.value_and_grad(loss)(floats, ints)
                 refs.update({"value_and_grad": (value, gradient), "grad": gradient,
@@ -160,6 +168,7 @@ def main(argv):
             failures.append(f"{name} {dtype}: JAX raised {type(error).__name__}: {error}")
             continue
         refs["jit"], refs["jit_grad"] = refs["eval"], refs.get("grad")
+        refs["hvp_forward"] = refs.get("hvp")
         for transform in expected:
             checks += 1
             where = f"{name} {transform} {dtype}"

@@ -126,11 +126,15 @@ class Case {
                                   : Array());
     }
     differentiable_ = !spec.nograd && !floats_.empty() && float_output;
+    // Forward mode also goes through the nograd programs (while loops, sort): JAX's jvp
+    // differentiates them.
+    forward_ = !floats_.empty() && float_output;
   }
 
   json record() const {
     json record = {{"name", spec_.name},
                    {"differentiable", differentiable_},
+                   {"forward", forward_},
                    {"inputs", to_json(assemble(floats_, ints_))},
                    {"batched_inputs", to_json(assemble(batched_floats_, batched_ints_))},
                    {"tangents", to_json(tangents_)},
@@ -161,6 +165,14 @@ class Case {
         return to_json(vmap(split, {kNotMapped, 0, 0})(head, tail, batched_ints_));
       });
     }
+    if (forward_) {
+      // The tangents of the float outputs along tangents_.
+      attempt(results, "jvp", [&] {
+        auto run_floats = [this](const Arrays& floats) { return run(floats, ints_); };
+        Arrays out = jvp(run_floats, std::tuple{floats_}, std::tuple{tangents_}).second;
+        return to_json(float_outputs(out));
+      });
+    }
     if (!differentiable_) return record;
     auto loss = [this](const Arrays& floats, const Arrays& ints) {
       return this->loss(floats, ints);
@@ -179,6 +191,11 @@ class Case {
         return total;
       };
       return to_json(grad(directional)(floats_, ints_));
+    });
+    // The same Hessian-vector product by forward over reverse, as jax.hessian computes.
+    attempt(results, "hvp_forward", [&] {
+      auto gradient = [&](const Arrays& floats) { return grad(loss)(floats, ints_); };
+      return to_json(jvp(gradient, std::tuple{floats_}, std::tuple{tangents_}).second);
     });
     attempt(results, "per_example_grad", [&] {
       size_t shared = shared_count();
@@ -206,6 +223,14 @@ class Case {
   size_t shared_count() const { return floats_.size() >= 2 ? 1 : 0; }
   // vmap needs a mapped input besides the shared one.
   bool vmap_shared() const { return !floats_.empty() && floats_.size() + ints_.size() >= 2; }
+
+  Arrays float_outputs(const Arrays& outputs) const {
+    Arrays floats;
+    for (const Array& output : outputs) {
+      if (is_floating(output.dtype())) floats.push_back(output);
+    }
+    return floats;
+  }
 
   Arrays assemble(const Arrays& floats, const Arrays& ints) const {
     Arrays inputs;
@@ -248,6 +273,7 @@ class Case {
   std::vector<bool> is_float_;
   Arrays floats_, ints_, batched_floats_, batched_ints_, tangents_, weights_;
   bool differentiable_ = false;
+  bool forward_ = false;
 };
 
 // The error read_cross_programs raises for a file holding `text`.
