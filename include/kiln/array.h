@@ -111,9 +111,14 @@ class Array {
   Array sum(Dims axes, bool keepdims = false, CallSite site = {}) const;
   Array mean(CallSite site = {}) const;
 
-  // Functional indexed update: x.at(idx).set(v) / .add(v) return a new array.
+  // Functional indexed update, as JAX's x.at[...]: x.at(i).set(v), .add, .mul, .min and
+  // .max return a new array. at(i) indexes axis 0 with an integer index array of any rank;
+  // at(i, axis) another axis (x.at[:, i] is at(i, 1)); at({i, j}) the leading axes together,
+  // the index arrays broadcasting against each other (x.at[i, j]). Every index is checked.
   class IndexedUpdate;
   IndexedUpdate at(const Array& indices, CallSite site = {}) const;
+  IndexedUpdate at(const Array& indices, int64_t axis, CallSite site = {}) const;
+  IndexedUpdate at(std::vector<Array> indices, CallSite site = {}) const;
 
   ArrayImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<ArrayImpl>& impl_ptr() const { return impl_; }
@@ -127,17 +132,31 @@ class Array {
 
 class Array::IndexedUpdate {
  public:
-  IndexedUpdate(Array array, Array indices, CallSite site)
-      : array_(std::move(array)), indices_(std::move(indices)), site_(site) {}
-  // Entries of axis 0 named by `indices` replaced by / incremented by `values`.
+  IndexedUpdate(Array array, std::vector<Array> indices, int64_t axis, CallSite site)
+      : array_(std::move(array)), indices_(std::move(indices)), axis_(axis), site_(site) {}
+  // The entries named by the indices replaced by `values` (the last of repeated indices
+  // wins), incremented by, multiplied by, or reduced with them by min / max (repeated
+  // indices combine). `values` broadcast to the shape of x[indices] and convert to x's
+  // dtype.
   Array set(const Array& values) const;
   Array add(const Array& values) const;
+  Array mul(const Array& values) const;
+  Array min(const Array& values) const;
+  Array max(const Array& values) const;
   Array set(double value) const;
   Array add(double value) const;
+  Array mul(double value) const;
+  Array min(double value) const;
+  Array max(double value) const;
 
  private:
+  enum class Kind : uint8_t { kSet, kAdd, kMul, kMin, kMax };
+  Array update(Kind kind, const Array& values) const;
+  Array update(Kind kind, double value) const;
+
   Array array_;
-  Array indices_;
+  std::vector<Array> indices_;
+  int64_t axis_ = 0;  // with one index array
   CallSite site_;
 };
 

@@ -11,6 +11,7 @@
 #include "kiln/dtype.h"
 #include "kiln/dtype_info.h"
 #include "kiln/error.h"
+#include "kiln/gather_scatter.h"
 #include "kiln/index_mode.h"
 #include "kiln/jit.h"
 #include "kiln/nn.h"

@@ -1,6 +1,6 @@
-// User-facing indexing ops: take, take_along_axis, one_hot and the functional indexed
-// update x.at(i).set(v) / .add(v). They check what the user passed (naming the op) and bind
-// gather / scatter / scatter_add. Index values are checked when the kernel runs: in mode
+// User-facing indexing ops: take, take_along_axis and one_hot (the functional indexed update
+// x.at(i) is in indexed_update.cc). They check what the user passed (naming the op) and
+// bind gather. Index values are checked when the kernel runs: in mode
 // error an out-of-range index fails the next synchronization with this op's call site.
 #include <algorithm>
 
@@ -114,69 +114,6 @@ Array one_hot(const Array& labels, int64_t num_classes, DType dtype, CallSite si
   Shape column = labels.shape();
   column.dims().push_back(1);
   return astype(equal(reshape(labels, column, site), class_row, site), dtype, site);
-}
-
-Array::IndexedUpdate Array::at(const Array& indices, CallSite site) const {
-  check_defined("at", *this, indices, site);
-  check_integer_indices("at", indices, site);
-  if (rank() == 0) {
-    fail(site, fmt::format("at: cannot index a rank-0 array {}", aval().to_string()),
-         "at() indexes axis 0; reshape the array to rank 1 first");
-  }
-  return IndexedUpdate(*this, indices, site);
-}
-
-namespace {
-
-// Values converted to x's dtype and broadcast to indices.shape + x.shape[1:] (the shape
-// of x[indices]), with an error naming `op` when they do not broadcast to it.
-Array update_values(std::string_view op, const Array& x, const Array& indices, const Array& values,
-                    CallSite site) {
-  if (!values.defined()) fail(site, fmt::format("{}: values is an empty Array", op));
-  Shape target = indices.shape();
-  for (int64_t d = 1; d < x.rank(); ++d) target.dims().push_back(x.shape()[d]);
-  // Numpy broadcasting of values to exactly `target`: align from the right, each axis
-  // equal or 1, no extra leading axes.
-  bool fits = values.rank() <= target.rank();
-  for (int64_t i = 1; fits && i <= values.rank(); ++i) {
-    int64_t have = values.shape()[values.rank() - i];
-    fits = have == 1 || have == target[target.rank() - i];
-  }
-  if (!fits) {
-    fail(site,
-         fmt::format("{}: values {} do not broadcast to {}, the shape of x[indices] for x {} "
-                     "and indices {}",
-                     op, values.aval().to_string(), target.to_string(), x.aval().to_string(),
-                     indices.aval().to_string()),
-         "values must broadcast to indices.shape + x.shape[1:]");
-  }
-  Array converted = values.dtype() == x.dtype() ? values : astype(values, x.dtype(), site);
-  return converted.shape() == target ? converted : broadcast_to(converted, target, site);
-}
-
-Array indexed_update(PrimId id, std::string_view op, const Array& x, const Array& indices,
-                     const Array& values, CallSite site) {
-  if (id == prim::scatter_add && x.dtype() == DType::bool_) {
-    fail(site, fmt::format("{}: cannot add to a bool array {}", op, x.aval().to_string()),
-         "convert it first, e.g. x.astype(DType::i32), or use .set()");
-  }
-  Array updates = update_values(op, x, indices, values, site);
-  return bind1(id, {x, indices, updates}, ScatterParams{0, 0, IndexMode::kError}, site);
-}
-
-}  // namespace
-
-Array Array::IndexedUpdate::set(const Array& values) const {
-  return indexed_update(prim::scatter, "at.set", array_, indices_, values, site_);
-}
-Array Array::IndexedUpdate::add(const Array& values) const {
-  return indexed_update(prim::scatter_add, "at.add", array_, indices_, values, site_);
-}
-Array Array::IndexedUpdate::set(double value) const {
-  return set(scalar(value, array_.dtype(), device_of(array_), site_));
-}
-Array Array::IndexedUpdate::add(double value) const {
-  return add(scalar(value, array_.dtype(), device_of(array_), site_));
 }
 
 }  // namespace kiln

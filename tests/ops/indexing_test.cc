@@ -221,6 +221,44 @@ TEST(IndexedUpdate, RejectsBadValuesAndIndices) {
   EXPECT_EQ(hint.find("IndexMode"), std::string::npos) << hint;
 }
 
+TEST(IndexedUpdate, AnyAxisSeveralIndexArraysAndCombiners) {
+  Array x = counting({2, 3});  // [[0, 1, 2], [3, 4, 5]]
+  // x.at[:, [2, 0]].set(...): columns 2 and 0, values shaped [2 rows, 2 picks].
+  Array columns = x.at(ints({2, 0}, {2}), 1).set(from_host<float>({10, 11, 20, 21}, {2, 2}));
+  EXPECT_EQ(columns.to_vector<float>(), (std::vector<float>{11, 1, 10, 21, 4, 20}));
+  EXPECT_EQ(x.at(ints({1, 1}, {2}), -1).add(1.0).to_vector<float>(),
+            (std::vector<float>{0, 3, 2, 3, 6, 5}));
+  // x.at[i, j] with i, j broadcasting: (0, 1), (1, 1) and (1, 2).
+  Array i = ints({0, 1, 1}, {3}), j = ints({1, 1, 2}, {3});
+  EXPECT_EQ(x.at({i, j}).set(-1.0).to_vector<float>(), (std::vector<float>{0, -1, 2, 3, -1, -1}));
+  EXPECT_EQ(x.at({ints({1}, {1}), ints({0, 2}, {2})}).add(10.0).to_vector<float>(),
+            (std::vector<float>{0, 1, 2, 13, 4, 15}));
+  // Index arrays of rank 2: the values take their shape.
+  Array grid = ints({0, 1, 1, 0}, {2, 2});
+  EXPECT_EQ(x.at(grid).add(1.0).to_vector<float>(), (std::vector<float>{2, 3, 4, 5, 6, 7}));
+  // mul, min, max combine repeated indices.
+  Array rows = ints({1, 1}, {2});
+  EXPECT_EQ(x.at(rows).mul(2.0).to_vector<float>(), (std::vector<float>{0, 1, 2, 12, 16, 20}));
+  EXPECT_EQ(x.at(rows).min(from_host<float>({3.5f, 9, 9, 1, 9, 9}, {2, 3})).to_vector<float>(),
+            (std::vector<float>{0, 1, 2, 1, 4, 5}));
+  EXPECT_EQ(x.at({i, j}).max(4.5).to_vector<float>(), (std::vector<float>{0, 4.5, 2, 3, 4.5, 5}));
+  Array flags = from_host<bool>({true, false}, {2});
+  EXPECT_TRUE(fails_with([&] { flags.at(ints({0}, {1})).mul(1.0); },
+                         {"at.mul: cannot multiply a bool array"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        x.at({i, ints({0, 1}, {2})});
+      },
+      {"at: the index arrays i32[3], i32[2] do not broadcast together"}));
+  EXPECT_TRUE(fails_with([&] { x.at({i, j, j}); }, {"at: 3 index arrays for an array f32[2,3]"}));
+  EXPECT_TRUE(fails_with([&] { x.at(i, 2); }, {"at: axis 2 is out of range"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        x.at(rows, 1).set(counting({3, 2}));
+      },
+      {"at.set: values f32[3,2] do not broadcast to [2,2]"}));
+}
+
 // ----- primitive rules ------------------------------------------------------------------
 
 TEST(IndexRules, GatherChecksGeometry) {

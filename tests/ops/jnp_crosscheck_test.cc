@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kiln/array_functions.h"
+#include "kiln/gather_scatter.h"
 #include "kiln/grad.h"
 #include "kiln/nn/activations.h"
 #include "kiln/nn/functional.h"
@@ -172,6 +173,100 @@ void add_contraction_and_nn_cases(const AddCase& add) {
       operands({{5, 2, 8}, {5, 2, 8}, {5, 2, 8}}), [](const Inputs& in) {
         return single(nn::dot_product_attention(in[0], in[1], in[2], {.is_causal = true}));
       });
+}
+
+// lax.gather and the lax.scatter family with dimension numbers: rows, points, windows,
+// windows at output axes before the batch, batching dims; each mode (kError with indices in
+// range is JAX's promise_in_bounds; clip and fill with indices out of range), and repeated
+// indices for the combining scatters (not for scatter, whose order XLA leaves open).
+void add_gather_scatter_cases(const AddCase& add) {
+  auto axes = [](std::vector<int64_t> dims) { return json(dims); };
+  auto to_dims = [](const std::vector<int64_t>& dims) { return Dims(dims.begin(), dims.end()); };
+  auto mode_name = [](IndexMode mode) {
+    return mode == IndexMode::kClip   ? "clip"
+           : mode == IndexMode::kFill ? "fill"
+                                      : "promise_in_bounds";
+  };
+  auto with_indices = [](Shape operand, std::vector<double> indices, Shape index_shape,
+                         std::optional<Shape> updates = std::nullopt) {
+    return [=](DType dtype) {
+      Inputs in{smooth(operand, dtype), astype(from_host(indices, index_shape), DType::i32)};
+      if (updates) in.push_back(smooth(*updates, dtype, 0.5));
+      return in;
+    };
+  };
+  struct G {
+    std::vector<int64_t> offset, collapsed, map, operand_batching, indices_batching, slices;
+  };
+  auto gather_case = [&](G g, IndexMode mode, Shape operand, std::vector<double> indices,
+                         Shape index_shape) {
+    json numbers = {{"offset_dims", axes(g.offset)},
+                    {"collapsed_slice_dims", axes(g.collapsed)},
+                    {"start_index_map", axes(g.map)},
+                    {"operand_batching_dims", axes(g.operand_batching)},
+                    {"start_indices_batching_dims", axes(g.indices_batching)}};
+    lax::GatherDimensionNumbers dn{to_dims(g.offset), to_dims(g.collapsed), to_dims(g.map),
+                                   to_dims(g.operand_batching), to_dims(g.indices_batching)};
+    Dims slices = to_dims(g.slices);
+    add("lax.gather",
+        {{"dimension_numbers", numbers},
+         {"slice_sizes", axes(g.slices)},
+         {"mode", mode_name(mode)}},
+        with_indices(operand, indices, index_shape), [dn, slices, mode](const Inputs& in) {
+          return single(lax::gather(in[0], in[1], dn, slices, mode));
+        });
+  };
+  // x[i] for rows i; x[i, j] for points (clamped); 2 x 3 windows (filled where they do not
+  // fit); the window's axis before the batch's; one start per row of a batch of matrices.
+  gather_case({{1}, {0}, {0}, {}, {}, {1, 4}}, IndexMode::kError, {5, 4}, {4, 0, 2}, {3, 1});
+  gather_case({{}, {0, 1}, {0, 1}, {}, {}, {1, 1}}, IndexMode::kClip, {4, 5},
+              {0, 1, -1, 7, 5, 2, 3, 4, 2, 0, 1, 3}, {6, 2});
+  gather_case({{2, 3}, {}, {0, 1}, {}, {}, {2, 3}}, IndexMode::kFill, {5, 6},
+              {0, 0, 3, 3, 4, 1, 1, 4, -1, 2, 2, 2}, {2, 3, 2});
+  gather_case({{0}, {0}, {0}, {}, {}, {1, 3}}, IndexMode::kError, {4, 3}, {3, 1}, {2, 1});
+  gather_case({{2}, {1}, {1}, {0}, {0}, {1, 1, 4}}, IndexMode::kClip, {3, 5, 4}, {4, 0, 2, 9, 1, 1},
+              {3, 2, 1});
+
+  struct S {
+    std::vector<int64_t> window, inserted, to_operand, operand_batching, indices_batching;
+  };
+  auto scatter_case = [&](std::string name, S sd, IndexMode mode, Shape operand,
+                          std::vector<double> indices, Shape index_shape, Shape updates) {
+    json numbers = {{"update_window_dims", axes(sd.window)},
+                    {"inserted_window_dims", axes(sd.inserted)},
+                    {"scatter_dims_to_operand_dims", axes(sd.to_operand)},
+                    {"operand_batching_dims", axes(sd.operand_batching)},
+                    {"scatter_indices_batching_dims", axes(sd.indices_batching)}};
+    lax::ScatterDimensionNumbers dn{to_dims(sd.window), to_dims(sd.inserted),
+                                    to_dims(sd.to_operand), to_dims(sd.operand_batching),
+                                    to_dims(sd.indices_batching)};
+    add("lax." + name, {{"dimension_numbers", numbers}, {"mode", mode_name(mode)}},
+        with_indices(operand, indices, index_shape, updates), [name, dn, mode](const Inputs& in) {
+          auto fn = name == "scatter"       ? lax::scatter
+                    : name == "scatter_add" ? lax::scatter_add
+                    : name == "scatter_mul" ? lax::scatter_mul
+                    : name == "scatter_min" ? lax::scatter_min
+                                            : lax::scatter_max;
+          return single(fn(in[0], in[1], in[2], dn, mode, CallSite()));
+        });
+  };
+  // Rows added, twice to row 1 and once past the end (dropped); points set (clamped);
+  // repeated points multiplied, and reduced by min and max; 2 x 3 windows; one column per
+  // row of a batch.
+  scatter_case("scatter_add", {{1}, {0}, {0}, {}, {}}, IndexMode::kFill, {5, 3}, {1, 3, 1, 7},
+               {4, 1}, {4, 3});
+  scatter_case("scatter", {{}, {0, 1}, {0, 1}, {}, {}}, IndexMode::kClip, {4, 4},
+               {0, 1, 2, 3, 9, 0}, {3, 2}, {3});
+  scatter_case("scatter_mul", {{}, {0}, {0}, {}, {}}, IndexMode::kError, {6}, {2, 4, 2, 2, 0},
+               {5, 1}, {5});
+  scatter_case("scatter_min", {{}, {0}, {0}, {}, {}}, IndexMode::kError, {6}, {1, 1, 3, 5}, {4, 1},
+               {4});
+  scatter_case("scatter_max", {{}, {0}, {0}, {}, {}}, IndexMode::kFill, {6}, {1, 1, 3, 5, 6},
+               {5, 1}, {5});
+  scatter_case("scatter_max", {{1, 2}, {}, {0, 1}, {}, {}}, IndexMode::kClip, {5, 4}, {0, 1, 3, 0},
+               {2, 2}, {2, 2, 3});
+  scatter_case("scatter_add", {{}, {1}, {1}, {0}, {0}}, IndexMode::kError, {3, 5},
+               {4, 0, 2, 2, 1, 3}, {3, 2, 1}, {3, 2});
 }
 
 // lax.cumprod / cummax / cummin, and jax.numpy's reductions with where=.
@@ -382,6 +477,7 @@ std::vector<Case> cases() {
   }
   add_contraction_and_nn_cases(add);
   add_scan_and_masked_reduction_cases(add);
+  add_gather_scatter_cases(add);
   return list;
 }
 

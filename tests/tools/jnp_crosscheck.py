@@ -8,7 +8,8 @@ gradient with jax.grad, each under jax.jit (one compilation a case rather than o
 operation and shape: 9 s instead of 25 s for the whole record), and compares.
 
 Besides jax.numpy's names: "einsum" (kwargs["subscripts"] first), "nn.*" (jax.nn),
-"lax.*" (jax.lax), and
+"lax.*" (jax.lax; kwargs["dimension_numbers"] of lax.gather and lax.scatter* is a dict of
+the fields), and
 "flax.*" (a flax.linen module applied with the inputs after the first as its parameters).
 kwargs["array_kwargs"] passes inputs as keyword arguments (where=, mask=, bias=).
 
@@ -57,6 +58,12 @@ def main(argv):
     def function_of(name, kwargs):
         kwargs = {k: (tuple(v) if isinstance(v, list) else v) for k, v in kwargs.items()
                   if k not in ("array_kwargs", "f64_tolerance")}
+        if isinstance(kwargs.get("dimension_numbers"), dict):
+            # lax.gather / lax.scatter*: the dimension numbers' fields as lists.
+            numbers = {k: tuple(v) for k, v in kwargs["dimension_numbers"].items()}
+            kind = (jax.lax.GatherDimensionNumbers if name == "lax.gather"
+                    else jax.lax.ScatterDimensionNumbers)
+            kwargs["dimension_numbers"] = kind(**numbers)
         if "ord" in kwargs and isinstance(kwargs["ord"], str):
             kwargs["ord"] = float(kwargs["ord"])
         if name == "einsum":
