@@ -162,6 +162,49 @@ Array dot_product_attention(const Array& query, const Array& key, const Array& v
                                  iota(Shape{T, S}, DType::i32, 1, device_of(qc), site), site);
     allowed = allowed ? bitwise_and(*allowed, causal, site) : causal;
   }
+  if (options.local_window_size) {
+    auto [left, right] = *options.local_window_size;
+    if (left < 0 || right < 0) {
+      fail(site, fmt::format("nn::dot_product_attention: local_window_size ({}, {}) must not be "
+                             "negative",
+                             left, right));
+    }
+    Array query_pos = iota(Shape{T, S}, DType::i64, 0, device_of(qc), site);
+    Array key_pos = iota(Shape{T, S}, DType::i64, 1, device_of(qc), site);
+    auto offset = [&](int64_t by) {
+      return add(key_pos, full(Shape{}, static_cast<double>(by), DType::i64, device_of(qc), site),
+                 site);
+    };
+    Array window = bitwise_and(less_equal(query_pos, offset(left), site),
+                               greater_equal(query_pos, offset(-right), site), site);
+    allowed = allowed ? bitwise_and(*allowed, window, site) : window;
+  }
+  Array query_valid;  // [B, T]: false at a padded query
+  auto positions_below = [&](std::string_view name, const Array& lengths, int64_t length) {
+    if (lengths.dtype() != DType::i32 || lengths.shape() != Shape{batch}) {
+      fail(site, fmt::format("nn::dot_product_attention: {} must be i32[{}] (one length per "
+                             "example), got {}",
+                             name, batch, lengths.aval().to_string()));
+    }
+    Array position = iota(Shape{batch, length}, DType::i32, 1, device_of(qc), site);
+    return less(position, broadcast_in_dim(lengths, Shape{batch, length}, {0}, site), site);
+  };
+  if (options.query_seq_lengths || options.key_value_seq_lengths) {
+    // [B, T, S] -> [B, 1, 1, T, S] against the logits' [B, K, G, T, S].
+    Array padding = full(Shape{batch, T, S}, 1, DType::bool_, device_of(qc), site);
+    if (options.query_seq_lengths) {
+      query_valid = positions_below("query_seq_lengths", *options.query_seq_lengths, T);
+      padding = bitwise_and(padding,
+                            broadcast_in_dim(query_valid, Shape{batch, T, S}, {0, 1}, site), site);
+    }
+    if (options.key_value_seq_lengths) {
+      Array key_valid = positions_below("key_value_seq_lengths", *options.key_value_seq_lengths, S);
+      padding =
+          bitwise_and(padding, broadcast_in_dim(key_valid, Shape{batch, T, S}, {0, 2}, site), site);
+    }
+    Array grouped_padding = reshape(padding, Shape{batch, 1, 1, T, S}, site);
+    allowed = allowed ? bitwise_and(*allowed, grouped_padding, site) : grouped_padding;
+  }
   if (allowed) {
     // JAX's large negative number: finite in f32, so a fully masked row stays finite.
     double lowest = -0.7 * static_cast<double>(std::numeric_limits<float>::max());
@@ -171,6 +214,11 @@ Array dot_product_attention(const Array& query, const Array& key, const Array& v
   }
   Array probs = astype(softmax(logits, -1, site), v.dtype(), site);
   Array encoded = einsum("BKGTS,BSKH->BTKGH", probs, v, site);
+  if (query_valid.defined()) {
+    // A padded query's output is zero (as JAX), not the average its masked row computes.
+    Array keep = broadcast_in_dim(query_valid, encoded.shape(), {0, 1}, site);
+    encoded = where(keep, encoded, zeros_like(encoded, site), site);
+  }
   Shape out_shape = query.rank() == 3 ? Shape{T, N, H} : Shape{batch, T, N, H};
   return reshape(encoded, out_shape, site);
 }

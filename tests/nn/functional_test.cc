@@ -76,6 +76,34 @@ TEST(Attention, OneKeyIsThatKeysValueAndCausalMaskingSeesOnlyThePast) {
   for (double e : even) EXPECT_NEAR(e, 3, 1e-6);
 }
 
+TEST(Attention, SequenceLengthsAndSlidingWindows) {
+  // [B=2, T=3, heads=1, H=1], equal logits: each query averages the values it may see.
+  Array q = zeros({2, 3, 1, 1});
+  Array v = from_host(std::vector<float>{1, 2, 6, 1, 2, 6}, Shape{2, 3, 1, 1});
+  Array lengths = from_host<int32_t>({2, 3}, {2});
+  // Example 0: keys 0..1 only, and query 2 is padding (its output zero).
+  std::vector<double> padded = values(nn::dot_product_attention(
+      q, q, v, {.query_seq_lengths = lengths, .key_value_seq_lengths = lengths}));
+  EXPECT_THAT(padded, ::testing::Pointwise(::testing::DoubleNear(1e-6),
+                                           std::vector<double>{1.5, 1.5, 0, 3, 3, 3}));
+  // Window (0, 1): query i sees keys i and i + 1.
+  std::vector<double> window =
+      values(nn::dot_product_attention(q, q, v, {.local_window_size = std::pair{0, 1}}));
+  EXPECT_THAT(window, ::testing::Pointwise(::testing::DoubleNear(1e-6),
+                                           std::vector<double>{1.5, 4, 6, 1.5, 4, 6}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        (void)nn::dot_product_attention(q, q, v,
+                                        {.query_seq_lengths = astype(lengths, DType::i64)});
+      },
+      {"query_seq_lengths must be i32[2] (one length per example), got i64[2]"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        (void)nn::dot_product_attention(q, q, v, {.local_window_size = std::pair{-1, 0}});
+      },
+      {"local_window_size (-1, 0) must not be negative"}));
+}
+
 TEST(FunctionalErrors, BadArgumentsAreNamed) {
   Array x = ones({2, 4});
   EXPECT_TRUE(fails_with(

@@ -141,7 +141,9 @@ void add_contraction_and_nn_cases(const AddCase& add) {
 
   // Grouped-query attention: 4 query heads share 2 key heads.
   Shape q{2, 5, 4, 8}, kv{2, 6, 2, 8};
-  json loose = 1e-6;  // JAX's softmax runs in f32 for f64 inputs too
+  // JAX computes the softmax in f32 for f64 inputs too, so its f64 results are f32-precise:
+  // the f32 tolerance (measured up to 1.1e-6 on the sliding-window case).
+  json loose = 2e-6;
   add("nn.dot_product_attention", {{"f64_tolerance", loose}}, operands({q, kv, kv}),
       [](const Inputs& in) { return single(nn::dot_product_attention(in[0], in[1], in[2])); });
   add("nn.dot_product_attention", {{"is_causal", true}, {"f64_tolerance", loose}},
@@ -172,6 +174,32 @@ void add_contraction_and_nn_cases(const AddCase& add) {
   add("nn.dot_product_attention", {{"is_causal", true}, {"f64_tolerance", loose}},
       operands({{5, 2, 8}, {5, 2, 8}, {5, 2, 8}}), [](const Inputs& in) {
         return single(nn::dot_product_attention(in[0], in[1], in[2], {.is_causal = true}));
+      });
+  // Padded sequences by length (example 0: 3 queries and 4 keys valid; example 1: all), and
+  // sliding windows, alone and with the causal mask.
+  add(
+      "nn.dot_product_attention",
+      {{"array_kwargs", {{"query_seq_lengths", 3}, {"key_value_seq_lengths", 4}}},
+       {"f64_tolerance", loose}},
+      [=](DType dtype) {
+        return Inputs{smooth(q, dtype), smooth(kv, dtype, 0.4), smooth(kv, dtype, 0.8),
+                      from_host<int32_t>({3, 5}, {2}), from_host<int32_t>({4, 6}, {2})};
+      },
+      [](const Inputs& in) {
+        return single(nn::dot_product_attention(
+            in[0], in[1], in[2], {.query_seq_lengths = in[3], .key_value_seq_lengths = in[4]}));
+      });
+  add("nn.dot_product_attention",
+      {{"local_window_size", json::array({2, 1})}, {"f64_tolerance", loose}}, operands({q, kv, kv}),
+      [](const Inputs& in) {
+        return single(
+            nn::dot_product_attention(in[0], in[1], in[2], {.local_window_size = std::pair{2, 1}}));
+      });
+  add("nn.dot_product_attention",
+      {{"local_window_size", json::array({1, 1})}, {"is_causal", true}, {"f64_tolerance", loose}},
+      operands({q, kv, kv}), [](const Inputs& in) {
+        return single(nn::dot_product_attention(
+            in[0], in[1], in[2], {.is_causal = true, .local_window_size = std::pair{1, 1}}));
       });
 }
 

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <utility>
 
 #include "kiln/array.h"
 #include "kiln/shape.h"
@@ -37,6 +38,13 @@ struct AttentionOptions {
   bool is_causal = false;
   // Multiplies the logits; 1 / sqrt(head size) when not given.
   std::optional<double> scale = std::nullopt;
+  // i32 [batch]: the valid length of each example's queries and keys; positions past it are
+  // padding. A padded query's output is zero, and no query attends to a padded key.
+  std::optional<Array> query_seq_lengths = std::nullopt;
+  std::optional<Array> key_value_seq_lengths = std::nullopt;
+  // (left, right): query i attends to keys i - left .. i + right only (sliding-window
+  // attention; with is_causal, right is 0 in effect).
+  std::optional<std::pair<int64_t, int64_t>> local_window_size = std::nullopt;
 };
 
 // jax.nn.dot_product_attention: softmax(q k^T * scale + bias, masked) v for query
