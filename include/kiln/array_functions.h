@@ -67,9 +67,24 @@ std::vector<Array> array_split(const Array& x, int64_t sections, int64_t axis = 
 // kConstant fills with `constant`; kEdge repeats the end elements; kReflect mirrors about
 // them (excluding them: 1 2 3 -> 3 2 | 1 2 3 | 2 1); kSymmetric mirrors including them
 // (2 1 | 1 2 3 | 3 2); kWrap continues from the other end. Widths past the axis's size
-// repeat the pattern, as NumPy's do. (lax's pad, with negative and interior padding, is
-// pad(x, low, high, interior, value) in kiln/ops.h.)
-enum class PadMode { kConstant, kEdge, kReflect, kSymmetric, kWrap };
+// repeat the pattern, as NumPy's do. kLinearRamp ramps from `constant` (numpy's end_values)
+// to the edge value; kMaximum, kMinimum, kMean and kMedian repeat that statistic of the
+// whole axis (numpy's stat_length=None; integers round the mean and median half to even).
+// Axes are padded in order, each seeing the padding of the axes before it, as NumPy's.
+// (lax's pad, with negative and interior padding, is pad(x, low, high, interior, value) in
+// kiln/ops.h.)
+enum class PadMode {
+  kConstant,
+  kEdge,
+  kReflect,
+  kSymmetric,
+  kWrap,
+  kLinearRamp,
+  kMaximum,
+  kMinimum,
+  kMean,
+  kMedian
+};
 Array pad(const Array& x, const std::vector<std::pair<int64_t, int64_t>>& pad_width,
           PadMode mode = PadMode::kConstant, double constant = 0, CallSite site = {});
 

@@ -331,8 +331,9 @@ void add_scan_and_masked_reduction_cases(const AddCase& add) {
     for (const auto& [before, after] : widths) pairs.push_back(json::array({before, after}));
     json kwargs = {{"pad_width", pairs}, {"mode", mode_name}};
     kwargs.update(extra);
-    double constant =
-        extra.contains("constant_values") ? extra["constant_values"].get<double>() : 0;
+    double constant = extra.contains("constant_values") ? extra["constant_values"].get<double>()
+                      : extra.contains("end_values")    ? extra["end_values"].get<double>()
+                                                        : 0;
     add("pad", kwargs, of_shape(shape), [widths, mode, constant](const Inputs& in) {
       return single(pad(in[0], widths, mode, constant));
     });
@@ -346,6 +347,13 @@ void add_scan_and_masked_reduction_cases(const AddCase& add) {
   pad_case({3, 4}, {{3, 1}, {0, 5}}, "wrap", PadMode::kWrap);
   pad_case({2, 3}, {{1, 1}, {0, 2}}, "constant", PadMode::kConstant, {{"constant_values", 1.5}});
   pad_case({0, 3}, {{1, 1}, {0, 0}}, "constant", PadMode::kConstant);
+  pad_case({3, 4}, {{2, 1}, {1, 3}}, "linear_ramp", PadMode::kLinearRamp, {{"end_values", 0.5}});
+  pad_case({5}, {{3, 2}}, "linear_ramp", PadMode::kLinearRamp);
+  pad_case({3, 4}, {{1, 2}, {2, 1}}, "maximum", PadMode::kMaximum);
+  pad_case({2, 3}, {{0, 2}, {1, 0}}, "minimum", PadMode::kMinimum);
+  pad_case({3, 4}, {{2, 1}, {1, 1}}, "mean", PadMode::kMean);
+  pad_case({3, 4}, {{1, 1}, {2, 2}}, "median", PadMode::kMedian);
+  pad_case({2, 5}, {{1, 0}, {0, 1}}, "median", PadMode::kMedian);
   for (std::string name : {"cumprod", "cummax", "cummin"}) {
     auto scan = [name](const Array& x, int64_t axis, bool reverse) {
       if (name == "cumprod") return cumprod(x, axis, reverse);
