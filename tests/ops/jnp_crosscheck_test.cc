@@ -1,6 +1,7 @@
 // kiln/array_functions.h against the real jax.numpy (the pinned peers, docs/peers.md): each
 // case runs one function on fixed inputs in f32 and f64, and, where the result is a float,
-// takes the gradient of sum(result * weights) with respect to the first input. This test
+// takes the gradient of sum(result * weights) with respect to the first input and the
+// results' tangents along a fixed direction of the first input (forward mode). This test
 // writes the cases, inputs and kiln's results to one JSON file;
 // tests/tools/jnp_crosscheck.py runs the same functions with jax.numpy and compares.
 #include <gmock/gmock.h>
@@ -18,6 +19,7 @@
 #include "kiln/array_functions.h"
 #include "kiln/gather_scatter.h"
 #include "kiln/grad.h"
+#include "kiln/jvp.h"
 #include "kiln/nn/activations.h"
 #include "kiln/nn/functional.h"
 #include "kiln/ops.h"
@@ -540,6 +542,24 @@ Array gradient(const Function& fn, const Inputs& inputs) {
   return grad(objective)(inputs[0]);
 }
 
+// The tangents of the float results along weights_like(input 0), by forward mode.
+json tangents(const Function& fn, const Inputs& inputs) {
+  auto of_first = [&](const Array& first) {
+    Inputs changed = inputs;
+    changed[0] = first;
+    std::vector<Array> floats;
+    for (const Array& out : fn(changed)) {
+      if (is_floating(out.dtype())) floats.push_back(out);
+    }
+    return floats;
+  };
+  auto [results, pushed] =
+      jvp(of_first, std::tuple{inputs[0]}, std::tuple{weights_like(inputs[0])});
+  json encoded = json::array();
+  for (const Array& t : pushed) encoded.push_back(encode(t));
+  return encoded;
+}
+
 TEST(JnpCrosscheck, ArrayFunctionsMatchJaxNumpyInValueAndGradient) {
   json record = {{"cases", json::array()}};
   for (const Case& c : cases()) {
@@ -552,7 +572,10 @@ TEST(JnpCrosscheck, ArrayFunctionsMatchJaxNumpyInValueAndGradient) {
                     {"outputs", json::array()}};
       for (const Array& x : inputs) entry["inputs"].push_back(encode(x));
       for (const Array& y : outputs) entry["outputs"].push_back(encode(y));
-      if (is_floating(outputs.at(0).dtype())) entry["gradient"] = encode(gradient(c.fn, inputs));
+      if (is_floating(outputs.at(0).dtype())) {
+        entry["gradient"] = encode(gradient(c.fn, inputs));
+        entry["tangents"] = tangents(c.fn, inputs);
+      }
       record["cases"].push_back(entry);
     }
   }

@@ -2,10 +2,12 @@
 """kiln's jax.numpy functions (kiln/array_functions.h) against the real jax.numpy, for
 tests/ops/jnp_crosscheck_test.cc, which writes FILE: for each case the function's name and
 keyword arguments, its inputs, kiln's results, and, where the result is a float, kiln's
-gradient of sum(result * weights) with respect to the first input. This script calls the
+gradient of sum(result * weights) with respect to the first input and the float results'
+tangents along weights_like(first input) (forward mode). This script calls the
 same jax.numpy function on the same inputs (with x64 on, so f64 stays f64), takes the same
-gradient with jax.grad, each under jax.jit (one compilation a case rather than one per
-operation and shape: 9 s instead of 25 s for the whole record), and compares.
+gradient with jax.grad and the same tangents with jax.jvp, each under jax.jit (one
+compilation a case rather than one per operation and shape: 9 s instead of 25 s for the
+whole record), and compares.
 
 Besides jax.numpy's names: "einsum" (kwargs["subscripts"] first), "nn.*" (jax.nn),
 "lax.*" (jax.lax; kwargs["dimension_numbers"] of lax.gather and lax.scatter* is a dict of
@@ -159,12 +161,22 @@ def main(argv):
                            if jnp.issubdtype(out.dtype, jnp.inexact))
             problems += differences("gradient", decode(case["gradient"]),
                                     jax.jit(jax.grad(objective))(inputs[0]), tolerance)
+        if "tangents" in case:
+            def pushed(first, direction):
+                def floats(x):
+                    return [out for out in fn(x, *inputs[1:])
+                            if jnp.issubdtype(out.dtype, jnp.inexact)]
+                return jax.jvp(floats, (first,), (direction,))[1]
+            theirs = jax.jit(pushed)(inputs[0], weights_like(jnp.asarray(inputs[0])))
+            for i, (mine, their) in enumerate(zip(case["tangents"], theirs)):
+                problems += differences(f"tangent {i}", decode(mine), their, tolerance)
         if problems:
             failed.append(f"{label}: " + "; ".join(problems))
     for line in failed:
         print("FAILED", line)
-    print(f"jnp_crosscheck: {len(record['cases'])} cases (values and gradients, f32 and f64), "
-          f"{len(failed)} failed")
+    with_tangents = sum(1 for case in record["cases"] if "tangents" in case)
+    print(f"jnp_crosscheck: {len(record['cases'])} cases (values and gradients, f32 and f64; "
+          f"tangents by forward mode in {with_tangents}), {len(failed)} failed")
     return 1 if failed else 0
 
 
