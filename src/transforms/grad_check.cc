@@ -112,36 +112,28 @@ void check_grads_flat(const FlatFunction& fn, std::span<const Array> inputs,
       numeric_scale += std::fabs(u[i] * derivative);
     }
   }
-  double scale = 0;
-  double reverse = inner(pulled, tangent, &scale);
-  double tolerance =
-      *options.atol + *options.rtol * std::max({std::fabs(numeric), numeric_scale, scale});
-  if (!(std::fabs(numeric - reverse) <= tolerance)) {
+  // <u, J v> by one mode against the finite differences, within the tolerance.
+  auto agrees = [&](std::string_view mode, std::string_view rule, double found, double scale) {
+    double tolerance =
+        *options.atol + *options.rtol * std::max({std::fabs(numeric), numeric_scale, scale});
+    if (std::fabs(numeric - found) <= tolerance) return;
     fail(site,
-         fmt::format("check_grads: reverse-mode and finite differences disagree: <u, J v> = "
-                     "{:.10g} by finite differences (eps {}) but {:.10g} by the VJP (difference "
-                     "{:.3g}, tolerance {:.3g})",
-                     numeric, eps, reverse, std::fabs(numeric - reverse), tolerance),
-         "check the VJP rules of the primitives this function uses; use f64 inputs so that "
-         "finite differences are accurate");
-  }
+         fmt::format("check_grads: {} and finite differences disagree: <u, J v> = {:.10g} by "
+                     "finite differences (eps {}) but {:.10g} by the {} (difference {:.3g}, "
+                     "tolerance {:.3g})",
+                     mode, numeric, eps, found, rule, std::fabs(numeric - found), tolerance),
+         fmt::format("check the {} rules of the primitives this function uses; use f64 inputs "
+                     "so that finite differences are accurate",
+                     rule));
+  };
+  double reverse_scale = 0;
+  double reverse = inner(pulled, tangent, &reverse_scale);
+  agrees("reverse-mode", "VJP", reverse, reverse_scale);
   if (options.forward) {
-    FlatLinearized linearized = linearize_flat(fn, inputs, site);
-    std::vector<Array> pushed = linearized.push_forward(tangent);
+    std::vector<Array> pushed = linearize_flat(fn, inputs, site).push_forward(tangent);
     double forward_scale = 0;
     double forward = inner(cotangent, pushed, &forward_scale);
-    double forward_tolerance =
-        *options.atol +
-        *options.rtol * std::max({std::fabs(numeric), numeric_scale, forward_scale});
-    if (!(std::fabs(numeric - forward) <= forward_tolerance)) {
-      fail(site,
-           fmt::format("check_grads: forward mode and finite differences disagree: <u, J v> = "
-                       "{:.10g} by finite differences (eps {}) but {:.10g} by the JVP "
-                       "(difference {:.3g}, tolerance {:.3g})",
-                       numeric, eps, forward, std::fabs(numeric - forward), forward_tolerance),
-           "check the JVP rules of the primitives this function uses; use f64 inputs so that "
-           "finite differences are accurate");
-    }
+    agrees("forward mode", "JVP", forward, forward_scale);
   }
   if (options.order >= 2) {
     // The gradient function itself: x -> J(x)^T u, with u fixed.
