@@ -49,8 +49,14 @@ class SmallVector {
   }
   void pop_back() {
     --size_;
-    if (size_ >= N) heap_.pop_back();
-    if (size_ == N) heap_.clear();
+    if (size_ > N) {
+      heap_.pop_back();
+    } else if (size_ == N) {
+      // Back to inline storage: the heap holds the current values (the inline copy is
+      // from before the spill, and elements may have changed since).
+      std::copy(heap_.begin(), heap_.begin() + N, inline_);
+      heap_.clear();
+    }
   }
   void resize(size_t count, T value = T{}) {
     while (size_ > count) pop_back();

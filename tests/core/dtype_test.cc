@@ -53,5 +53,20 @@ TEST(SmallVector, SpillsToHeapAndKeepsOrder) {
   EXPECT_LT((Dims{0, 1}), (Dims{0, 2}));
 }
 
+TEST(SmallVector, ShrinkingBackToInlineKeepsTheHeapsValues) {
+  // One past the inline size, then back: erase_at rotates on the heap, so the values that
+  // return inline are the heap's (a vmap of a rank-7 broadcast found the inline copy stale).
+  Dims dims{10, 11, 12, 13, 14, 15, 16};
+  dims.erase_at(0);
+  EXPECT_EQ(dims, (Dims{11, 12, 13, 14, 15, 16}));
+  Dims changed{0, 1, 2, 3, 4, 5, 6};
+  changed[2] = 42;
+  changed.pop_back();
+  EXPECT_EQ(changed, (Dims{0, 1, 42, 3, 4, 5}));
+  Shape example{2, 1, 2, 1, 3, 2, 1};
+  example.dims().erase_at(0);
+  EXPECT_EQ(example, (Shape{1, 2, 1, 3, 2, 1}));
+}
+
 }  // namespace
 }  // namespace kiln

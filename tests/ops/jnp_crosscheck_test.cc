@@ -19,10 +19,12 @@
 #include "kiln/array_functions.h"
 #include "kiln/gather_scatter.h"
 #include "kiln/grad.h"
+#include "kiln/jit.h"
 #include "kiln/jvp.h"
 #include "kiln/nn/activations.h"
 #include "kiln/nn/functional.h"
 #include "kiln/ops.h"
+#include "kiln/vmap.h"
 #include "support/arrays.h"
 #include "support/errors.h"
 #include "support/peer_check.h"
@@ -583,6 +585,65 @@ TEST(JnpCrosscheck, ArrayFunctionsMatchJaxNumpyInValueAndGradient) {
   EXPECT_EQ(peer.status, 0) << peer.text;
   EXPECT_THAT(peer.text, ::testing::HasSubstr(" 0 failed")) << peer.text;
   std::cout << peer.text;
+}
+
+// The other two transformations on every case, in f64, against kiln's own eager results
+// (the values are checked against JAX above): jit of the function, and vmap over a batch
+// of two examples, the second with its float inputs moved (integer inputs, indices among
+// them, stay valid unchanged). Release only, with the cross-check: a compilation per case.
+TEST(JnpCrosscheck, JitAndVmapOfEveryCaseMatchEager) {
+  auto same = [](const Array& got, const Array& want, const std::string& what) {
+    ASSERT_EQ(got.shape(), want.shape()) << what;
+    std::vector<double> a = values(got), b = values(want);
+    for (size_t i = 0; i < a.size(); ++i) {
+      bool equal = std::isnan(b[i]) ? std::isnan(a[i])
+                                    : a[i] == b[i] || std::fabs(a[i] - b[i]) <=
+                                                          1e-12 * std::max(1.0, std::fabs(b[i]));
+      EXPECT_TRUE(equal) << what << "[" << i << "]: " << a[i] << ", eager " << b[i];
+    }
+  };
+  int checked = 0;
+  for (const Case& c : cases()) {
+    Inputs inputs = c.inputs(DType::f64);
+    Function fn = c.fn;
+    auto flat = [fn](const std::vector<Array>& in) { return fn(in); };
+    std::vector<Array> eager = fn(inputs);
+    std::string label = c.name + " " + c.kwargs.dump();
+    std::vector<Array> jitted;
+    try {
+      jitted = jit(flat)(inputs);
+    } catch (const Error& error) {
+      ADD_FAILURE() << label << " jit: " << error.what();
+      continue;
+    }
+    ASSERT_EQ(jitted.size(), eager.size()) << label;
+    for (size_t k = 0; k < eager.size(); ++k)
+      same(jitted[k], eager[k], label + " jit " + std::to_string(k));
+    Inputs second, stacked;
+    for (const Array& x : inputs) {
+      Array other =
+          is_floating(x.dtype()) ? add(mul(x, scalar(0.5, x.dtype())), scalar(0.25, x.dtype())) : x;
+      second.push_back(other);
+      stacked.push_back(stack({x, other}));
+    }
+    std::vector<Array> batched;
+    try {
+      batched = vmap(flat)(stacked);
+    } catch (const Error& error) {
+      ADD_FAILURE() << label << " vmap: " << error.what();
+      continue;
+    }
+    std::vector<Array> eager_second = fn(second);
+    ASSERT_EQ(batched.size(), eager.size()) << label;
+    for (size_t k = 0; k < eager.size(); ++k) {
+      same(take(batched[k], from_host<int32_t>({0}, {}), 0), eager[k],
+           label + " vmap example 0 result " + std::to_string(k));
+      same(take(batched[k], from_host<int32_t>({1}, {}), 0), eager_second[k],
+           label + " vmap example 1 result " + std::to_string(k));
+    }
+    ++checked;
+  }
+  EXPECT_GT(checked, 100);
 }
 
 // Small cases worked by hand, so that the index arithmetic also runs under ASan (the
