@@ -1,8 +1,10 @@
 // numpy.einsum from dot_general, sum and transpose: the subscripts are parsed into one label
 // per axis, each operand loses its repeated labels (diagonals) and the labels nothing else
-// needs (summed), then the operands are contracted left to right, a label shared by both
-// sides becoming a batch axis while something later still needs it and a contracted axis
-// otherwise.
+// needs (summed), then the operands are contracted pairwise, a label shared by both sides
+// becoming a batch axis while something later still needs it and a contracted axis
+// otherwise. With three or more operands the order of the pairs is the cheapest by
+// multiply-adds: every order for up to five operands (opt_einsum's "optimal", which
+// jnp.einsum uses for so few), the cheapest next pair beyond that (its "greedy").
 #include <algorithm>
 #include <cctype>
 #include <string>
@@ -166,6 +168,98 @@ LabelledArray contract(const LabelledArray& a, const LabelledArray& b, const Lab
   return {out, labels};
 }
 
+// ----- the order of the contractions ---------------------------------------------------
+
+using LabelSizes = std::vector<std::pair<Label, int64_t>>;
+
+bool has_label(const Labels& labels, Label label) {
+  return std::find(labels.begin(), labels.end(), label) != labels.end();
+}
+
+// The labels of every operand but those at `skip_a` and `skip_b`, and the output's.
+Labels labels_besides(const std::vector<Labels>& operands, const Labels& output, size_t skip_a,
+                      size_t skip_b) {
+  Labels needed = output;
+  for (size_t k = 0; k < operands.size(); ++k) {
+    if (k != skip_a && k != skip_b) {
+      needed.insert(needed.end(), operands[k].begin(), operands[k].end());
+    }
+  }
+  return needed;
+}
+
+Labels only_needed(const Labels& labels, const Labels& needed) {
+  Labels kept;
+  for (Label label : labels) {
+    if (has_label(needed, label)) kept.push_back(label);
+  }
+  return kept;
+}
+
+struct Pair {
+  size_t first, second;  // positions in the current list; the result takes `first`'s place
+};
+
+// Contracts operands i and j of `operands` at the level of labels (what einsum() does with
+// the arrays) and returns the multiply-adds it costs: one per combination of the labels
+// of both sides, after each has summed what nothing else needs.
+double contract_labels(std::vector<Labels>& operands, const Labels& output, Pair pair,
+                       const LabelSizes& sizes) {
+  auto [i, j] = pair;
+  Labels a = only_needed(operands[i], labels_besides(operands, output, i, operands.size()));
+  Labels b = only_needed(operands[j], labels_besides(operands, output, j, operands.size()));
+  Labels both = a;
+  for (Label label : b) {
+    if (!has_label(both, label)) both.push_back(label);
+  }
+  double cost = 1;
+  for (Label label : both) {
+    for (const auto& [known, size] : sizes) {
+      if (known == label) cost *= static_cast<double>(size);
+    }
+  }
+  operands[i] = only_needed(both, labels_besides(operands, output, i, j));
+  operands.erase(operands.begin() + static_cast<std::ptrdiff_t>(j));
+  return cost;
+}
+
+// The cheapest sequence of pairs for `operands`, and its cost in `best_cost`.
+std::vector<Pair> cheapest_order(const std::vector<Labels>& operands, const Labels& output,
+                                 const LabelSizes& sizes, double& best_cost) {
+  best_cost = 0;
+  if (operands.size() < 2) return {};
+  constexpr size_t kSearchEveryOrderUpTo = 5;
+  bool exhaustive = operands.size() <= kSearchEveryOrderUpTo;
+  std::vector<Pair> best;
+  best_cost = -1;
+  for (size_t i = 0; i < operands.size(); ++i) {
+    for (size_t j = i + 1; j < operands.size(); ++j) {
+      std::vector<Labels> next = operands;
+      double cost = contract_labels(next, output, Pair{i, j}, sizes);
+      std::vector<Pair> rest;
+      double rest_cost = 0;
+      if (exhaustive) rest = cheapest_order(next, output, sizes, rest_cost);
+      // Strictly cheaper only: among equal costs the first pair in order wins.
+      if (best_cost < 0 || cost + rest_cost < best_cost) {
+        best_cost = cost + rest_cost;
+        best = {Pair{i, j}};
+        best.insert(best.end(), rest.begin(), rest.end());
+      }
+    }
+  }
+  if (!exhaustive) {
+    // Greedy: take the cheapest first pair, then choose again among what remains.
+    std::vector<Labels> next = operands;
+    double cost = contract_labels(next, output, best.front(), sizes);
+    double rest_cost = 0;
+    std::vector<Pair> rest = cheapest_order(next, output, sizes, rest_cost);
+    best.resize(1);
+    best.insert(best.end(), rest.begin(), rest.end());
+    best_cost = cost + rest_cost;
+  }
+  return best;
+}
+
 }  // namespace
 
 Array einsum(std::string_view subscripts, const std::vector<Array>& operands, CallSite site) {
@@ -274,26 +368,20 @@ Array einsum(std::string_view subscripts, const std::vector<Array>& operands, Ca
     if (full_shape != array.shape()) array = broadcast_to(array, full_shape, site);
     pending.push_back(diagonals({array, labels[i]}, site));
   }
-  // What is needed beyond operand i: the output and every other operand's labels.
-  auto needed_beyond = [&](size_t i, size_t from) {
-    Labels needed = output;
-    for (size_t j = from; j < pending.size(); ++j) {
-      if (j != i) needed.insert(needed.end(), pending[j].labels.begin(), pending[j].labels.end());
-    }
-    return needed;
-  };
-  LabelledArray result = sum_unneeded(pending[0], needed_beyond(0, 0), site);
-  for (size_t next = 1; next < pending.size(); ++next) {
-    LabelledArray right = sum_unneeded(
-        pending[next],
-        [&] {
-          Labels needed = needed_beyond(next, next);
-          needed.insert(needed.end(), result.labels.begin(), result.labels.end());
-          return needed;
-        }(),
-        site);
-    result = contract(result, right, needed_beyond(pending.size(), next + 1), site);
+  std::vector<Labels> operand_labels;
+  for (const LabelledArray& x : pending) operand_labels.push_back(x.labels);
+  double cost = 0;
+  std::vector<Pair> order = cheapest_order(operand_labels, output, sizes, cost);
+  for (Pair pair : order) {
+    auto [i, j] = pair;
+    std::vector<Labels> now;
+    for (const LabelledArray& x : pending) now.push_back(x.labels);
+    LabelledArray a = sum_unneeded(pending[i], labels_besides(now, output, i, now.size()), site);
+    LabelledArray b = sum_unneeded(pending[j], labels_besides(now, output, j, now.size()), site);
+    pending[i] = contract(a, b, labels_besides(now, output, i, j), site);
+    pending.erase(pending.begin() + static_cast<std::ptrdiff_t>(j));
   }
+  LabelledArray result = sum_unneeded(pending[0], output, site);
 
   Dims permutation;
   for (Label label : output) {
