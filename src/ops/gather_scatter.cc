@@ -19,10 +19,6 @@
 namespace kiln::lax {
 namespace {
 
-std::string axes_text(const Dims& dims) {
-  return dims_to_string(dims);
-}
-
 bool contains(const Dims& dims, int64_t value) {
   return std::find(dims.begin(), dims.end(), value) != dims.end();
 }
@@ -39,12 +35,12 @@ void check_axes(std::string_view op, std::string_view field, const Dims& dims, i
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] < 0 || dims[i] >= limit) {
       fail(site, fmt::format("{}: {} = {} names axis {}, outside [0, {})", op, field,
-                             axes_text(dims), dims[i], limit));
+                             dims_to_string(dims), dims[i], limit));
     }
     for (size_t j = 0; j < i; ++j) {
       if (dims[j] == dims[i] || (sorted && dims[j] > dims[i])) {
-        fail(site, fmt::format("{}: {} = {} must hold distinct axes{}", op, field, axes_text(dims),
-                               sorted ? " in ascending order" : ""));
+        fail(site, fmt::format("{}: {} = {} must hold distinct axes{}", op, field,
+                               dims_to_string(dims), sorted ? " in ascending order" : ""));
       }
     }
   }
@@ -64,15 +60,7 @@ struct WindowSpec {
 };
 
 void check_common(const WindowSpec& w, CallSite site) {
-  if (!w.operand.defined() || !w.indices.defined()) {
-    fail(site, fmt::format("{}: an operand is an empty Array (default-constructed)", w.op));
-  }
-  if (!is_integer(w.indices.dtype())) {
-    fail(site,
-         fmt::format("{}: indices must have an integer dtype, got {}", w.op,
-                     w.indices.aval().to_string()),
-         "convert them first, e.g. astype(indices, DType::i32)");
-  }
+  require_index_operands(w.op, w.operand, w.indices, site);
   if (w.indices.rank() == 0) {
     fail(site,
          fmt::format("{}: indices must have at least one axis (the index vectors lie "
@@ -85,7 +73,7 @@ void check_common(const WindowSpec& w, CallSite site) {
   if (vector != static_cast<int64_t>(w.start_map.size())) {
     fail(site, fmt::format("{}: the index vectors (last axis of indices {}) have {} entries, "
                            "but the start map {} names {} operand axes",
-                           w.op, w.indices.aval().to_string(), vector, axes_text(w.start_map),
+                           w.op, w.indices.aval().to_string(), vector, dims_to_string(w.start_map),
                            w.start_map.size()));
   }
   check_axes(w.op, "the start map", w.start_map, rank, false, site);
@@ -93,9 +81,10 @@ void check_common(const WindowSpec& w, CallSite site) {
   check_axes(w.op, "the indices' batching dims", w.indices_batching, w.indices.rank() - 1, false,
              site);
   if (w.operand_batching.size() != w.indices_batching.size()) {
-    fail(site, fmt::format("{}: operand_batching_dims {} and the indices' batching dims {} must "
-                           "pair up (same length)",
-                           w.op, axes_text(w.operand_batching), axes_text(w.indices_batching)));
+    fail(site,
+         fmt::format("{}: operand_batching_dims {} and the indices' batching dims {} must "
+                     "pair up (same length)",
+                     w.op, dims_to_string(w.operand_batching), dims_to_string(w.indices_batching)));
   }
   for (size_t i = 0; i < w.operand_batching.size(); ++i) {
     int64_t d = w.operand_batching[i], b = w.indices_batching[i];
@@ -261,13 +250,13 @@ Array scatter_with(Combine combine, const Array& operand, const Array& indices,
     }
   }
   if (window.size() != dn.update_window_dims.size()) {
-    fail(site,
-         fmt::format("{}: update_window_dims {} name {} axes, but the operand {} has {} "
-                     "window axes (those not in inserted_window_dims {} or "
-                     "operand_batching_dims {})",
-                     op, axes_text(dn.update_window_dims), dn.update_window_dims.size(),
-                     operand.aval().to_string(), window.size(), axes_text(dn.inserted_window_dims),
-                     axes_text(dn.operand_batching_dims)));
+    fail(site, fmt::format("{}: update_window_dims {} name {} axes, but the operand {} has {} "
+                           "window axes (those not in inserted_window_dims {} or "
+                           "operand_batching_dims {})",
+                           op, dims_to_string(dn.update_window_dims), dn.update_window_dims.size(),
+                           operand.aval().to_string(), window.size(),
+                           dims_to_string(dn.inserted_window_dims),
+                           dims_to_string(dn.operand_batching_dims)));
   }
   Dims sizes(static_cast<size_t>(rank), 1);
   std::vector<int64_t> window_axis(static_cast<size_t>(rank), -1);
@@ -309,7 +298,7 @@ Array scatter_with(Combine combine, const Array& operand, const Array& indices,
     fail(site, fmt::format("{}: updates {} do not fit indices {}: the updates' axes outside "
                            "update_window_dims {} must be the indices' axes but the last",
                            op, updates.aval().to_string(), indices.aval().to_string(),
-                           axes_text(dn.update_window_dims)));
+                           dims_to_string(dn.update_window_dims)));
   }
   int64_t n = operand.size();
   if (updates.size() == 0) return operand;
@@ -369,7 +358,7 @@ Array gather(const Array& operand, const Array& start_indices, const GatherDimen
   if (static_cast<int64_t>(slice_sizes.size()) != rank) {
     fail(site,
          fmt::format("gather: slice_sizes {} has {} entries for an operand of rank {}",
-                     axes_text(slice_sizes), slice_sizes.size(), rank),
+                     dims_to_string(slice_sizes), slice_sizes.size(), rank),
          "one size per operand axis");
   }
   WindowSpec spec{op,
@@ -408,7 +397,7 @@ Array gather(const Array& operand, const Array& start_indices, const GatherDimen
   if (window.size() != dn.offset_dims.size()) {
     fail(site, fmt::format("gather: offset_dims {} name {} output axes, but the window has {} "
                            "(the operand's axes not collapsed or batching)",
-                           axes_text(dn.offset_dims), dn.offset_dims.size(), window.size()));
+                           dims_to_string(dn.offset_dims), dn.offset_dims.size(), window.size()));
   }
   check_axes(op, "offset_dims", dn.offset_dims, out_rank, true, site);
   Dims out_dims, batch_axes;

@@ -17,17 +17,6 @@
 namespace kiln {
 namespace {
 
-void check_index_array(const Array& x, const Array& indices, CallSite site) {
-  if (!x.defined() || !indices.defined()) {
-    fail(site, "at: an operand is an empty Array (default-constructed)");
-  }
-  if (!is_integer(indices.dtype())) {
-    fail(site,
-         fmt::format("at: indices must have an integer dtype, got {}", indices.aval().to_string()),
-         "convert them first, e.g. astype(indices, DType::i32)");
-  }
-}
-
 // The shape the index arrays broadcast to (numpy's rules), or an error naming them.
 Shape broadcast_indices(const std::vector<Array>& indices, CallSite site) {
   int64_t rank = 0;
@@ -83,7 +72,7 @@ Array::IndexedUpdate Array::at(const Array& indices, CallSite site) const {
 }
 
 Array::IndexedUpdate Array::at(const Array& indices, int64_t axis, CallSite site) const {
-  check_index_array(*this, indices, site);
+  require_index_operands("at", *this, indices, site);
   if (rank() == 0) {
     fail(site, fmt::format("at: cannot index a rank-0 array {}", aval().to_string()),
          "at() indexes an axis; reshape the array to rank 1 first");
@@ -94,7 +83,7 @@ Array::IndexedUpdate Array::at(const Array& indices, int64_t axis, CallSite site
 
 Array::IndexedUpdate Array::at(std::vector<Array> indices, CallSite site) const {
   if (indices.empty()) fail(site, "at: give at least one index array");
-  for (const Array& index : indices) check_index_array(*this, index, site);
+  for (const Array& index : indices) require_index_operands("at", *this, index, site);
   if (static_cast<int64_t>(indices.size()) > rank()) {
     fail(site,
          fmt::format("at: {} index arrays for an array {} of rank {}", indices.size(),

@@ -13,21 +13,6 @@
 namespace kiln {
 namespace {
 
-void check_defined(std::string_view op, const Array& x, const Array& indices, CallSite site) {
-  if (!x.defined() || !indices.defined()) {
-    fail(site, fmt::format("{}: an operand is an empty Array (default-constructed)", op));
-  }
-}
-
-void check_integer_indices(std::string_view op, const Array& indices, CallSite site) {
-  if (!is_integer(indices.dtype())) {
-    fail(site,
-         fmt::format("{}: indices must have an integer dtype, got {}", op,
-                     indices.aval().to_string()),
-         "convert them first, e.g. astype(indices, DType::i32)");
-  }
-}
-
 // numpy's take_along_axis: indices of x's rank, the other axes broadcasting against x's.
 Array take_along_axis_same_rank(const Array& x, const Array& indices, int64_t axis, CallSite site) {
   Shape x_shape = x.shape(), index_shape = indices.shape();
@@ -57,8 +42,7 @@ Array take_along_axis_same_rank(const Array& x, const Array& indices, int64_t ax
 
 Array take(const Array& x, const Array& indices, int64_t axis, std::optional<IndexMode> mode,
            CallSite site) {
-  check_defined("take", x, indices, site);
-  check_integer_indices("take", indices, site);
+  require_index_operands("take", x, indices, site);
   if (x.rank() == 0) {
     fail(site, fmt::format("take: cannot index a rank-0 array {}", x.aval().to_string()),
          "reshape it to rank 1 first, e.g. x.reshape({1})");
@@ -71,8 +55,7 @@ Array take(const Array& x, const Array& indices, int64_t axis, std::optional<Ind
 // Gather with every axis but `axis` as a batch axis: after moving `axis` last, the indices
 // (x's shape without `axis`) line up with x's leading axes.
 Array take_along_axis(const Array& x, const Array& indices, int64_t axis, CallSite site) {
-  check_defined("take_along_axis", x, indices, site);
-  check_integer_indices("take_along_axis", indices, site);
+  require_index_operands("take_along_axis", x, indices, site);
   if (x.rank() == 0) {
     fail(site,
          fmt::format("take_along_axis: cannot index a rank-0 array {}", x.aval().to_string()));

@@ -57,6 +57,19 @@ void require_defined(std::string_view op, const Array& x, CallSite site) {
   if (!x.defined()) fail(site, fmt::format("{}: the operand is an empty Array", op));
 }
 
+void require_index_operands(std::string_view op, const Array& x, const Array& indices,
+                            CallSite site) {
+  if (!x.defined() || !indices.defined()) {
+    fail(site, fmt::format("{}: an operand is an empty Array (default-constructed)", op));
+  }
+  if (!is_integer(indices.dtype())) {
+    fail(site,
+         fmt::format("{}: indices must have an integer dtype, got {}", op,
+                     indices.aval().to_string()),
+         "convert them first, e.g. astype(indices, DType::i32)");
+  }
+}
+
 Array bind_binary(PrimId id, std::string_view op, const Array& a, const Array& b, CallSite site) {
   if (!a.defined() || !b.defined()) {
     fail(site, fmt::format("{}: an operand is an empty Array (default-constructed)", op));

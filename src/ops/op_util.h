@@ -29,6 +29,9 @@ Array slice_axis(const Array& x, int64_t axis, int64_t start, int64_t limit, Cal
 
 // An error naming `op` when `x` is an empty (default-constructed) Array.
 void require_defined(std::string_view op, const Array& x, CallSite site);
+// An error naming `op` when `x` or `indices` is empty, or `indices` is not integer.
+void require_index_operands(std::string_view op, const Array& x, const Array& indices,
+                            CallSite site);
 
 // Axis normalisation with a user-facing error naming `op`.
 int64_t user_axis(std::string_view op, int64_t axis, int64_t rank, CallSite site);
