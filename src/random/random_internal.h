@@ -2,6 +2,8 @@
 // Threefry bit streams the samplers draw from (JAX's _threefry_random_bits_partitionable).
 #pragma once
 
+#include <cstdint>
+#include <functional>
 #include <string_view>
 #include <utility>
 
@@ -31,4 +33,33 @@ Array scale_uniform(const Array& unit, const Array& lo, const Array& hi, CallSit
 // A rank-0 constant next to `like` (on its device when it is committed to one).
 Array constant(double value, DType dtype, const Array& like, CallSite site);
 
+// What one draw computes besides its key: the shape, the dtype and two bounds (what they
+// mean is the sampler's). A static argument of the compiled draws, so hashable.
+struct DrawSpec {
+  Shape shape;
+  DType dtype = DType::f32;
+  double a = 0, b = 0;
+  bool operator==(const DrawSpec&) const = default;
+};
+using DrawBody = Array (*)(const Array& key, const DrawSpec& spec, CallSite site);
+
+// body(key, spec) as one compiled program per (body, spec) when called eagerly, as JAX's
+// samplers are jitted: the hash, the float conversion and the transform run as one fused
+// pass, and the only buffer left behind is the result (one eager op per step would hold
+// every intermediate alive until the device reached it: 13x the result's bytes for
+// normal). Inside a transformation the body is traced in place, keeping the caller's sites.
+Array compiled_draw(DrawBody body, const Array& key, DrawSpec spec, CallSite site);
+
 }  // namespace kiln::random::detail
+
+template <>
+struct std::hash<kiln::random::detail::DrawSpec> {
+  size_t operator()(const kiln::random::detail::DrawSpec& spec) const {
+    size_t h = std::hash<int>{}(static_cast<int>(spec.dtype));
+    auto mix = [&h](size_t value) { h ^= value + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2); };
+    for (int64_t size : spec.shape.dims()) mix(std::hash<int64_t>{}(size));
+    mix(std::hash<double>{}(spec.a));
+    mix(std::hash<double>{}(spec.b));
+    return h;
+  }
+};

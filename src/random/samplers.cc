@@ -137,6 +137,25 @@ Array scale_uniform(const Array& unit, const Array& lo, const Array& hi, CallSit
   return maximum(lo, add(mul(unit, range, site), lo, site), site);
 }
 
+// truncated_normal for validated bounds lo < hi (in the dtype), spec {dims, dtype, lo, hi}.
+Array truncated_normal_body(const Array& key, const DrawSpec& spec, CallSite site) {
+  const Shape& shape = spec.shape;
+  DType dtype = spec.dtype;
+  double lo = spec.a, hi = spec.b;
+  // The bounds' images under erf(x / sqrt(2)) (the normal CDF, rescaled to [-1, 1]),
+  // computed in `dtype` as JAX does.
+  Array sqrt2 = constant(std::sqrt(2.0), dtype, key, site);
+  Array a = erf(div(constant(lo, dtype, key, site), sqrt2, site), site);
+  Array b = erf(div(constant(hi, dtype, key, site), sqrt2, site), site);
+  Array u = scale_uniform(unit_floats(key, shape, dtype, site), a, b, site);
+  Array out = normal_from_uniform(u, dtype, key, site);
+  // Clamp into the open interval: rounding (or u == a) could reach a bound.
+  double inf = std::numeric_limits<double>::infinity();
+  Array above_lower = constant(next_after(lo, inf, dtype), dtype, key, site);
+  Array below_upper = constant(next_after(hi, -inf, dtype), dtype, key, site);
+  return minimum(below_upper, maximum(above_lower, out, site), site);
+}
+
 }  // namespace detail
 
 using detail::check_float_dtype;
@@ -171,7 +190,11 @@ Array uniform(const Array& key, Shape shape, DType dtype, double minval, double 
                      minval, maxval, dtype_name(dtype)),
          "use a wider dtype (f32 or f64) or a narrower range");
   }
-  return detail::uniform_between(key, shape, dtype, lo, hi, site);
+  return detail::compiled_draw(
+      [](const Array& k, const detail::DrawSpec& s, CallSite at) {
+        return detail::uniform_between(k, s.shape, s.dtype, s.a, s.b, at);
+      },
+      key, {shape, dtype, lo, hi}, site);
 }
 
 Array normal(const Array& key, Shape shape, DType dtype, CallSite site) {
@@ -180,8 +203,12 @@ Array normal(const Array& key, Shape shape, DType dtype, CallSite site) {
   check_float_dtype("normal", dtype, site);
   // u in (-1, 1): the smallest float above -1, up to 1 (exclusive).
   double lo = detail::next_after(-1.0, 0.0, dtype);
-  Array u = detail::uniform_between(key, shape, dtype, lo, 1.0, site);
-  return detail::normal_from_uniform(u, dtype, key, site);
+  return detail::compiled_draw(
+      [](const Array& k, const detail::DrawSpec& s, CallSite at) {
+        Array u = detail::uniform_between(k, s.shape, s.dtype, s.a, s.b, at);
+        return detail::normal_from_uniform(u, s.dtype, k, at);
+      },
+      key, {shape, dtype, lo, 1.0}, site);
 }
 
 Array truncated_normal(const Array& key, double lower, double upper, Shape shape, DType dtype,
@@ -199,18 +226,7 @@ Array truncated_normal(const Array& key, double lower, double upper, Shape shape
          collapsed ? "use a wider dtype or bounds further apart"
                    : "the bounds may be infinite, e.g. -INFINITY for no lower bound");
   }
-  // The bounds' images under erf(x / sqrt(2)) (the normal CDF, rescaled to [-1, 1]),
-  // computed in `dtype` as JAX does.
-  Array sqrt2 = detail::constant(std::sqrt(2.0), dtype, key, site);
-  Array a = erf(div(detail::constant(lo, dtype, key, site), sqrt2, site), site);
-  Array b = erf(div(detail::constant(hi, dtype, key, site), sqrt2, site), site);
-  Array u = detail::scale_uniform(detail::unit_floats(key, shape, dtype, site), a, b, site);
-  Array out = detail::normal_from_uniform(u, dtype, key, site);
-  // Clamp into the open interval: rounding (or u == a) could reach a bound.
-  double inf = std::numeric_limits<double>::infinity();
-  Array above_lower = detail::constant(detail::next_after(lo, inf, dtype), dtype, key, site);
-  Array below_upper = detail::constant(detail::next_after(hi, -inf, dtype), dtype, key, site);
-  return minimum(below_upper, maximum(above_lower, out, site), site);
+  return detail::compiled_draw(detail::truncated_normal_body, key, {shape, dtype, lo, hi}, site);
 }
 
 Array bernoulli(const Array& key, double p, Shape shape, CallSite site) {

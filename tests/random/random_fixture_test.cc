@@ -1,18 +1,21 @@
 // kiln::random against values from an independent NumPy implementation of JAX's
 // derivations (tests/tools/jax_random_reference.py -> tests/random/expected_random.txt).
 // Keys, bits, uniform, bernoulli (scalar and array p), categorical and permutation must
-// match bit for bit; normal and truncated_normal within 1 ulp (they go through erf/erf_inv;
-// the reference rounds the exact values once, and kiln's kernels round correctly except in
-// near-ties, so in practice they match exactly too: the test reports how many were off).
+// match bit for bit; normal and truncated_normal within 1 ulp with the reference kernels
+// (KILN_KERNELS=ref: they go through erf/erf_inv, which the reference rounds correctly except
+// in near-ties) and within 4 with the fast ones (whose f32 erf_inv is Giles' polynomial); the
+// test reports how many were off.
 #include <gtest/gtest.h>
 
 #include <bit>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
 #include <optional>
 #include <sstream>
+#include <string_view>
 
 #include "kiln/ops.h"
 #include "kiln/random.h"
@@ -156,7 +159,10 @@ TEST(RandomFixture, MatchesTheIndependentNumpyReference) {
   std::ifstream in(kiln::testing::source_dir() / "tests/random/expected_random.txt");
   ASSERT_TRUE(in.good()) << "missing tests/random/expected_random.txt";
   std::string line;
-  int records = 0, float_values = 0, off_by_one_ulp = 0;
+  int records = 0, float_values = 0, off_ulps = 0;
+  const char* kernels = std::getenv("KILN_KERNELS");
+  bool reference_kernels = kernels != nullptr && std::string_view(kernels) == "ref";
+  const int64_t allowed_ulps = reference_kernels ? 1 : 4;
   std::map<std::string, int> per_op;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;
@@ -172,6 +178,9 @@ TEST(RandomFixture, MatchesTheIndependentNumpyReference) {
     }
     ASSERT_EQ(static_cast<int64_t>(r.values.size()), host.aval.num_elements()) << line;
     bool floating = is_floating(r.dtype);
+    // normal and truncated_normal go through erf_inv: the reference kernel's is correctly
+    // rounded (1 ulp at most, in near-ties); the fast kernel's f32 erf_inv is Giles'
+    // polynomial, within 2 ulps of it, and the scaling by sqrt(2) may add one.
     bool transcendental = r.op == "normal" || r.op == "truncated_normal";
     for (size_t i = 0; i < r.values.size(); ++i) {
       uint64_t actual = bits_at(host, static_cast<int64_t>(i));
@@ -184,8 +193,8 @@ TEST(RandomFixture, MatchesTheIndependentNumpyReference) {
       uint64_t expected = std::stoull(r.values[i], nullptr, 16);
       if (actual == expected) continue;
       int64_t distance = ulp_distance(actual, expected, dtype_size(r.dtype));
-      if (transcendental && distance <= 1) {
-        ++off_by_one_ulp;
+      if (transcendental && distance <= allowed_ulps) {
+        ++off_ulps;
         continue;
       }
       ADD_FAILURE() << line.substr(0, 120) << "\n  element " << i << ": got bits " << std::hex
@@ -200,9 +209,9 @@ TEST(RandomFixture, MatchesTheIndependentNumpyReference) {
     EXPECT_GT(per_op[op], 0) << "no fixture records for " << op;
   }
   std::printf(
-      "[ fixture  ] %d records, %d float values, %d normal/truncated_normal values 1 ulp "
-      "off (the rest bit-exact)\n",
-      records, float_values, off_by_one_ulp);
+      "[ fixture  ] %d records, %d float values, %d normal/truncated_normal values 1 to %d "
+      "ulps off (the rest bit-exact)\n",
+      records, float_values, off_ulps, static_cast<int>(allowed_ulps));
 }
 
 }  // namespace

@@ -21,6 +21,9 @@ enum class UnaryOp : uint8_t {
   kLog,
   kTanh,
   kLogistic,
+  // f32: Giles' single-precision approximation evaluated in f64 lanes, within 2 ulps of the
+  // correctly rounded reference; f64: the reference's own scalar function, lane by lane.
+  kErfInv,
   kCopy  // y = x bit for bit (jit's fused programs: a result copied out to memory)
 };
 enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin };

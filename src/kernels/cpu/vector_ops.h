@@ -37,6 +37,8 @@ constexpr std::optional<simd::UnaryOp> vector_unary_op(PrimId prim) {
       return simd::UnaryOp::kTanh;
     case prim::logistic:
       return simd::UnaryOp::kLogistic;
+    case prim::erf_inv:
+      return simd::UnaryOp::kErfInv;
     default:
       return std::nullopt;
   }
