@@ -14,5 +14,6 @@ void register_cpu_contract(PrimTable& table);
 void register_cpu_window(PrimTable& table);
 void register_cpu_random(PrimTable& table);
 void register_cpu_sort(PrimTable& table);
+void register_cpu_index(PrimTable& table);
 
 }  // namespace kiln

@@ -11,6 +11,7 @@ void register_cpu_kernels(PrimTable& table) {
   register_cpu_window(table);
   register_cpu_random(table);
   register_cpu_sort(table);
+  register_cpu_index(table);
 }
 
 }  // namespace kiln
