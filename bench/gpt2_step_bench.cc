@@ -1,0 +1,246 @@
+// The GPT-2 train step written the natural way (kiln/nn/gpt2.h: take() embedding,
+// softmax_cross_entropy, random::normal init, AdamW), timed phase by phase and set beside
+// its GEMM-bound limit: the step's matrix products, each shape timed alone through kiln's
+// GEMM in the same run, times how often the step runs it. Rounds alternate steps and the
+// limit and the ratio is taken round by round (the machine is noisy).
+//
+//   build/release/bench/gpt2_step_bench                       # GPT-2 124M, B = 4, T = 64
+//   build/release/bench/gpt2_step_bench --context 256 --rounds 3
+//   build/release/bench/gpt2_step_bench --layers 4 --heads 4 --channels 256 --vocab 256
+//       --padded-vocab 256 --max-context 256                  (examples/gpt2_small.toml's model)
+//
+// Prints: eager and jitted init (seconds, the allocator's peak against the parameters'
+// bytes), the step's compile time as JitStats reports it, the first steps' losses, and per
+// round the median step, the GEMM limit and their ratio. bench/gpt2_peers.py runs PyTorch
+// and JAX on the same model.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include "base/compute_pool.h"
+#include "base/trace_events.h"
+#include "kernels/cpu/gemm.h"
+#include "kiln/device.h"
+#include "kiln/grad.h"
+#include "kiln/jit.h"
+#include "kiln/nn/gpt2.h"
+#include "kiln/ops.h"
+#include "kiln/optim.h"
+#include "kiln/profile.h"
+#include "kiln/random.h"
+
+using namespace kiln;
+
+namespace {
+
+using profile::median;
+
+double gib(int64_t bytes) {
+  return static_cast<double>(bytes) / (1 << 30);
+}
+
+// One GEMM shape of the step and how many times a step runs it.
+struct StepGemm {
+  GemmDims dims;
+  int64_t count = 1;
+  std::vector<float> a, b, c;
+};
+
+StepGemm make_gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t count) {
+  StepGemm g;
+  g.dims = GemmDims{trans_a, trans_b, m, n, k, trans_a ? m : k, trans_b ? k : n, n};
+  g.count = count;
+  g.a.assign(static_cast<size_t>(m * k), 0.5f);
+  g.b.assign(static_cast<size_t>(k * n), 0.25f);
+  g.c.assign(static_cast<size_t>(m * n), 0.0f);
+  return g;
+}
+
+// A dense layer x[rows, in] @ w[in, out] in a train step: forward, dW = x^T dy, dX = dy w^T.
+void add_dense(std::vector<StepGemm>& gemms, int64_t rows, int64_t in, int64_t out, int64_t count) {
+  gemms.push_back(make_gemm(false, false, rows, out, in, count));
+  gemms.push_back(make_gemm(true, false, in, out, rows, count));
+  gemms.push_back(make_gemm(false, true, rows, in, out, count));
+}
+
+std::vector<StepGemm> step_gemms(const nn::Gpt2Config& config, int64_t batch, int64_t length) {
+  int64_t rows = batch * length, c = config.channels, layers = config.layers;
+  int64_t head = c / config.heads, attention_count = layers * batch * config.heads;
+  std::vector<StepGemm> gemms;
+  add_dense(gemms, rows, c, 3 * c, layers);
+  add_dense(gemms, rows, c, c, layers);
+  add_dense(gemms, rows, c, 4 * c, layers);
+  add_dense(gemms, rows, 4 * c, c, layers);
+  // Attention per (batch, head): scores q k^T [T, T] and y = p v [T, head] forward; their
+  // gradients dq, dk, dp, dv backward.
+  gemms.push_back(make_gemm(false, true, length, length, head, attention_count));
+  gemms.push_back(make_gemm(false, false, length, head, length, attention_count));
+  gemms.push_back(make_gemm(false, false, length, head, length, 2 * attention_count));
+  gemms.push_back(make_gemm(false, true, length, length, head, attention_count));
+  gemms.push_back(make_gemm(true, false, length, head, length, attention_count));
+  // The tied output projection x @ wte^T.
+  gemms.push_back(make_gemm(false, true, rows, config.padded_vocab_size, c, 1));
+  gemms.push_back(make_gemm(true, false, config.padded_vocab_size, c, rows, 1));
+  gemms.push_back(make_gemm(false, false, rows, c, config.padded_vocab_size, 1));
+  return gemms;
+}
+
+double gemm_flops(const std::vector<StepGemm>& gemms) {
+  double flops = 0;
+  for (const StepGemm& g : gemms) {
+    flops += 2.0 * static_cast<double>(g.dims.m * g.dims.n * g.dims.k * g.count);
+  }
+  return flops;
+}
+
+double time_gemms(std::vector<StepGemm>& gemms) {
+  ComputePool& pool = compute_pool();
+  double total = 0;
+  for (StepGemm& g : gemms) {
+    std::vector<double> samples;
+    for (int i = 0; i < 3; ++i) {
+      double start = profile::now_seconds();
+      gemm(pool, g.dims, g.a.data(), g.b.data(), g.c.data());
+      samples.push_back(profile::now_seconds() - start);
+    }
+    total += median(samples) * static_cast<double>(g.count);
+  }
+  return total;
+}
+
+// The kernels of one traced call of `fn`, summed by name, largest first.
+void print_breakdown(const std::function<void()>& fn) {
+  trace::begin_recording();
+  fn();
+  trace::Recording recording = trace::end_recording();
+  std::map<std::string, std::pair<double, int>> by_name;
+  double total = 0;
+  for (const trace::Event& event : recording.events) {
+    if (event.phase != trace::Event::Phase::kComplete || event.category != "kernel") continue;
+    auto& [seconds, count] = by_name[event.name];
+    seconds += static_cast<double>(event.duration_ns) * 1e-9;
+    ++count;
+    total += static_cast<double>(event.duration_ns) * 1e-9;
+  }
+  std::vector<std::pair<std::string, std::pair<double, int>>> sorted(by_name.begin(),
+                                                                     by_name.end());
+  std::sort(sorted.begin(), sorted.end(),
+            [](const auto& a, const auto& b) { return a.second.first > b.second.first; });
+  fmt::print("one step: {:.3f} s of kernels in {:.3f} s\n", total,
+             static_cast<double>(recording.duration_ns) * 1e-9);
+  for (size_t i = 0; i < std::min<size_t>(sorted.size(), 30); ++i) {
+    fmt::print("  {:8.1f} ms {:5.1f}% x{:<4} {}\n", 1e3 * sorted[i].second.first,
+               100 * sorted[i].second.first / total, sorted[i].second.second, sorted[i].first);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  nn::Gpt2Config config;
+  int64_t batch = 4, length = 64;
+  int rounds = 3, steps = 5;
+  bool breakdown = false;
+  CLI::App app{"GPT-2 train step (natural code) against its GEMM-bound limit"};
+  app.add_option("--layers", config.layers, "transformer blocks")->capture_default_str();
+  app.add_option("--heads", config.heads)->capture_default_str();
+  app.add_option("--channels", config.channels)->capture_default_str();
+  app.add_option("--vocab", config.vocab_size)->capture_default_str();
+  app.add_option("--padded-vocab", config.padded_vocab_size)->capture_default_str();
+  app.add_option("--max-context", config.max_context)->capture_default_str();
+  app.add_option("--batch", batch, "B")->capture_default_str();
+  app.add_option("--context", length, "T, tokens per sequence")->capture_default_str();
+  app.add_option("--rounds", rounds, "rounds of (steps, limit)")->capture_default_str();
+  app.add_option("--steps", steps, "timed steps per round")->capture_default_str();
+  app.add_flag("--breakdown", breakdown,
+               "trace one step and print where its time goes, kernel by kernel");
+  CLI11_PARSE(app, argc, argv);
+
+  Device* device = &default_device();
+  fmt::print("{}, B = {}, T = {}, {} compute threads\n", config.to_string(), batch, length,
+             device->compute_threads());
+
+  // Init, eagerly (as a user first writes it), then under jit.
+  device->reset_peak_memory();
+  double start = profile::now_seconds();
+  Tree params = nn::gpt2_init(config, random::key(0));
+  for (const Array& leaf : params.leaves()) leaf.block_until_ready();
+  double eager_init_s = profile::now_seconds() - start;
+  int64_t param_bytes = params.size_bytes();
+  fmt::print("init, eager: {:.2f} s, peak {:.2f} GiB for {:.2f} GiB of parameters ({} M)\n",
+             eager_init_s, gib(device->memory_stats().peak_bytes), gib(param_bytes),
+             params.size_bytes() / 4 / 1000000);
+  params = Tree();
+  device->reset_peak_memory();
+  auto init = jit([&](const Array& key) { return nn::gpt2_init(config, key); });
+  start = profile::now_seconds();
+  params = init(random::key(0));
+  for (const Array& leaf : params.leaves()) leaf.block_until_ready();
+  fmt::print("init, jit: {:.2f} s (compile {:.2f} s), peak {:.2f} GiB\n",
+             profile::now_seconds() - start, init.stats().compile_seconds,
+             gib(device->memory_stats().peak_bytes));
+
+  optim::GradientTransformation optimizer = optim::adamw(3e-4, 0.0);
+  Tree opt_state = optimizer.init(params);
+  auto loss_fn = [&](const Tree& p, const Array& tokens, const Array& targets) {
+    return nn::gpt2_loss(config, p, tokens, targets);
+  };
+  auto step = jit(
+      [&](const Tree& p, const Tree& state, const Array& tokens, const Array& targets) {
+        auto [loss, grads] = value_and_grad(loss_fn)(p, tokens, targets);
+        auto [updates, new_state] = optimizer.update(grads, state, p);
+        return std::make_tuple(optim::apply_updates(p, updates), new_state, loss);
+      },
+      JitOptions().named("gpt2_step").donating({0, 1}));
+  Array data =
+      random::randint(random::key(1), Shape{batch, length + 1}, 0, config.vocab_size, DType::i32);
+  Array tokens = slice(data, {0, 0}, {batch, length});
+  Array targets = slice(data, {0, 1}, {batch, length + 1});
+
+  auto one_step = [&] {
+    auto [p, s, loss] = step(params, opt_state, tokens, targets);
+    params = std::move(p);
+    opt_state = std::move(s);
+    return loss;
+  };
+  device->reset_peak_memory();
+  start = profile::now_seconds();
+  float first_loss = one_step().item<float>();
+  fmt::print("first step: {:.2f} s (compile {:.2f} s), loss {:.6f}\n",
+             profile::now_seconds() - start, step.stats().compile_seconds, first_loss);
+
+  if (breakdown) print_breakdown([&] { one_step().block_until_ready(); });
+
+  std::vector<StepGemm> gemms = step_gemms(config, batch, length);
+  double flops = gemm_flops(gemms);
+  std::vector<double> ratios;
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<double> samples;
+    float loss = 0;
+    for (int i = 0; i < steps; ++i) {
+      start = profile::now_seconds();
+      loss = one_step().item<float>();
+      samples.push_back(profile::now_seconds() - start);
+    }
+    double step_s = median(samples);
+    double limit_s = time_gemms(gemms);
+    ratios.push_back(step_s / limit_s);
+    fmt::print(
+        "round {}: step {:.3f} s ({:.0f} GFLOP/s of matmul), GEMM limit {:.3f} s "
+        "({:.0f} GFLOP/s), step/limit {:.2f}, loss {:.6f}\n",
+        round, step_s, flops / step_s / 1e9, limit_s, flops / limit_s / 1e9, step_s / limit_s,
+        loss);
+  }
+  fmt::print("peak {:.2f} GiB over the steps; step/limit median {:.2f} ({})\n",
+             gib(device->memory_stats().peak_bytes), median(ratios),
+             profile::format_ratios(ratios));
+  return 0;
+}
