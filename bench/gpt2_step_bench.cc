@@ -22,6 +22,8 @@
 #include <tuple>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
@@ -42,6 +44,12 @@ using namespace kiln;
 namespace {
 
 using profile::median;
+
+int64_t minor_faults() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return usage.ru_minflt;
+}
 
 double gib(int64_t bytes) {
   return static_cast<double>(bytes) / (1 << 30);
@@ -140,6 +148,21 @@ void print_breakdown(const std::function<void()>& fn) {
     fmt::print("  {:8.1f} ms {:5.1f}% x{:<4} {}\n", 1e3 * sorted[i].second.first,
                100 * sorted[i].second.first / total, sorted[i].second.second, sorted[i].first);
   }
+  std::vector<const trace::Event*> longest;
+  for (const trace::Event& event : recording.events) {
+    if (event.phase == trace::Event::Phase::kComplete && event.category == "kernel") {
+      longest.push_back(&event);
+    }
+  }
+  std::sort(longest.begin(), longest.end(),
+            [](const auto* a, const auto* b) { return a->duration_ns > b->duration_ns; });
+  fmt::print("the longest kernels:\n");
+  for (size_t i = 0; i < std::min<size_t>(longest.size(), 12); ++i) {
+    std::string args;
+    for (const auto& [key, value] : longest[i]->args) args += fmt::format(" {}={}", key, value);
+    fmt::print("  {:8.1f} ms {}{}\n", static_cast<double>(longest[i]->duration_ns) * 1e-6,
+               longest[i]->name, args);
+  }
 }
 
 }  // namespace
@@ -225,19 +248,25 @@ int main(int argc, char** argv) {
   for (int round = 0; round < rounds; ++round) {
     std::vector<double> samples;
     float loss = 0;
+    int64_t system_before = device->memory_stats().system_allocations;
+    int64_t faults_before = minor_faults();
     for (int i = 0; i < steps; ++i) {
       start = profile::now_seconds();
       loss = one_step().item<float>();
       samples.push_back(profile::now_seconds() - start);
     }
     double step_s = median(samples);
+    double system_per_step =
+        static_cast<double>(device->memory_stats().system_allocations - system_before) / steps;
+    double faults_per_step = static_cast<double>(minor_faults() - faults_before) / steps;
     double limit_s = time_gemms(gemms);
     ratios.push_back(step_s / limit_s);
     fmt::print(
         "round {}: step {:.3f} s ({:.0f} GFLOP/s of matmul), GEMM limit {:.3f} s "
-        "({:.0f} GFLOP/s), step/limit {:.2f}, loss {:.6f}\n",
-        round, step_s, flops / step_s / 1e9, limit_s, flops / limit_s / 1e9, step_s / limit_s,
-        loss);
+        "({:.0f} GFLOP/s), step/limit {:.2f}, loss {:.6f}; per step: {:.0f} allocations "
+        "from the OS, {:.0f} minor page faults\n",
+        round, step_s, flops / step_s / 1e9, limit_s, flops / limit_s / 1e9, step_s / limit_s, loss,
+        system_per_step, faults_per_step);
   }
   fmt::print("peak {:.2f} GiB over the steps; step/limit median {:.2f} ({})\n",
              gib(device->memory_stats().peak_bytes), median(ratios),

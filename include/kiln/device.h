@@ -23,6 +23,11 @@ struct MemoryStats {
   int64_t peak_bytes = 0;      // highest live_bytes so far
   int64_t reserved_bytes = 0;  // live plus freed blocks the allocator keeps for reuse
   int64_t num_allocations = 0;
+  // Allocations the cache could not serve: new memory from the OS, which costs a page fault
+  // per 4 KiB at first touch. A compiled step that runs again should add none.
+  int64_t system_allocations = 0;
+  // Cached blocks given back to the OS to make room for more recently freed ones.
+  int64_t cache_evictions = 0;
 };
 
 class Device {

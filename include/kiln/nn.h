@@ -3,6 +3,7 @@
 
 #include "kiln/nn/activations.h"
 #include "kiln/nn/functional.h"
+#include "kiln/nn/gpt2.h"
 #include "kiln/nn/initializers.h"
 #include "kiln/nn/losses.h"
 #include "kiln/nn/module.h"

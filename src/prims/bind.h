@@ -23,6 +23,12 @@ class Interpreter {
 
 // The eager interpreter, provided by the runtime layer.
 Interpreter& eager_interpreter();
+// The eager interpreter, except that each op runs on the calling thread before bind
+// returns, instead of behind everything already queued on its device: for constant folding
+// at compile time, which needs a few small values now and must not wait (nor make the
+// compile time it reports wait) for a queue of earlier work. An op still waits for its own
+// operands. Not a tracing interpreter (jit inlines under it, as under any other).
+Interpreter& immediate_interpreter();
 
 // The interpreter that handles binds on this thread now (the eager one when none is set).
 Interpreter& current_interpreter();

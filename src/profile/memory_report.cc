@@ -83,7 +83,8 @@ MemoryEstimate estimate_memory(const detail::Executable& executable, int64_t par
   return estimate;
 }
 
-nlohmann::json memory_report_json(const MemoryEstimate& estimate, int64_t observed_peak_bytes) {
+nlohmann::json memory_report_json(const MemoryEstimate& estimate, int64_t observed_peak_bytes,
+                                  const AllocatorActivity& allocator) {
   return {{"estimate",
            {{"params", estimate.params_bytes},
             {"optimizer_state", estimate.optimizer_state_bytes},
@@ -96,7 +97,12 @@ nlohmann::json memory_report_json(const MemoryEstimate& estimate, int64_t observ
           {"arena_bytes", estimate.arena_bytes},
           {"arena_peak_step", estimate.peak_step},
           {"observed_peak_bytes", observed_peak_bytes},
-          {"observed_minus_estimate_bytes", observed_peak_bytes - estimate.total()}};
+          {"observed_minus_estimate_bytes", observed_peak_bytes - estimate.total()},
+          {"allocator",
+           {{"steps", allocator.steps},
+            {"system_allocations", allocator.system_allocations},
+            {"cache_evictions", allocator.cache_evictions},
+            {"reserved_bytes", allocator.reserved_bytes}}}};
 }
 
 }  // namespace kiln::profile

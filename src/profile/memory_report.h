@@ -40,8 +40,18 @@ struct MemoryEstimate {
 MemoryEstimate estimate_memory(const detail::Executable& executable, int64_t params_bytes,
                                int64_t optimizer_state_bytes);
 
-// run.json's "memory": the estimate by part, the observed peak and their difference.
-nlohmann::json memory_report_json(const MemoryEstimate& estimate, int64_t observed_peak_bytes);
+// What the device's allocator did over the profiled steps (differences of MemoryStats).
+struct AllocatorActivity {
+  int64_t steps = 0;
+  int64_t system_allocations = 0;  // new memory from the OS: 0 once a step's arena is cached
+  int64_t cache_evictions = 0;
+  int64_t reserved_bytes = 0;  // at the end
+};
+
+// run.json's "memory": the estimate by part, the observed peak and their difference, and
+// the allocator's activity.
+nlohmann::json memory_report_json(const MemoryEstimate& estimate, int64_t observed_peak_bytes,
+                                  const AllocatorActivity& allocator = {});
 
 // Whether an equation's name stack marks it as part of a backward pass ("grad" is one of
 // its components).

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdlib>
 #include <new>
+#include <vector>
 
 #include "base/trace_events.h"
 #include "kiln/error.h"
@@ -42,14 +43,18 @@ std::shared_ptr<Buffer> CachingAllocator::allocate(size_t bytes) {
     std::lock_guard lock(mutex_);
     auto it = cache_.find(capacity);
     if (it != cache_.end() && !it->second.empty()) {
-      data = it->second.back();
+      data = it->second.back().data;
+      release_order_.erase(it->second.back().freed);
       it->second.pop_back();
       cached_bytes_ -= capacity;
     }
     stats_.live_bytes += static_cast<int64_t>(bytes);
     stats_.peak_bytes = std::max(stats_.peak_bytes, stats_.live_bytes);
     stats_.num_allocations += 1;
-    if (data == nullptr) stats_.reserved_bytes += static_cast<int64_t>(capacity);
+    if (data == nullptr) {
+      stats_.reserved_bytes += static_cast<int64_t>(capacity);
+      if (capacity > 0) stats_.system_allocations += 1;
+    }
     // Under the lock, so that the counter's samples are in the order of its values.
     if (trace::recording()) trace_live_bytes(stats_.live_bytes);
   }
@@ -66,21 +71,39 @@ std::shared_ptr<Buffer> CachingAllocator::allocate(size_t bytes) {
   return std::make_shared<Buffer>(data, bytes, capacity, this);
 }
 
+bool CachingAllocator::make_room(size_t capacity, std::vector<void*>& evicted) {
+  if (capacity > cache_limit_) return false;
+  while (cached_bytes_ + capacity > cache_limit_) {
+    // The oldest block is the first of its size class's list (lists are in release order).
+    auto oldest = release_order_.begin();
+    std::vector<CachedBlock>& blocks = cache_[oldest->second];
+    evicted.push_back(blocks.front().data);
+    blocks.erase(blocks.begin());
+    cached_bytes_ -= oldest->second;
+    stats_.reserved_bytes -= static_cast<int64_t>(oldest->second);
+    stats_.cache_evictions += 1;
+    release_order_.erase(oldest);
+  }
+  return true;
+}
+
 void CachingAllocator::release(void* data, size_t bytes, size_t capacity) {
-  bool keep = false;
+  std::vector<void*> to_free;
   {
     std::lock_guard lock(mutex_);
     stats_.live_bytes -= static_cast<int64_t>(bytes);
     if (trace::recording()) trace_live_bytes(stats_.live_bytes);
-    if (data != nullptr && cached_bytes_ + capacity <= cache_limit_) {
-      cache_[capacity].push_back(data);
+    if (data != nullptr && make_room(capacity, to_free)) {
+      uint64_t order = ++releases_;
+      cache_[capacity].push_back({data, order});
+      release_order_.emplace(order, capacity);
       cached_bytes_ += capacity;
-      keep = true;
     } else {
       stats_.reserved_bytes -= static_cast<int64_t>(capacity);
+      to_free.push_back(data);
     }
   }
-  if (!keep) std::free(data);
+  for (void* block : to_free) std::free(block);
 }
 
 MemoryStats CachingAllocator::stats() const {
@@ -94,15 +117,16 @@ void CachingAllocator::reset_peak() {
 }
 
 void CachingAllocator::release_cached() {
-  std::map<size_t, std::vector<void*>> cache;
+  std::map<size_t, std::vector<CachedBlock>> cache;
   {
     std::lock_guard lock(mutex_);
     cache.swap(cache_);
+    release_order_.clear();
     stats_.reserved_bytes -= static_cast<int64_t>(cached_bytes_);
     cached_bytes_ = 0;
   }
   for (auto& [capacity, blocks] : cache) {
-    for (void* block : blocks) std::free(block);
+    for (const CachedBlock& block : blocks) std::free(block.data);
   }
 }
 

@@ -1,10 +1,15 @@
 // Per-device caching allocator. Freed blocks are kept, by size class, for reuse: a fresh
 // 64 MiB allocation from the OS costs a page fault per 4 KiB on first touch, which would
-// halve the bandwidth of every large eager op. Statistics report what users care about:
-// bytes held by live arrays now, at peak, and what the allocator holds in total.
+// halve the bandwidth of every large eager op. When the cache is full, the blocks freed
+// longest ago go back to the OS to make room for the one just freed: what a program freed
+// last is what it will ask for next (a compiled step's arena, call after call), while blocks
+// left from earlier work (initialisation's temporaries) may never fit a request again.
+// Statistics report what users care about: bytes held by live arrays now, at peak, what
+// the allocator holds in total, and how often it had to go to the OS.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -56,8 +61,21 @@ class CachingAllocator {
   // While a trace records: the live bytes after an allocation or release.
   void trace_live_bytes(int64_t live_bytes) const;
 
+  struct CachedBlock {
+    void* data;
+    uint64_t freed;  // release order: larger is more recent
+  };
+  // Makes room for `capacity` more cached bytes by taking the least recently freed blocks
+  // out of the cache (into `evicted`, for the caller to free outside the lock). False when
+  // the block cannot be cached at all.
+  bool make_room(size_t capacity, std::vector<void*>& evicted);
+
   mutable std::mutex mutex_;
-  std::map<size_t, std::vector<void*>> cache_;  // ordered: deterministic reuse
+  // By size class, each class's blocks in release order (reuse takes the last).
+  std::map<size_t, std::vector<CachedBlock>> cache_;  // ordered: deterministic reuse
+  // Every cached block by release order, oldest first: size class of each.
+  std::map<uint64_t, size_t> release_order_;
+  uint64_t releases_ = 0;
   size_t cache_limit_;
   int device_id_;
   size_t cached_bytes_ = 0;

@@ -51,6 +51,9 @@ bool has_sharded_operand(std::span<const Array> inputs) {
 
 class EagerInterpreter final : public Interpreter {
  public:
+  // immediate: run each kernel on the calling thread (immediate_interpreter()).
+  explicit EagerInterpreter(bool immediate) : immediate_(immediate) {}
+
   std::vector<Array> apply(const PrimDef& prim, std::span<const Array> inputs, const Params& params,
                            std::vector<AbstractValue> out_avals, CallSite site) override {
     if (prim.impl != nullptr) return prim.impl(inputs, params, site);
@@ -102,9 +105,17 @@ class EagerInterpreter final : public Interpreter {
     }
     KernelFn kernel = chosen_kernel(prim, in_types, out_avals, params);
     KILN_CHECK(kernel != nullptr, "{} has no kernel", prim.name);
-    device.enqueue([&prim, kernel, params, operands = std::move(operands),
-                    results = std::move(results), out_avals = std::move(out_avals), completion,
-                    &device, site]() mutable {
+    // The task depends on its operands through their completions only, so it may run here,
+    // ahead of the device's queue.
+    auto run = [this, &device](std::function<void()> task) {
+      if (immediate_) {
+        task();
+      } else {
+        device.enqueue(std::move(task));
+      }
+    };
+    run([&prim, kernel, params, operands = std::move(operands), results = std::move(results),
+         out_avals = std::move(out_avals), completion, &device, site]() mutable {
       // Buffers are let go before the completion is signalled, so that a waiter sees only
       // the arrays' own references to them (jit's donation relies on that).
       auto finish = [&](std::shared_ptr<const Error> error) {
@@ -144,6 +155,8 @@ class EagerInterpreter final : public Interpreter {
   }
 
  private:
+  bool immediate_;
+
   // An op on a sharded array runs on one device, on the gathered array: right, not fast.
   // Ops on every device at once are what shard_map (and, later, jit's sharding
   // propagation) are for (docs/sharding.md).
@@ -170,7 +183,12 @@ KernelFn chosen_kernel(const PrimDef& prim, std::span<const AbstractValue> input
 }
 
 Interpreter& eager_interpreter() {
-  static EagerInterpreter* interpreter = new EagerInterpreter;
+  static EagerInterpreter* interpreter = new EagerInterpreter(false);
+  return *interpreter;
+}
+
+Interpreter& immediate_interpreter() {
+  static EagerInterpreter* interpreter = new EagerInterpreter(true);
   return *interpreter;
 }
 

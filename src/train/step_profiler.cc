@@ -75,6 +75,7 @@ void StepProfiler::before_step(int64_t step_number) {
     // The window's steps alone: what earlier steps queued runs before the recording.
     synchronize_all();
     default_device().reset_peak_memory();
+    stats_at_start_ = default_device().memory_stats();
     trace::begin_recording();
     recording_ = true;
     window_start_s_ = profile::now_seconds();
@@ -101,7 +102,11 @@ void StepProfiler::after_step(int64_t step_number, const TrainState& state,
   trace::Recording recording = trace::end_recording();
   recording_ = false;
   const int64_t steps = window_->last - window_->first + 1;
-  const int64_t observed_peak = default_device().memory_stats().peak_bytes;
+  const MemoryStats stats = default_device().memory_stats();
+  const int64_t observed_peak = stats.peak_bytes;
+  profile::AllocatorActivity allocator{
+      steps, stats.system_allocations - stats_at_start_.system_allocations,
+      stats.cache_evictions - stats_at_start_.cache_evictions, stats.reserved_bytes};
 
   Compiled program = compiled();
   const detail::Executable& executable = *program.executable();
@@ -128,7 +133,7 @@ void StepProfiler::after_step(int64_t step_number, const TrainState& state,
     trace_json["file"] = trace_path_.filename().string();
   }
   report_ = {{"roofline", roofline.to_json()},
-             {"memory", profile::memory_report_json(estimate, observed_peak)},
+             {"memory", profile::memory_report_json(estimate, observed_peak, allocator)},
              {"trace", std::move(trace_json)}};
 }
 

@@ -17,6 +17,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kiln/device.h"
 #include "train/train_step.h"
 
 namespace kiln::train {
@@ -64,6 +65,7 @@ class StepProfiler {
   std::filesystem::path trace_path_;
   bool recording_ = false;  // this profiler began the recording that is on
   double window_start_s_ = 0;
+  MemoryStats stats_at_start_;
   int64_t dispatch_start_ns_ = 0;
   nlohmann::json report_;
 };

@@ -53,5 +53,33 @@ TEST(CachingAllocator, ReleaseCachedEmptiesTheCache) {
   EXPECT_EQ(zero->bytes(), 0u);
 }
 
+// The GPT-2 defect: blocks freed by earlier work (initialisation's temporaries) filled the
+// cache, so a compiled step's arena, freed after each call, did not fit and went back to the
+// OS, to be page-faulted in again by the next call. The least recently freed blocks now make
+// room for the most recent one.
+TEST(CachingAllocator, AFullCacheMakesRoomForTheBlockFreedLastByEvictingTheOldest) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  CachingAllocator allocator(4 * kMiB);
+  {
+    // Three odd-sized blocks that no later request fits: 3.75 MiB of the 4 MiB cache.
+    auto a = allocator.allocate(kMiB + kMiB / 4), b = allocator.allocate(kMiB + kMiB / 4),
+         c = allocator.allocate(kMiB + kMiB / 4);
+  }
+  EXPECT_EQ(allocator.stats().system_allocations, 3);
+  for (int call = 0; call < 5; ++call) {
+    auto arena = allocator.allocate(2 * kMiB);  // the step's arena, call after call
+  }
+  MemoryStats stats = allocator.stats();
+  EXPECT_EQ(stats.system_allocations, 4) << "the arena was allocated again after the first call";
+  // Making room for 2 MiB evicted the two oldest blocks (1.25 MiB each), in release order.
+  EXPECT_EQ(stats.cache_evictions, 2);
+  EXPECT_EQ(stats.reserved_bytes,
+            static_cast<int64_t>(2 * kMiB + CachingAllocator::size_class(kMiB + kMiB / 4)));
+  // A block larger than the whole cache is not cached, and evicts nothing.
+  { auto huge = allocator.allocate(8 * kMiB); }
+  EXPECT_EQ(allocator.stats().cache_evictions, 2);
+  EXPECT_EQ(allocator.stats().reserved_bytes, stats.reserved_bytes);
+}
+
 }  // namespace
 }  // namespace kiln

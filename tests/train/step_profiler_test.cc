@@ -9,6 +9,7 @@
 #include <set>
 
 #include "run_test_util.h"
+#include "runtime/allocator.h"
 #include "support/errors.h"
 #include "support/source_tree.h"
 
@@ -40,6 +41,13 @@ TEST(StepProfiler, TraceStepsWriteATraceAndTheRooflineAndMemoryReport) {
   EXPECT_GT(info["memory"]["estimate"]["params"].get<int64_t>(), 0);
   EXPECT_GT(info["memory"]["estimate"]["optimizer_state"].get<int64_t>(), 0);
   EXPECT_GT(info["memory"]["observed_peak_bytes"].get<int64_t>(), 0);
+  // Steps after the first reuse cached memory: the arena, the results, the next batch.
+  const nlohmann::json& allocator = info["memory"]["allocator"];
+  EXPECT_EQ(allocator["steps"], 2);
+  if (default_allocator_cache_bytes() > 0) {  // (0 under AddressSanitizer: nothing is cached)
+    EXPECT_EQ(allocator["system_allocations"], 0) << allocator.dump();
+  }
+  EXPECT_GT(allocator["reserved_bytes"].get<int64_t>(), 0);
   nlohmann::json trace = run_test::read_json(summary.run_dir / "trace.json");
   std::set<std::string> threads, categories;
   for (const auto& event : trace["traceEvents"]) {

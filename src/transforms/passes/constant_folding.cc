@@ -1,6 +1,7 @@
 // Constant folding (passes.h): equations whose operands all have known values are run at
-// compile time by the eager interpreter (the same kernels eager mode uses, so the folded
-// values are the bits the program would compute) and their results become constants.
+// compile time with the kernels eager mode uses (so the folded values are the bits the
+// program would compute), on the compiling thread rather than behind the device's queue,
+// and their results become constants.
 // An equation whose run fails stays in the program, so the error surfaces when the program
 // runs, exactly as it would eagerly.
 #include <vector>
@@ -31,7 +32,7 @@ int64_t result_elements(const Program& program, const Equation& equation) {
 bool run_now(const Equation& equation, const std::vector<Array>& operands, const Program& program,
              std::vector<Array>& results) {
   try {
-    InterpreterScope scope(eager_interpreter());
+    InterpreterScope scope(immediate_interpreter());
     results = bind(equation.prim, operands, equation.params, equation.site);
     for (const Array& result : results) result.block_until_ready(equation.site);
   } catch (const Error&) {
