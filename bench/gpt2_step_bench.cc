@@ -240,6 +240,9 @@ int main(int argc, char** argv) {
   fmt::print("first step: {:.2f} s (compile {:.2f} s), loss {:.6f}\n",
              profile::now_seconds() - start, step.stats().compile_seconds, first_loss);
 
+  fmt::print("memory plan: {}",
+             step.compile(params, opt_state, tokens, targets).memory_plan().to_string());
+  fmt::print("donations unusable: {}\n", step.stats().donations_unusable);
   if (breakdown) print_breakdown([&] { one_step().block_until_ready(); });
 
   std::vector<StepGemm> gemms = step_gemms(config, batch, length);

@@ -42,7 +42,11 @@ std::shared_ptr<Buffer> CachingAllocator::allocate(size_t bytes) {
   {
     std::lock_guard lock(mutex_);
     auto it = cache_.find(capacity);
-    if (it != cache_.end() && !it->second.empty()) {
+    if (oversized_.data != nullptr && oversized_capacity_ == capacity) {
+      data = oversized_.data;
+      oversized_ = {};
+      oversized_capacity_ = 0;
+    } else if (it != cache_.end() && !it->second.empty()) {
       data = it->second.back().data;
       release_order_.erase(it->second.back().freed);
       it->second.pop_back();
@@ -98,6 +102,17 @@ void CachingAllocator::release(void* data, size_t bytes, size_t capacity) {
       cache_[capacity].push_back({data, order});
       release_order_.emplace(order, capacity);
       cached_bytes_ += capacity;
+    } else if (data != nullptr && cache_limit_ > 0) {
+      // Larger than the whole cache: kept aside, in place of the last such block (a compiled
+      // step whose arena outgrows the limit finds it again on the next call instead of
+      // page-faulting it in every time).
+      if (oversized_.data != nullptr) {
+        to_free.push_back(oversized_.data);
+        stats_.reserved_bytes -= static_cast<int64_t>(oversized_capacity_);
+        stats_.cache_evictions += 1;
+      }
+      oversized_ = {data, ++releases_};
+      oversized_capacity_ = capacity;
     } else {
       stats_.reserved_bytes -= static_cast<int64_t>(capacity);
       to_free.push_back(data);
@@ -124,6 +139,12 @@ void CachingAllocator::release_cached() {
     release_order_.clear();
     stats_.reserved_bytes -= static_cast<int64_t>(cached_bytes_);
     cached_bytes_ = 0;
+    if (oversized_.data != nullptr) {
+      cache[oversized_capacity_].push_back(oversized_);
+      stats_.reserved_bytes -= static_cast<int64_t>(oversized_capacity_);
+      oversized_ = {};
+      oversized_capacity_ = 0;
+    }
   }
   for (auto& [capacity, blocks] : cache) {
     for (const CachedBlock& block : blocks) std::free(block.data);

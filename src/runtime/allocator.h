@@ -5,7 +5,8 @@
 // last is what it will ask for next (a compiled step's arena, call after call), while blocks
 // left from earlier work (initialisation's temporaries) may never fit a request again.
 // Statistics report what users care about: bytes held by live arrays now, at peak, what
-// the allocator holds in total, and how often it had to go to the OS.
+// the allocator holds in total, and how often it had to go to the OS. One block larger
+// than the cache's whole limit (the last one freed) is kept aside, outside the limit.
 #pragma once
 
 #include <cstddef>
@@ -67,7 +68,7 @@ class CachingAllocator {
   };
   // Makes room for `capacity` more cached bytes by taking the least recently freed blocks
   // out of the cache (into `evicted`, for the caller to free outside the lock). False when
-  // the block cannot be cached at all.
+  // the block is larger than the whole cache.
   bool make_room(size_t capacity, std::vector<void*>& evicted);
 
   mutable std::mutex mutex_;
@@ -76,6 +77,9 @@ class CachingAllocator {
   // Every cached block by release order, oldest first: size class of each.
   std::map<uint64_t, size_t> release_order_;
   uint64_t releases_ = 0;
+  // The last block freed that is larger than the cache's limit, kept outside it.
+  CachedBlock oversized_{nullptr, 0};
+  size_t oversized_capacity_ = 0;
   size_t cache_limit_;
   int device_id_;
   size_t cached_bytes_ = 0;
