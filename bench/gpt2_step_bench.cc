@@ -11,8 +11,8 @@
 //
 // Prints: eager and jitted init (seconds, the allocator's peak against the parameters'
 // bytes), the step's compile time as JitStats reports it, the first steps' losses, and per
-// round the median step, the GEMM limit and their ratio. bench/gpt2_peers.py runs PyTorch
-// and JAX on the same model.
+// round the median step, the GEMM limit and their ratio; --json ends with one JSON line.
+// bench/gpt2_peers.py runs PyTorch and JAX on the same model beside it.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -171,7 +171,7 @@ int main(int argc, char** argv) {
   nn::Gpt2Config config;
   int64_t batch = 4, length = 64;
   int rounds = 3, steps = 5;
-  bool breakdown = false;
+  bool breakdown = false, json = false;
   CLI::App app{"GPT-2 train step (natural code) against its GEMM-bound limit"};
   app.add_option("--layers", config.layers, "transformer blocks")->capture_default_str();
   app.add_option("--heads", config.heads)->capture_default_str();
@@ -185,6 +185,9 @@ int main(int argc, char** argv) {
   app.add_option("--steps", steps, "timed steps per round")->capture_default_str();
   app.add_flag("--breakdown", breakdown,
                "trace one step and print where its time goes, kernel by kernel");
+  app.add_flag("--json", json,
+               "end with one JSON line: median step and GEMM limit over the rounds "
+               "(bench/gpt2_peers.py reads it)");
   CLI11_PARSE(app, argc, argv);
 
   Device* device = &default_device();
@@ -237,8 +240,9 @@ int main(int argc, char** argv) {
   device->reset_peak_memory();
   start = profile::now_seconds();
   float first_loss = one_step().item<float>();
-  fmt::print("first step: {:.2f} s (compile {:.2f} s), loss {:.6f}\n",
-             profile::now_seconds() - start, step.stats().compile_seconds, first_loss);
+  double first_step_s = profile::now_seconds() - start;
+  fmt::print("first step: {:.2f} s (compile {:.2f} s), loss {:.6f}\n", first_step_s,
+             step.stats().compile_seconds, first_loss);
 
   fmt::print("memory plan: {}",
              step.compile(params, opt_state, tokens, targets).memory_plan().to_string());
@@ -247,7 +251,7 @@ int main(int argc, char** argv) {
 
   std::vector<StepGemm> gemms = step_gemms(config, batch, length);
   double flops = gemm_flops(gemms);
-  std::vector<double> ratios;
+  std::vector<double> ratios, step_seconds, limit_seconds;
   for (int round = 0; round < rounds; ++round) {
     std::vector<double> samples;
     float loss = 0;
@@ -264,6 +268,8 @@ int main(int argc, char** argv) {
     double faults_per_step = static_cast<double>(minor_faults() - faults_before) / steps;
     double limit_s = time_gemms(gemms);
     ratios.push_back(step_s / limit_s);
+    step_seconds.push_back(step_s);
+    limit_seconds.push_back(limit_s);
     fmt::print(
         "round {}: step {:.3f} s ({:.0f} GFLOP/s of matmul), GEMM limit {:.3f} s "
         "({:.0f} GFLOP/s), step/limit {:.2f}, loss {:.6f}; per step: {:.0f} allocations "
@@ -274,5 +280,9 @@ int main(int argc, char** argv) {
   fmt::print("peak {:.2f} GiB over the steps; step/limit median {:.2f} ({})\n",
              gib(device->memory_stats().peak_bytes), median(ratios),
              profile::format_ratios(ratios));
+  if (json && !step_seconds.empty()) {
+    fmt::print("{{\"median_step_s\": {}, \"limit_s\": {}, \"first_step_s\": {}}}\n",
+               median(step_seconds), median(limit_seconds), first_step_s);
+  }
   return 0;
 }

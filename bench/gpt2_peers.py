@@ -1,0 +1,259 @@
+#!/usr/bin/python3
+"""kiln's GPT-2 train step against the peers a user would pick instead: JAX (jax.jit of
+value_and_grad + optax.adamw, the params and optimizer state donated) and PyTorch 2, eager
+and torch.compile (torch.optim.AdamW, fused where torch has it on the CPU), on the same
+model as kiln/nn/gpt2.h: GPT-2 124M (12 layers, 12 heads, C 768, vocabulary 50257 padded
+to 50304), f32, causal attention that materialises the T x T scores, tied output
+projection, AdamW(lr 3e-4, weight decay 0).
+
+The machine is noisy, so processes alternate: every round runs kiln
+(build/release/bench/gpt2_step_bench --json), then each peer, and each peer's ratio is
+taken against the kiln run of its own round (above 1: kiln is faster). Each process times
+--steps steps after --warmup untimed ones and reports its median; the peers run at their
+default thread settings (XLA and torch: one thread per core), which on this 2-core machine
+is their fastest for GEMM-bound work.
+
+  /usr/bin/python3 bench/gpt2_peers.py [--rounds 2] [--context 64] [--peers jax,torch,compile]
+
+One side alone (what the rounds run):
+  .venv/peers/bin/python bench/gpt2_peers.py --side jax --context 64
+  .venv/bench/bin/python bench/gpt2_peers.py --side torch [--compile]
+
+Needs scripts/setup --bench (PyTorch 2 in .venv/bench; JAX is in .venv/peers).
+"""
+import argparse
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+JAX_PYTHON = os.path.join(ROOT, ".venv", "peers", "bin", "python")
+TORCH_PYTHON = os.path.join(ROOT, ".venv", "bench", "bin", "python")
+
+LAYERS, HEADS, CHANNELS, VOCAB, PADDED_VOCAB, MAX_CONTEXT = 12, 12, 768, 50257, 50304, 1024
+LEARNING_RATE = 3e-4
+
+
+def parse_args():
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--side", choices=["jax", "torch"], help="run one side and print JSON")
+    parser.add_argument("--compile", action="store_true", help="torch side: torch.compile")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--peers", default="jax,torch,compile")
+    parser.add_argument("--batch", type=int, default=4)
+    parser.add_argument("--context", type=int, default=64)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=2)
+    parser.add_argument("--build", default=os.path.join(ROOT, "build", "release"))
+    return parser.parse_args()
+
+
+def timed_steps(step, args):
+    """Runs warmup then timed steps; step() must return only once the step is complete."""
+    start = time.perf_counter()
+    step()
+    first = time.perf_counter() - start
+    for _ in range(args.warmup - 1):
+        step()
+    samples = []
+    for _ in range(args.steps):
+        start = time.perf_counter()
+        step()
+        samples.append(time.perf_counter() - start)
+    return first, statistics.median(samples)
+
+
+def jax_side(args):
+    import jax
+    import jax.numpy as jnp
+    import optax
+
+    key = jax.random.key(0)
+    keys = iter(jax.random.split(key, 4 + 4 * LAYERS))
+    residual = 0.02 / math.sqrt(2 * LAYERS)
+
+    def normal(shape, std):
+        return jax.random.normal(next(keys), shape, jnp.float32) * std
+
+    def dense(n_in, n_out, std):
+        return {"kernel": normal((n_in, n_out), std), "bias": jnp.zeros((n_out,), jnp.float32)}
+
+    def norm():
+        return {"scale": jnp.ones((CHANNELS,), jnp.float32), "bias": jnp.zeros((CHANNELS,), jnp.float32)}
+
+    c = CHANNELS
+    params = {"wte": normal((PADDED_VOCAB, c), 0.02), "wpe": normal((MAX_CONTEXT, c), 0.02),
+              "ln_f": norm(),
+              "h": [{"ln_1": norm(), "ln_2": norm(),
+                     "c_attn": dense(c, 3 * c, 0.02), "attn_proj": dense(c, c, residual),
+                     "c_fc": dense(c, 4 * c, 0.02), "mlp_proj": dense(4 * c, c, residual)}
+                    for _ in range(LAYERS)]}
+
+    def layer_norm(p, x):
+        mean = jnp.mean(x, -1, keepdims=True)
+        var = jnp.mean(jnp.square(x - mean), -1, keepdims=True)
+        return (x - mean) / jnp.sqrt(var + 1e-5) * p["scale"] + p["bias"]
+
+    def linear(p, x):
+        return x @ p["kernel"] + p["bias"]
+
+    def loss_fn(p, tokens, targets):
+        b, t = tokens.shape
+        x = jnp.take(p["wte"], tokens, axis=0) + p["wpe"][:t]
+        for block in p["h"]:
+            q, k, v = jnp.split(linear(block["c_attn"], layer_norm(block["ln_1"], x)), 3, axis=2)
+            shape = (b, t, HEADS, c // HEADS)
+            y = jax.nn.dot_product_attention(q.reshape(shape), k.reshape(shape), v.reshape(shape),
+                                             is_causal=True)
+            x = x + linear(block["attn_proj"], y.reshape(b, t, c))
+            hidden = jax.nn.gelu(linear(block["c_fc"], layer_norm(block["ln_2"], x)), approximate=True)
+            x = x + linear(block["mlp_proj"], hidden)
+        logits = layer_norm(p["ln_f"], x) @ p["wte"].T
+        return jnp.mean(optax.softmax_cross_entropy_with_integer_labels(logits, targets))
+
+    optimizer = optax.adamw(LEARNING_RATE, weight_decay=0.0)
+    state = {"params": params, "opt": optimizer.init(params)}
+
+    def train_step(p, opt, tokens, targets):
+        loss, grads = jax.value_and_grad(loss_fn)(p, tokens, targets)
+        updates, opt = optimizer.update(grads, opt, p)
+        return optax.apply_updates(p, updates), opt, loss
+
+    train_step = jax.jit(train_step, donate_argnums=(0, 1))
+    data = jax.random.randint(jax.random.key(1), (args.batch, args.context + 1), 0, VOCAB)
+    tokens, targets = data[:, :-1], data[:, 1:]
+
+    def step():
+        state["params"], state["opt"], loss = train_step(state["params"], state["opt"], tokens, targets)
+        loss.block_until_ready()
+
+    first, median = timed_steps(step, args)
+    return {"side": "jax", "version": jax.__version__, "first_step_s": first, "median_step_s": median}
+
+
+def torch_side(args):
+    import torch
+    import torch.nn.functional as F
+
+    torch.manual_seed(0)
+    c = CHANNELS
+    residual = 0.02 / math.sqrt(2 * LAYERS)
+
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln_1, self.ln_2 = torch.nn.LayerNorm(c), torch.nn.LayerNorm(c)
+            self.c_attn, self.attn_proj = torch.nn.Linear(c, 3 * c), torch.nn.Linear(c, c)
+            self.c_fc, self.mlp_proj = torch.nn.Linear(c, 4 * c), torch.nn.Linear(4 * c, c)
+
+        def forward(self, x):
+            b, t, _ = x.shape
+            q, k, v = self.c_attn(self.ln_1(x)).split(c, dim=2)
+            q, k, v = (z.view(b, t, HEADS, c // HEADS).transpose(1, 2) for z in (q, k, v))
+            # The T x T scores materialised, as kiln's attention does (no flash kernel).
+            scores = (q @ k.transpose(-2, -1)) / math.sqrt(c // HEADS)
+            mask = torch.ones(t, t, dtype=torch.bool).tril()
+            scores = scores.masked_fill(~mask, float("-inf"))
+            y = (F.softmax(scores, dim=-1) @ v).transpose(1, 2).reshape(b, t, c)
+            x = x + self.attn_proj(y)
+            return x + self.mlp_proj(F.gelu(self.c_fc(self.ln_2(x)), approximate="tanh"))
+
+    class Gpt2(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = torch.nn.Embedding(PADDED_VOCAB, c)
+            self.wpe = torch.nn.Embedding(MAX_CONTEXT, c)
+            self.h = torch.nn.ModuleList(Block() for _ in range(LAYERS))
+            self.ln_f = torch.nn.LayerNorm(c)
+            for name, p in self.named_parameters():
+                if name.endswith("bias"):
+                    torch.nn.init.zeros_(p)
+                elif "ln_" in name:
+                    torch.nn.init.ones_(p)
+                else:
+                    torch.nn.init.normal_(p, 0.0, residual if name.endswith("proj.weight") else 0.02)
+
+        def forward(self, tokens, targets):
+            t = tokens.shape[1]
+            x = self.wte(tokens) + self.wpe.weight[:t]
+            for block in self.h:
+                x = block(x)
+            logits = self.ln_f(x) @ self.wte.weight.T
+            return F.cross_entropy(logits.view(-1, PADDED_VOCAB), targets.reshape(-1))
+
+    model = Gpt2()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.0)
+    forward = torch.compile(model) if args.compile else model
+    generator = torch.Generator().manual_seed(1)
+    data = torch.randint(0, VOCAB, (args.batch, args.context + 1), generator=generator)
+    tokens, targets = data[:, :-1], data[:, 1:]
+
+    def step():
+        optimizer.zero_grad(set_to_none=True)
+        loss = forward(tokens, targets)
+        loss.backward()
+        optimizer.step()
+        loss.item()
+
+    first, median = timed_steps(step, args)
+    return {"side": "torch.compile" if args.compile else "torch", "version": torch.__version__,
+            "threads": torch.get_num_threads(), "first_step_s": first, "median_step_s": median}
+
+
+def run_json(command):
+    process = subprocess.run(command, capture_output=True, cwd=ROOT)
+    if process.returncode != 0:
+        sys.exit(f"failed ({process.returncode}): {' '.join(command)}\n{process.stderr.decode()}")
+    return json.loads(process.stdout.decode().strip().splitlines()[-1])
+
+
+def orchestrate(args):
+    common = ["--batch", str(args.batch), "--context", str(args.context), "--steps", str(args.steps),
+              "--warmup", str(args.warmup)]
+    kiln = [os.path.join(args.build, "bench", "gpt2_step_bench"), "--batch", str(args.batch),
+            "--context", str(args.context), "--steps", str(args.steps), "--rounds", "1", "--json"]
+    peers = {"jax": [JAX_PYTHON, __file__, "--side", "jax"] + common,
+             "torch": [TORCH_PYTHON, __file__, "--side", "torch"] + common,
+             "compile": [TORCH_PYTHON, __file__, "--side", "torch", "--compile"] + common}
+    chosen = [name for name in args.peers.split(",") if name]
+    for name in chosen:
+        if name not in peers:
+            sys.exit(f"--peers: unknown peer '{name}' (jax, torch, compile)")
+        if not os.path.exists(peers[name][0]):
+            sys.exit(f"{peers[name][0]} is missing: run scripts/setup --bench")
+    print(f"GPT-2 124M, B = {args.batch}, T = {args.context}, {args.rounds} rounds of "
+          f"{args.steps} steps after {args.warmup} warm-up steps")
+    ratios = {name: [] for name in chosen}
+    for round_index in range(args.rounds):
+        k = run_json(kiln)
+        line = (f"round {round_index}: kiln {k['median_step_s']:.3f} s (GEMM limit "
+                f"{k['limit_s']:.3f} s, {k['median_step_s'] / k['limit_s']:.2f}x)")
+        for name in chosen:
+            result = run_json(peers[name])
+            ratio = result["median_step_s"] / k["median_step_s"]
+            ratios[name].append(ratio)
+            line += (f"; {result['side']} {result['version']} {result['median_step_s']:.3f} s "
+                     f"(first {result['first_step_s']:.1f} s) = {ratio:.2f}x kiln")
+        print(line, flush=True)
+    for name in chosen:
+        values = " ".join(f"{r:.2f}" for r in ratios[name])
+        print(f"{name} / kiln per round: {values} (median {statistics.median(ratios[name]):.2f}x)")
+
+
+def main():
+    args = parse_args()
+    if args.side == "jax":
+        print(json.dumps(jax_side(args)))
+    elif args.side == "torch":
+        print(json.dumps(torch_side(args)))
+    else:
+        orchestrate(args)
+
+
+if __name__ == "__main__":
+    main()
