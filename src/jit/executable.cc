@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 
 #include "base/float_control.h"
 #include "base/trace_events.h"
@@ -113,6 +114,11 @@ std::shared_ptr<const Executable> Executable::compile(const Program& program,
     }
     dumper.write("steps", executable->steps_text());
     dumper.write("memory_plan", executable->plan_.report.to_string() + "\n");
+    if (dumper.enabled()) {
+      executable->step_timings_path_ = dumper.path_of("step_timings");
+      executable->step_timings_ = std::make_unique<StepTimings>();
+      executable->step_timings_->total_ns.assign(executable->steps_.size(), 0);
+    }
   } else {
     dumper.write("steps",
                  "interpreted: the program holds primitives that run through the "
@@ -353,6 +359,18 @@ void Executable::execute_frame(const Frame& frame) const {
   StepScratch scratch;
   // Read once per run: a recording that starts midway sees this run's next call.
   const bool tracing = trace::recording();
+  if (step_timings_ != nullptr) {
+    std::vector<int64_t> step_ns(steps_.size(), 0);
+    for (size_t s = 0; s < steps_.size(); ++s) {
+      auto start = std::chrono::steady_clock::now();
+      run_step(s, frame, scratch);
+      step_ns[s] = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now() - start)
+                       .count();
+    }
+    record_step_timings(step_ns);
+    return;
+  }
   for (size_t s = 0; s < steps_.size(); ++s) {
     if (!tracing || step_names_[s].empty()) {
       run_step(s, frame, scratch);
@@ -368,6 +386,31 @@ void Executable::execute_frame(const Frame& frame) const {
     event.duration_ns = trace::now_ns() - event.start_ns;
     trace::record(std::move(event));
   }
+}
+
+void Executable::record_step_timings(const std::vector<int64_t>& step_ns) const {
+  std::lock_guard lock(step_timings_->mutex);
+  StepTimings& timings = *step_timings_;
+  ++timings.calls;
+  int64_t total = 0;
+  for (size_t s = 0; s < step_ns.size(); ++s) {
+    timings.total_ns[s] += step_ns[s];
+    total += timings.total_ns[s];
+  }
+  std::string text = fmt::format(
+      "# {}: the time of each step summed over {} call{} (KILN_DUMP_IR); the steps are those "
+      "of the .steps.txt file\n# step   total ms    mean ms   share  name\n",
+      name_, timings.calls, timings.calls == 1 ? "" : "s");
+  for (size_t s = 0; s < step_ns.size(); ++s) {
+    double ms = static_cast<double>(timings.total_ns[s]) * 1e-6;
+    text += fmt::format(
+        "{:6} {:10.3f} {:10.3f} {:6.1f}%  {}\n", s, ms, ms / static_cast<double>(timings.calls),
+        total > 0 ? 100.0 * static_cast<double>(timings.total_ns[s]) / static_cast<double>(total)
+                  : 0.0,
+        step_names_[s].empty() ? "(alias: no work)" : step_names_[s]);
+  }
+  // A failure to write loses a debugging aid, not the run: the program's results stand.
+  std::ofstream(step_timings_path_) << text;
 }
 
 void Executable::run_step(size_t s, const Frame& frame, StepScratch& scratch) const {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -110,6 +111,17 @@ class Executable : public std::enable_shared_from_this<Executable> {
   int64_t trace_id_ = 0;
   std::string name_;
   std::vector<std::string> step_names_;
+
+  // KILN_DUMP_IR: each step's time summed over the calls so far, rewritten to
+  // step_timings_path_ after every call. Off (empty path) otherwise: no clock is read.
+  struct StepTimings {
+    std::mutex mutex;
+    int64_t calls = 0;
+    std::vector<int64_t> total_ns;
+  };
+  std::string step_timings_path_;
+  std::unique_ptr<StepTimings> step_timings_;
+  void record_step_timings(const std::vector<int64_t>& step_ns) const;
 };
 
 }  // namespace kiln::detail

@@ -71,6 +71,11 @@ void IrDumper::write(const std::string& stage, const std::string& text) {
   }
 }
 
+std::string IrDumper::path_of(const std::string& stage) const {
+  if (!enabled()) return "";
+  return (std::filesystem::path(directory_) / fmt::format("{}.{}.txt", prefix_, stage)).string();
+}
+
 Program inline_custom_calls(const Program& program) {
   if (!has_custom_calls(program)) return program;
   TraceContext trace;

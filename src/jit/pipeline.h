@@ -1,6 +1,7 @@
 // The jit compiler's pass pipeline: custom calls inlined, then the simplification passes
 // of transforms/passes in a fixed order. KILN_DUMP_IR=dir writes the program before and
-// after every pass (and the executable's steps and memory plan) as text files in dir.
+// after every pass (and the executable's steps and memory plan) as text files in dir, and
+// the time each step took, rewritten after every call.
 #pragma once
 
 #include <string>
@@ -17,6 +18,9 @@ class IrDumper {
   explicit IrDumper(const std::string& name);
   bool enabled() const { return !directory_.empty(); }
   void write(const std::string& stage, const std::string& text);
+  // The path of a file of this compilation that is rewritten as it changes (not numbered):
+  // "<dir>/<name>.<compilation>.<stage>.txt", or "" when dumping is off.
+  std::string path_of(const std::string& stage) const;
 
  private:
   std::string directory_;

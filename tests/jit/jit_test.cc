@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "kiln/checkpoint.h"
 #include "kiln/control_flow.h"
@@ -145,6 +146,27 @@ TEST(Jit, DumpsTheProgramBeforeAndAfterEveryPass) {
     EXPECT_THAT(all, HasSubstr(stage));
   }
   EXPECT_THAT(all, HasSubstr("affine."));
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Jit, DumpsEachStepsTimeRewrittenAfterEveryCall) {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / "kiln_dump_timings_test";
+  std::filesystem::remove_all(dir);
+  ScopedEnv dump("KILN_DUMP_IR", dir.string());
+  auto step = jit([](const Array& w, const Array& x) { return tanh(matmul(x, w)) * 2.0f; },
+                  {.name = "timed"});
+  Array w = random_f32(1, {64, 32}), x = random_f32(2, {16, 64});
+  for (int call = 0; call < 3; ++call) step(w, x).block_until_ready();
+  std::filesystem::path path;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().filename().string().ends_with(".step_timings.txt")) path = entry.path();
+  }
+  ASSERT_FALSE(path.empty()) << "no step_timings file in " << dir;
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("timed: the time of each step summed over 3 calls"));
+  EXPECT_THAT(text, HasSubstr("dot_general"));  // the matmul's step
+  EXPECT_THAT(text, HasSubstr("fused["));       // tanh and the scale, one fused step
   std::filesystem::remove_all(dir);
 }
 
