@@ -15,6 +15,7 @@ import gzip
 import os
 import pathlib
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
@@ -88,6 +89,18 @@ def main():
         np.lib.format.write_array(out, np.zeros((1, 4), "<f4"), version=(2, 0))
     with open(npy / "scalar.npy", "wb") as out:
         np.lib.format.write_array(out, np.array(3.5, "<f8"), version=(1, 0))
+
+    # Token files in llm.c's layout (256 int32 of header, uint16 tokens): bytes of text, a
+    # few GPT-2 token ids, none. The last byte picks the vocabulary (token_file_fuzz.cc).
+    tokens = fresh("token_file")
+
+    def token_file(name, ids):
+        header = [20240520, 1, len(ids)] + [0] * 253
+        (tokens / name).write_bytes(struct.pack("<256i", *header) + struct.pack(f"<{len(ids)}H", *ids))
+
+    token_file("bytes_genesis.bin", list(b"In the beginning God created the heaven and the earth.\n"))
+    token_file("gpt2_tokens.bin", [818, 262, 3726, 1793, 2727, 262, 9538, 290, 262, 4534, 13, 50256])
+    token_file("empty.bin", [])
 
     # The csv target's first byte: bit 0 header, bits 1-2 delimiter (csv_fuzz.cc).
     csv = fresh("csv")
