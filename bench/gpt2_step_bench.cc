@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
   int64_t param_bytes = params.size_bytes();
   fmt::print("init, eager: {:.2f} s, peak {:.2f} GiB for {:.2f} GiB of parameters ({} M)\n",
              eager_init_s, gib(device->memory_stats().peak_bytes), gib(param_bytes),
-             params.size_bytes() / 4 / 1000000);
+             param_bytes / 4 / 1000000);
   params = Tree();
   device->reset_peak_memory();
   auto init = jit([&](const Array& key) { return nn::gpt2_init(config, key); });

@@ -359,33 +359,31 @@ void Executable::execute_frame(const Frame& frame) const {
   StepScratch scratch;
   // Read once per run: a recording that starts midway sees this run's next call.
   const bool tracing = trace::recording();
-  if (step_timings_ != nullptr) {
-    std::vector<int64_t> step_ns(steps_.size(), 0);
-    for (size_t s = 0; s < steps_.size(); ++s) {
-      auto start = std::chrono::steady_clock::now();
-      run_step(s, frame, scratch);
-      step_ns[s] = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                       std::chrono::steady_clock::now() - start)
-                       .count();
-    }
-    record_step_timings(step_ns);
-    return;
-  }
+  const bool timing = step_timings_ != nullptr;
+  std::vector<int64_t> step_ns(timing ? steps_.size() : 0, 0);
   for (size_t s = 0; s < steps_.size(); ++s) {
-    if (!tracing || step_names_[s].empty()) {
+    const bool traced = tracing && !step_names_[s].empty();
+    if (!traced && !timing) {
       run_step(s, frame, scratch);
       continue;
     }
-    trace::Event event;
-    event.track = trace::thread_track();
-    event.name = step_names_[s];
-    event.category = "kernel";
-    event.args = {{"executable", static_cast<double>(trace_id_)}, {"step", static_cast<double>(s)}};
-    event.start_ns = trace::now_ns();
+    const int64_t start_ns = trace::now_ns();
     run_step(s, frame, scratch);
-    event.duration_ns = trace::now_ns() - event.start_ns;
-    trace::record(std::move(event));
+    const int64_t duration_ns = trace::now_ns() - start_ns;
+    if (timing) step_ns[s] = duration_ns;
+    if (traced) {
+      trace::Event event;
+      event.track = trace::thread_track();
+      event.name = step_names_[s];
+      event.category = "kernel";
+      event.args = {{"executable", static_cast<double>(trace_id_)},
+                    {"step", static_cast<double>(s)}};
+      event.start_ns = start_ns;
+      event.duration_ns = duration_ns;
+      trace::record(std::move(event));
+    }
   }
+  if (timing) record_step_timings(step_ns);
 }
 
 void Executable::record_step_timings(const std::vector<int64_t>& step_ns) const {

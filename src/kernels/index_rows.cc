@@ -40,25 +40,7 @@ std::string out_of_range_remedy(IndexUse use, int64_t axis_size) {
       axis_size - 1, axis_size - 1);
 }
 
-}  // namespace
-
-IndexGeometry index_geometry(const Shape& operand, const Shape& indices, int64_t axis,
-                             int64_t batch_dims) {
-  IndexGeometry g;
-  for (int64_t d = 0; d < operand.rank(); ++d) {
-    if (d < batch_dims) {
-      g.batch *= operand[d];
-    } else if (d < axis) {
-      g.pre *= operand[d];
-    } else if (d > axis) {
-      g.post *= operand[d];
-    }
-  }
-  g.axis_size = operand[axis];
-  for (int64_t d = batch_dims; d < indices.rank(); ++d) g.n *= indices[d];
-  return g;
-}
-
+// The axis position an index selects, or -1 when mode fill drops it; mode error throws.
 int64_t resolve_index(int64_t value, int64_t position, const Shape& indices_shape, int64_t axis,
                       int64_t axis_size, IndexMode mode, IndexUse use) {
   if (value >= 0 && value < axis_size) return value;
@@ -83,14 +65,31 @@ int64_t resolve_index(int64_t value, int64_t position, const Shape& indices_shap
        out_of_range_remedy(use, axis_size));
 }
 
-std::vector<int64_t> checked_indices(const KernelInput& indices, int64_t axis, int64_t axis_size,
-                                     IndexMode mode, IndexUse use) {
-  std::vector<int64_t> values = read_indices(indices);
-  if (mode == IndexMode::kError) {
-    for (size_t i = 0; i < values.size(); ++i) {
-      resolve_index(values[i], static_cast<int64_t>(i), indices.aval->shape, axis, axis_size, mode,
-                    use);
+}  // namespace
+
+IndexGeometry index_geometry(const Shape& operand, const Shape& indices, int64_t axis,
+                             int64_t batch_dims) {
+  IndexGeometry g;
+  for (int64_t d = 0; d < operand.rank(); ++d) {
+    if (d < batch_dims) {
+      g.batch *= operand[d];
+    } else if (d < axis) {
+      g.pre *= operand[d];
+    } else if (d > axis) {
+      g.post *= operand[d];
     }
+  }
+  g.axis_size = operand[axis];
+  for (int64_t d = batch_dims; d < indices.rank(); ++d) g.n *= indices[d];
+  return g;
+}
+
+std::vector<int64_t> resolved_indices(const KernelInput& indices, int64_t axis, int64_t axis_size,
+                                      IndexMode mode, IndexUse use) {
+  std::vector<int64_t> values = read_indices(indices);
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = resolve_index(values[i], static_cast<int64_t>(i), indices.aval->shape, axis,
+                              axis_size, mode, use);
   }
   return values;
 }

@@ -26,16 +26,12 @@ IndexGeometry index_geometry(const Shape& operand, const Shape& indices, int64_t
 // (take() has a mode; x.at(indices).set/add and take_along_axis have none).
 enum class IndexUse { kGather, kScatter };
 
-// The axis position index `value` (at row-major `position` of the indices) selects, or -1
-// when mode fill drops it. Mode error throws an Error that the runtime reports at the next
-// synchronization with the op's call site.
-int64_t resolve_index(int64_t value, int64_t position, const Shape& indices_shape, int64_t axis,
-                      int64_t axis_size, IndexMode mode, IndexUse use);
-
-// The index values widened to int64; in mode error every one is checked up front, so a bad
-// index is reported even when the operand's other axes leave nothing to read or write.
-std::vector<int64_t> checked_indices(const KernelInput& indices, int64_t axis, int64_t axis_size,
-                                     IndexMode mode, IndexUse use);
+// The axis position each index selects, in the indices' row-major order: -1 where mode fill
+// drops it, clamped in mode clip. In mode error every index is checked up front, so a bad
+// one is reported even when the operand's other axes leave nothing to read or write; the
+// Error is reported by the runtime at the next synchronization with the op's call site.
+std::vector<int64_t> resolved_indices(const KernelInput& indices, int64_t axis, int64_t axis_size,
+                                      IndexMode mode, IndexUse use);
 
 // What scatter_add sums in, so that every kernel gives the reference's bits: floats in
 // double, rounded once when the row is written (convert_element); integers and bools in a

@@ -4,6 +4,7 @@
 #include <bit>
 #include <cstdlib>
 #include <new>
+#include <utility>
 #include <vector>
 
 #include "base/trace_events.h"
@@ -42,10 +43,8 @@ std::shared_ptr<Buffer> CachingAllocator::allocate(size_t bytes) {
   {
     std::lock_guard lock(mutex_);
     auto it = cache_.find(capacity);
-    if (oversized_.data != nullptr && oversized_capacity_ == capacity) {
-      data = oversized_.data;
-      oversized_ = {};
-      oversized_capacity_ = 0;
+    if (oversized_.data != nullptr && oversized_.capacity == capacity) {
+      data = std::exchange(oversized_, {}).data;
     } else if (it != cache_.end() && !it->second.empty()) {
       data = it->second.back().data;
       release_order_.erase(it->second.back().freed);
@@ -108,11 +107,10 @@ void CachingAllocator::release(void* data, size_t bytes, size_t capacity) {
       // page-faulting it in every time).
       if (oversized_.data != nullptr) {
         to_free.push_back(oversized_.data);
-        stats_.reserved_bytes -= static_cast<int64_t>(oversized_capacity_);
+        stats_.reserved_bytes -= static_cast<int64_t>(oversized_.capacity);
         stats_.cache_evictions += 1;
       }
-      oversized_ = {data, ++releases_};
-      oversized_capacity_ = capacity;
+      oversized_ = {data, capacity};
     } else {
       stats_.reserved_bytes -= static_cast<int64_t>(capacity);
       to_free.push_back(data);
@@ -140,10 +138,9 @@ void CachingAllocator::release_cached() {
     stats_.reserved_bytes -= static_cast<int64_t>(cached_bytes_);
     cached_bytes_ = 0;
     if (oversized_.data != nullptr) {
-      cache[oversized_capacity_].push_back(oversized_);
-      stats_.reserved_bytes -= static_cast<int64_t>(oversized_capacity_);
+      cache[oversized_.capacity].push_back({oversized_.data, 0});
+      stats_.reserved_bytes -= static_cast<int64_t>(oversized_.capacity);
       oversized_ = {};
-      oversized_capacity_ = 0;
     }
   }
   for (auto& [capacity, blocks] : cache) {

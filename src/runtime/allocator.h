@@ -78,8 +78,11 @@ class CachingAllocator {
   std::map<uint64_t, size_t> release_order_;
   uint64_t releases_ = 0;
   // The last block freed that is larger than the cache's limit, kept outside it.
-  CachedBlock oversized_{nullptr, 0};
-  size_t oversized_capacity_ = 0;
+  struct OversizedBlock {
+    void* data = nullptr;
+    size_t capacity = 0;
+  };
+  OversizedBlock oversized_;
   size_t cache_limit_;
   int device_id_;
   size_t cached_bytes_ = 0;

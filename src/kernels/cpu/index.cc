@@ -61,11 +61,7 @@ void cpu_scatter_add(const KernelCall& call) {
   const KernelInput& updates = call.inputs[2];
   IndexGeometry g = index_geometry(operand.aval->shape, indices.aval->shape, p.axis, p.batch_dims);
   std::vector<int64_t> targets =
-      checked_indices(indices, p.axis, g.axis_size, p.mode, IndexUse::kScatter);
-  for (size_t i = 0; i < targets.size(); ++i) {
-    targets[i] = resolve_index(targets[i], static_cast<int64_t>(i), indices.aval->shape, p.axis,
-                               g.axis_size, p.mode, IndexUse::kScatter);
-  }
+      resolved_indices(indices, p.axis, g.axis_size, p.mode, IndexUse::kScatter);
   std::vector<int64_t> order;
   std::vector<RowGroup> groups = group_rows(g, targets, order);
 

@@ -23,7 +23,7 @@ void ref_gather(const KernelCall& call) {
   const KernelInput& indices = call.inputs[1];
   IndexGeometry g = index_geometry(operand.aval->shape, indices.aval->shape, p.axis, p.batch_dims);
   std::vector<int64_t> index =
-      checked_indices(indices, p.axis, g.axis_size, p.mode, IndexUse::kGather);
+      resolved_indices(indices, p.axis, g.axis_size, p.mode, IndexUse::kGather);
   int64_t width = dtype_size(operand.aval->dtype);
   size_t row_bytes = static_cast<size_t>(g.post * width);
   const auto* in = static_cast<const std::byte*>(operand.data);
@@ -31,10 +31,7 @@ void ref_gather(const KernelCall& call) {
   for (int64_t b = 0; b < g.batch; ++b) {
     for (int64_t pre = 0; pre < g.pre; ++pre) {
       for (int64_t j = 0; j < g.n; ++j) {
-        int64_t position = b * g.n + j;
-        int64_t a =
-            resolve_index(index[static_cast<size_t>(position)], position, indices.aval->shape,
-                          p.axis, g.axis_size, p.mode, IndexUse::kGather);
+        int64_t a = index[static_cast<size_t>(b * g.n + j)];
         std::byte* target = out + (((b * g.pre + pre) * g.n + j) * g.post) * width;
         if (a < 0) {
           // Zero bytes are 0 (or false) in every dtype.
@@ -56,7 +53,7 @@ void ref_scatter(const KernelCall& call) {
   const KernelInput& updates = call.inputs[2];
   IndexGeometry g = index_geometry(operand.aval->shape, indices.aval->shape, p.axis, p.batch_dims);
   std::vector<int64_t> index =
-      checked_indices(indices, p.axis, g.axis_size, p.mode, IndexUse::kScatter);
+      resolved_indices(indices, p.axis, g.axis_size, p.mode, IndexUse::kScatter);
   visit_dtype(operand.aval->dtype, [&](auto tag) {
     using S = storage_t<decltype(tag)::value>;
     // Accumulator: scatter_add's (index_rows.h); plain scatter only copies, in the element
@@ -77,10 +74,7 @@ void ref_scatter(const KernelCall& call) {
     for (int64_t b = 0; b < g.batch; ++b) {
       for (int64_t pre = 0; pre < g.pre; ++pre) {
         for (int64_t j = 0; j < g.n; ++j) {
-          int64_t position = b * g.n + j;
-          int64_t a =
-              resolve_index(index[static_cast<size_t>(position)], position, indices.aval->shape,
-                            p.axis, g.axis_size, p.mode, IndexUse::kScatter);
+          int64_t a = index[static_cast<size_t>(b * g.n + j)];
           if (a < 0) continue;
           A* target = acc.data() + ((b * g.pre + pre) * g.axis_size + a) * g.post;
           const S* source = upd + ((b * g.pre + pre) * g.n + j) * g.post;
