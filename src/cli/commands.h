@@ -16,5 +16,6 @@ Runner add_data_command(CLI::App& app);
 Runner add_resume_command(CLI::App& app);
 Runner add_runs_command(CLI::App& app);
 Runner add_report_command(CLI::App& app);
+Runner add_generate_command(CLI::App& app);
 
 }  // namespace kiln::cli

@@ -115,6 +115,7 @@ int run_command(int argc, char** argv) {
   kiln::cli::Runner resume = kiln::cli::add_resume_command(app);
   kiln::cli::Runner runs = kiln::cli::add_runs_command(app);
   kiln::cli::Runner report = kiln::cli::add_report_command(app);
+  kiln::cli::Runner generate = kiln::cli::add_generate_command(app);
   if (unknown_command(app, argc, argv)) return 1;
   try {
     app.parse(argc, argv);
@@ -129,6 +130,7 @@ int run_command(int argc, char** argv) {
     if (app.got_subcommand("resume")) return resume();
     if (app.got_subcommand("runs")) return runs();
     if (app.got_subcommand("report")) return report();
+    if (app.got_subcommand("generate")) return generate();
   } catch (const kiln::Error& error) {
     std::fprintf(stderr, "%serror: %s\n", rank_prefix().c_str(), error.what());
     return 1;

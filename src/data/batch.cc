@@ -123,11 +123,13 @@ void BatchAssembler::assemble(int64_t epoch, int64_t index, HostBatch& out) cons
   out.shape.insert(out.shape.end(), example_shape_.begin(), example_shape_.end());
   out.records.resize(static_cast<size_t>(count));
   sampler_.records(epoch, begin, count, out.records.data());
-  out.labels.resize(static_cast<size_t>(rows));
+  const int64_t width = split_.labels_per_record;
+  out.labels_per_row = width;
+  out.labels.resize(static_cast<size_t>(rows * width));
   out.features.resize(static_cast<size_t>(rows * record_size_));
   for (int64_t row = 0; row < count; ++row) {
     int64_t record = out.records[static_cast<size_t>(row)];
-    out.labels[static_cast<size_t>(row)] = split_.labels[static_cast<size_t>(record)];
+    std::copy_n(split_.labels.begin() + record * width, width, out.labels.begin() + row * width);
     convert_record(record, sampler_.global_index(epoch, begin + row),
                    out.features.data() + row * record_size_);
   }
@@ -135,7 +137,7 @@ void BatchAssembler::assemble(int64_t epoch, int64_t index, HostBatch& out) cons
   out.mask.clear();
   if (options_.pad_remainder) {
     // Zeros, not a copy of a real example: the padding must not look like data.
-    std::fill(out.labels.begin() + count, out.labels.end(), 0);
+    std::fill(out.labels.begin() + count * width, out.labels.end(), 0);
     std::fill(out.features.data() + count * record_size_, out.features.data() + rows * record_size_,
               0.0f);
     out.mask.assign(static_cast<size_t>(rows), 0.0f);

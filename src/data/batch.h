@@ -47,14 +47,15 @@ struct HostBatch {
   int64_t index = 0;
   std::vector<int64_t> shape;  // [examples, ...model input per example]
   AlignedFloats features;
-  std::vector<int32_t> labels;
+  std::vector<int32_t> labels;   // labels_per_row per row
+  int64_t labels_per_row = 1;    // the split's labels_per_record
   std::vector<int64_t> records;  // which records, in order (for tests and debugging)
   // BatchOptions::pad_remainder: the last `padding` rows are zeros (label 0) that only
   // fill the batch to its full shape; `mask` is 1 for each real row and 0 for those.
   // Without padding, mask is empty.
   int64_t padding = 0;
   std::vector<float> mask;
-  int64_t rows() const { return static_cast<int64_t>(labels.size()); }
+  int64_t rows() const { return static_cast<int64_t>(labels.size()) / labels_per_row; }
   int64_t examples() const { return rows() - padding; }  // the real ones
 };
 

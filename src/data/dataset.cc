@@ -16,6 +16,7 @@
 #include "data/idx.h"
 #include "data/npy.h"
 #include "data/sampler.h"
+#include "data/token_dataset.h"
 #include "io/sha256.h"
 #include "kiln/error.h"
 #include "kiln/shape.h"
@@ -406,7 +407,7 @@ DatasetSpec resolve(const DatasetSpec& given) {
     }
   } else {
     fail(kUnknownSite, fmt::format("data.dataset = \"{}\" is not one of fashion_mnist, idx, npy, "
-                                   "csv",
+                                   "csv, text, tokens",
                                    spec.kind));
   }
   if (spec.labels.num_classes < 1) {
@@ -435,20 +436,24 @@ nlohmann::json Dataset::to_json() const {
   for (const SourceFile& file : files) {
     sources.push_back({{"role", file.role}, {"path", file.path}, {"sha256", file.sha256}});
   }
-  return {{"identity", identity},
-          {"files", sources},
-          {"num_classes", num_classes},
-          {"record_shape", record_shape},
-          {"normalize", normalize},
-          {"train_examples", train.size()},
-          {"test_examples", test.size()},
-          {"dropped_train", dropped_train},
-          {"dropped_test", dropped_test},
-          {"train_report", train_report.to_json()},
-          {"test_report", test_report.to_json()}};
+  nlohmann::json json = {{"identity", identity},
+                         {"files", sources},
+                         {"num_classes", num_classes},
+                         {"record_shape", record_shape},
+                         {"normalize", normalize},
+                         {"train_examples", train.size()},
+                         {"test_examples", test.size()},
+                         {"dropped_train", dropped_train},
+                         {"dropped_test", dropped_test},
+                         {"train_report", train_report.to_json()},
+                         {"test_report", test_report.to_json()}};
+  if (input_dtype != DType::f32) json["input_dtype"] = dtype_name(input_dtype);
+  if (train.labels_per_record != 1) json["labels_per_record"] = train.labels_per_record;
+  return json;
 }
 
 Dataset load_dataset(const DatasetSpec& given, ViolationPolicy policy) {
+  if (given.kind == "text" || given.kind == "tokens") return load_token_dataset(given, policy);
   DatasetSpec spec = resolve(given);
   std::pair<RawSplit, RawSplit> raw;
   if (spec.kind == "csv") {

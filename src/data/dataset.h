@@ -1,7 +1,9 @@
-// A classification dataset from its sources (Fashion-MNIST, IDX or NPY file pairs, a CSV
-// file), checked against its contracts, with its identity: the SHA-256 over the source
-// files' bytes, the contracts and the preprocessing. The trainer and `kiln data validate`
-// both load through here, so they check the same things.
+// A dataset from its sources, checked against its contracts: for classification
+// (Fashion-MNIST, IDX or NPY file pairs, a CSV file) one label per record; for language
+// modelling (a text file read as bytes, a token file) a window of tokens per record whose
+// labels are the tokens that follow each position (token_dataset.h). Each comes with its identity:
+// the SHA-256 over the source files' bytes, the contracts and the preprocessing. The trainer and
+// `kiln data validate` both load through here, so they check the same things.
 #pragma once
 
 #include <cstdint>
@@ -16,14 +18,16 @@
 namespace kiln::data {
 
 struct DatasetSpec {
-  std::string kind = "fashion_mnist";  // fashion_mnist, idx, npy, csv
+  std::string kind = "fashion_mnist";  // fashion_mnist, idx, npy, csv, text, tokens
   std::string dir;                     // fashion_mnist: the directory of its four files
   // idx, npy: features and labels of each split.
   std::string train_features, train_labels, test_features, test_labels;
   // csv: the file(s), the columns, and how the test split is formed when there is no
   // test file: test_fraction of the records, the last ones in file order or a shuffled
   // choice; each split keeps file order.
+  // text, tokens: the corpus (a text file, or a token file) and, optionally, the test one.
   std::string train_file, test_file;
+  int64_t context = 0;  // text, tokens: tokens per record (the model's input length)
   double test_fraction = 0.2;
   std::string test_split = "last";  // last, shuffled (by split_seed)
   uint64_t split_seed = 0;
@@ -46,8 +50,9 @@ struct DatasetSpec {
 // value * scale[i] + offset[i], i the element within the record (or scale[0] for all).
 struct Split {
   RawArray features;            // kept records only
-  std::vector<int32_t> labels;  // class indices
-  int64_t size() const { return static_cast<int64_t>(labels.size()); }
+  std::vector<int32_t> labels;  // class indices, labels_per_record per record
+  int64_t labels_per_record = 1;
+  int64_t size() const { return static_cast<int64_t>(labels.size()) / labels_per_record; }
 };
 
 struct SourceFile {
@@ -61,6 +66,8 @@ struct Dataset {
   Split test;
   int64_t num_classes = 0;
   std::vector<int64_t> record_shape;  // features per record
+  // What the model receives: f32 features, or i32 token ids (text, tokens).
+  DType input_dtype = DType::f32;
   std::vector<float> scale{1.0f};
   std::vector<float> offset{0.0f};
   std::string normalize;  // the mode resolved from "auto"

@@ -9,11 +9,13 @@
 #include <fmt/format.h>
 
 #include "kiln/array_functions.h"
+#include "kiln/checkpoint.h"
 #include "kiln/nn/activations.h"
 #include "kiln/nn/functional.h"
 #include "kiln/nn/losses.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
+#include "nn/module_impl.h"
 
 namespace kiln::nn {
 namespace {
@@ -105,8 +107,11 @@ void Gpt2Config::check(CallSite site) const {
 }
 
 std::string Gpt2Config::to_string() const {
-  return fmt::format("GPT-2(layers {}, heads {}, C {}, vocab {}/{}, context {})", layers, heads,
-                     channels, vocab_size, padded_vocab_size, max_context);
+  std::string text = fmt::format("GPT-2(layers {}, heads {}, C {}, vocab {}/{}, context {}", layers,
+                                 heads, channels, vocab_size, padded_vocab_size, max_context);
+  if (remat == Gpt2Remat::kBlocks) text += ", remat blocks";
+  if (remat == Gpt2Remat::kBlocksSaveDots) text += ", remat blocks saving matmuls";
+  return text + ")";
 }
 
 Tree gpt2_init(const Gpt2Config& config, const Array& key, CallSite site) {
@@ -146,11 +151,23 @@ Array gpt2_logits(const Gpt2Config& config, const Tree& params, const Array& tok
   const Array& wte = params["wte"].leaf(site);
   Array positions = slice(params["wpe"].leaf(site), {0, 0}, {length, config.channels}, {}, site);
   Array x = add(take(wte, tokens, 0, std::nullopt, site), positions, site);
+  auto block_fn = [&config, site](const Array& in, const Tree& block) {
+    Array y = add(in, attention(config, block["attn"], norm(block["ln_1"], in, site), site), site);
+    return add(y, mlp(block["mlp"], norm(block["ln_2"], y, site), site), site);
+  };
   const Tree& blocks = params["h"];
   for (int64_t l = 0; l < config.layers; ++l) {
-    const Tree& block = blocks[l];
-    x = add(x, attention(config, block["attn"], norm(block["ln_1"], x, site), site), site);
-    x = add(x, mlp(block["mlp"], norm(block["ln_2"], x, site), site), site);
+    switch (config.remat) {
+      case Gpt2Remat::kNone:
+        x = block_fn(x, blocks[l]);
+        break;
+      case Gpt2Remat::kBlocks:
+        x = checkpoint(block_fn, save_nothing(), site)(x, blocks[l]);
+        break;
+      case Gpt2Remat::kBlocksSaveDots:
+        x = checkpoint(block_fn, save_dot_outputs(), site)(x, blocks[l]);
+        break;
+    }
   }
   x = norm(params["ln_f"], x, site);
   return matmul(x, transpose(wte, {1, 0}, site), site);
@@ -159,6 +176,64 @@ Array gpt2_logits(const Gpt2Config& config, const Tree& params, const Array& tok
 Array gpt2_loss(const Gpt2Config& config, const Tree& params, const Array& tokens,
                 const Array& targets, CallSite site) {
   return softmax_cross_entropy(gpt2_logits(config, params, tokens, site), targets, {}, site);
+}
+
+namespace {
+
+class Gpt2Module : public detail::ModuleImpl {
+ public:
+  explicit Gpt2Module(const Gpt2Config& config) : config_(config) {}
+
+  std::string_view kind() const override { return "gpt2"; }
+  std::string describe() const override { return config_.to_string(); }
+
+  AbstractValue output_type(const AbstractValue& input, const detail::Scope& scope) const override {
+    if (!is_integer(input.dtype) || input.shape.rank() != 2) {
+      fail(scope.site,
+           fmt::format("{}{} expects integer tokens [batch, length], got {}", scope.prefix(),
+                       describe(), input.to_string()),
+           "token ids are i32, one row per sequence");
+    }
+    if (input.shape[1] > config_.max_context) {
+      fail(scope.site,
+           fmt::format("{}{}: a context of {} tokens is longer than the model's maximum, {}",
+                       scope.prefix(), describe(), input.shape[1], config_.max_context),
+           "cut the sequences to max_context tokens (the position embedding has no row past it)");
+    }
+    return AbstractValue(Shape{input.shape[0], input.shape[1], config_.padded_vocab_size},
+                         DType::f32);
+  }
+
+  detail::InitResult init(const Array& key, const AbstractValue& input,
+                          const detail::Scope& scope) const override {
+    AbstractValue output = output_type(input, scope);
+    return detail::InitResult{Variables{gpt2_init(config_, key, scope.site), Tree()}, output};
+  }
+
+  ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& /*options*/,
+                    const detail::Scope& scope) const override {
+    output_type(x.aval(), scope);
+    return ApplyResult{gpt2_logits(config_, variables.params, x, scope.site), variables.state};
+  }
+
+  int64_t count_params(const AbstractValue& input, const detail::Scope& scope) const override {
+    output_type(input, scope);
+    int64_t c = config_.channels;
+    int64_t norm = 2 * c;
+    int64_t block =
+        2 * norm + (c * 3 * c + 3 * c) + (c * c + c) + (c * 4 * c + 4 * c) + (4 * c * c + c);
+    return (config_.padded_vocab_size + config_.max_context) * c + config_.layers * block + norm;
+  }
+
+ private:
+  Gpt2Config config_;
+};
+
+}  // namespace
+
+Module Gpt2(const Gpt2Config& config, CallSite site) {
+  config.check(site);
+  return Module(std::make_shared<Gpt2Module>(config));
 }
 
 void check_tokens(const Gpt2Config& config, const Array& tokens, CallSite site) {

@@ -1,16 +1,25 @@
 // Host batches -> arrays, and a run's data pipeline from its config.
 #include "train/batches.h"
 
+#include <vector>
+
 #include "kiln/ops.h"
 #include "train/builders.h"
 
 namespace kiln::train {
 
-Batch to_arrays(const data::HostBatch& batch) {
+Batch to_arrays(const data::HostBatch& batch, DType input_dtype) {
   Shape shape{std::span<const int64_t>(batch.shape)};
   std::span<const float> features(batch.features.data(), batch.features.size());
-  Batch out{from_host<float>(features, shape),
-            from_host<int32_t>(batch.labels, Shape{batch.rows()}), Array()};
+  Shape label_shape =
+      batch.labels_per_row == 1 ? Shape{batch.rows()} : Shape{batch.rows(), batch.labels_per_row};
+  Batch out{Array(), from_host<int32_t>(batch.labels, label_shape), Array()};
+  if (input_dtype == DType::i32) {
+    std::vector<int32_t> ids(features.begin(), features.end());
+    out.images = from_host<int32_t>(ids, shape);
+  } else {
+    out.images = from_host<float>(features, shape);
+  }
   if (!batch.mask.empty()) out.mask = from_host<float>(batch.mask, Shape{batch.rows()});
   return out;
 }

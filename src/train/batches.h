@@ -12,13 +12,15 @@
 namespace kiln::train {
 
 struct Batch {
-  Array images;  // f32[n, ...example input shape], e.g. [n, 28, 28, 1]
-  Array labels;  // i32[n]
+  Array images;  // f32[n, ...example input shape], e.g. [n, 28, 28, 1]; or i32 tokens [n, T]
+  Array labels;  // i32[n], or i32[n, T] (a label per token: the token after it)
   Array mask;    // f32[n]: 1 for a real example, 0 for padding (train.pad_remainder), else
                  // undefined
 };
 
-Batch to_arrays(const data::HostBatch& batch);
+// `input_dtype`: the dataset's (f32, or i32 for token ids, which the host batch holds as
+// floats: exact below 2^24).
+Batch to_arrays(const data::HostBatch& batch, DType input_dtype = DType::f32);
 
 // A run's data: the dataset, the training batches (shuffled by the seed, augmented when
 // the config says so) behind a prefetching loader, and the test batches in file order.

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "data/dataset.h"
+#include "kiln/nn/gpt2.h"
 #include "kiln/nn/module.h"
 #include "kiln/optim.h"
 #include "kiln/sharding.h"
@@ -18,6 +19,8 @@ namespace kiln::train {
 
 data::DatasetSpec build_dataset_spec(const DataConfig& config);
 nn::Module build_model(const ModelConfig& config);
+// [model.gpt2] with its padded vocabulary resolved.
+nn::Gpt2Config gpt2_config(const Gpt2ModelConfig& config);
 // One layer of it (build_model makes an nn::Sequential of these).
 nn::Module build_layer(const LayerConfig& layer);
 // The specs of the tensor-parallel dense layers' params over mesh axis `model`, by their

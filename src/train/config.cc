@@ -401,6 +401,59 @@ void check_schedule(const OptimConfig& optim, const std::string& source_name) {
   }
 }
 
+// The model's kind and its description agree; a GPT-2's sizes fit each other and the data.
+void check_model(const TrainConfig& config, const std::string& source_name) {
+  const ModelConfig& model = config.model;
+  if (model.kind == "sequential" && model.layers.empty()) {
+    error(source_name, "the config has no model: add [[model.layers]] tables",
+          "see examples/fashion_mnist_mlp.toml, or set model.kind = \"gpt2\"");
+  }
+  bool text_data = config.data.dataset == "text" || config.data.dataset == "tokens";
+  if (text_data && config.data.context == 0) {
+    error(source_name,
+          fmt::format("data.dataset = \"{}\" needs data.context, the tokens per example",
+                      config.data.dataset),
+          "set data.context, e.g. 64");
+  }
+  if (model.kind != "gpt2") return;
+  if (!model.layers.empty()) {
+    error(source_name,
+          fmt::format("model.kind = \"gpt2\" takes its sizes from [model.gpt2], but the config "
+                      "also has {} [[model.layers]] tables",
+                      model.layers.size()),
+          "remove the [[model.layers]] tables, or set model.kind = \"sequential\"");
+  }
+  const Gpt2ModelConfig& gpt2 = model.gpt2;
+  if (gpt2.channels % gpt2.heads != 0) {
+    error(source_name,
+          fmt::format("model.gpt2.channels = {} does not split into model.gpt2.heads = {} heads",
+                      gpt2.channels, gpt2.heads),
+          "choose channels divisible by heads");
+  }
+  if (gpt2.padded_vocab_size != 0 && gpt2.padded_vocab_size < gpt2.vocab_size) {
+    error(source_name,
+          fmt::format("model.gpt2.padded_vocab_size = {} is smaller than vocab_size = {}",
+                      gpt2.padded_vocab_size, gpt2.vocab_size),
+          "set it to 0 (rounded up to a multiple of 128) or to at least vocab_size");
+  }
+  if (!text_data) {
+    error(source_name,
+          fmt::format("model.kind = \"gpt2\" reads token ids, but data.dataset = \"{}\"",
+                      config.data.dataset),
+          "set data.dataset = \"text\" or \"tokens\" (docs/transformer.md)");
+  }
+  if (config.data.context > gpt2.max_context) {
+    error(source_name,
+          fmt::format("data.context = {} is longer than the model's model.gpt2.max_context = {}",
+                      config.data.context, gpt2.max_context),
+          "shorten data.context or raise model.gpt2.max_context");
+  }
+  if (config.mesh.model > 1) {
+    error(source_name, "mesh.model > 1: a GPT-2 has no tensor-parallel layers yet",
+          "set mesh.model = 1 (data parallelism with mesh.data works)");
+  }
+}
+
 void check_last_batch(const TrainLoopConfig& train, const std::string& source_name) {
   if (train.drop_remainder && train.pad_remainder) {
     error(source_name,
@@ -553,11 +606,8 @@ TrainConfig parse_config(const std::string& text, const std::string& source_name
                       guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess)),
           fmt::format("the sections are {}", schema::join(names)));
   }
-  if (config.model.layers.empty()) {
-    error(source_name, "the config has no model: add [[model.layers]] tables",
-          "see examples/fashion_mnist_mlp.toml");
-  }
   for (const std::string& override_text : overrides) apply_override(override_text, config);
+  check_model(config, source_name);
   check_schedule(config.optim, source_name);
   check_last_batch(config.train, source_name);
   check_mesh(config, source_name);

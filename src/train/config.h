@@ -63,10 +63,11 @@ struct AugmentConfig {
 };
 
 struct DataConfig {
-  std::string dataset = "fashion_mnist";  // fashion_mnist, idx, npy, csv
+  std::string dataset = "fashion_mnist";  // fashion_mnist, idx, npy, csv, text, tokens
   std::string dir = "/usr/share/datasets/fashion-mnist";
   std::string train_features, train_labels, test_features, test_labels;  // idx, npy
-  std::string train_file, test_file;                                     // csv
+  std::string train_file, test_file;                                     // csv, text, tokens
+  int64_t context = 0;  // text, tokens: tokens per example (the model's input length T)
   double test_fraction = 0.2;
   std::string test_split = "last";  // last, shuffled
   uint64_t split_seed = 0;
@@ -87,8 +88,22 @@ struct DataConfig {
   friend bool operator==(const DataConfig&, const DataConfig&) = default;
 };
 
+// [model.gpt2]: the sizes of a GPT-2 (nn::Gpt2Config); the defaults are Gpt2Config::small().
+struct Gpt2ModelConfig {
+  int64_t layers = 4;
+  int64_t heads = 4;
+  int64_t channels = 256;
+  int64_t vocab_size = 256;
+  int64_t padded_vocab_size = 0;  // 0: vocab_size rounded up to a multiple of 128
+  int64_t max_context = 256;
+  std::string remat = "none";  // none, blocks, blocks_save_dots (nn::Gpt2Remat)
+  friend bool operator==(const Gpt2ModelConfig&, const Gpt2ModelConfig&) = default;
+};
+
 struct ModelConfig {
+  std::string kind = "sequential";  // sequential ([[model.layers]]) or gpt2 ([model.gpt2])
   std::vector<LayerConfig> layers;
+  Gpt2ModelConfig gpt2;
   friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
 

@@ -59,9 +59,11 @@ Key key(S TrainConfig::*section, T S::*member, std::string_view name, std::strin
 // A key of a table inside a section: `config.*section.*table.*member` ([data.features]).
 template <class S, class N, class T>
 Key nested_key(S TrainConfig::*section, N S::*table, T N::*member, std::string_view name,
-               std::string_view help, Constraint constraint = {}) {
+               std::string_view help, Constraint constraint = {},
+               std::vector<std::string_view> aliases = {}) {
   Key key;
   key.name = name;
+  key.aliases = std::move(aliases);
   key.type = type_of<T>();
   key.help = help;
   key.constraint = std::move(constraint);
@@ -202,8 +204,10 @@ std::vector<Section> make_sections() {
        "See docs/data.md.",
        {key(&C::data, &DataConfig::dataset, "dataset",
             "the source: `fashion_mnist` (its four IDX files in `dir`), `idx` or `npy` (a features "
-            "and a labels file per split), `csv` (columns of one or two files)",
-            one_of({"fashion_mnist", "idx", "npy", "csv"}), {"source", "format"}),
+            "and a labels file per split), `csv` (columns of one or two files), `text` (a text "
+            "file read as bytes) or `tokens` (a token file), cut into examples of `context` "
+            "tokens whose labels are the tokens that follow (docs/transformer.md)",
+            one_of({"fashion_mnist", "idx", "npy", "csv", "text", "tokens"}), {"source", "format"}),
         key(&C::data, &DataConfig::dir, "dir",
             "fashion_mnist: the directory holding the four IDX files (Debian package "
             "`dataset-fashion-mnist`)",
@@ -218,14 +222,19 @@ std::vector<Section> make_sections() {
             optional_path()),
         key(&C::data, &DataConfig::train_file, "train_file",
             "csv: the file with a header row (the training records, and the test records unless "
-            "test_file is set)",
+            "test_file is set); text, tokens: the corpus",
             optional_path(), {"csv", "file"}),
         key(&C::data, &DataConfig::test_file, "test_file",
-            "csv: a file of test records (empty: the last test_fraction of train_file)",
+            "csv, text, tokens: a file of test records (empty: the last test_fraction of "
+            "train_file)",
             optional_path()),
+        key(&C::data, &DataConfig::context, "context",
+            "text, tokens: tokens per example, the model's input length (examples do not "
+            "overlap: example i reads tokens [i * context, (i + 1) * context])",
+            at_most(at_least(0), 1 << 20), {"block_size", "seq_len", "sequence_length"}),
         key(&C::data, &DataConfig::test_fraction, "test_fraction",
-            "csv without test_file: the fraction of train_file's records, from its end, that "
-            "form the test split",
+            "csv, text, tokens without test_file: the fraction of train_file's records (or "
+            "tokens), from its end, that form the test split",
             [] {
               Constraint constraint = fraction();
               constraint.min_exclusive = true;
@@ -304,7 +313,42 @@ std::vector<Section> make_sections() {
                    at_most(at_least(0), 64)),
         nested_key(&C::data, &DataConfig::augment, &AugmentConfig::horizontal_flip,
                    "horizontal_flip", "mirror each image left-right with probability 1/2")}},
-      {"model", "The network: a stack of layers applied in order.", {layers}},
+      {"model",
+       "The network: a stack of layers applied in order, or a GPT-2 (`[model.gpt2]`).",
+       {key(&C::model, &ModelConfig::kind, "kind",
+            "`sequential` (the `[[model.layers]]` below) or `gpt2` (a GPT-2 of the sizes in "
+            "`[model.gpt2]`, for `text` and `tokens` data)",
+            one_of({"sequential", "gpt2"}), {"type", "architecture"}),
+        layers}},
+      {"model.gpt2",
+       "The sizes of a GPT-2 (model.kind = `gpt2`; docs/transformer.md). The defaults are a "
+       "small model for bytes; GPT-2 124M is layers 12, heads 12, channels 768, vocab_size "
+       "50257.",
+       {nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::layers, "layers",
+                   "transformer blocks", at_most(at_least(1), 1024), {"n_layer", "num_layers"}),
+        nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::heads, "heads",
+                   "attention heads per block (a divisor of channels)", at_most(at_least(1), 1024),
+                   {"n_head", "num_heads"}),
+        nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::channels, "channels",
+                   "the residual stream's width C", at_most(at_least(1), kMaxFeatures),
+                   {"n_embd", "d_model", "hidden_size"}),
+        nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::vocab_size, "vocab_size",
+                   "tokens the model predicts: at least the data's (256 for text)",
+                   at_most(at_least(1), 1 << 20)),
+        nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::padded_vocab_size,
+                   "padded_vocab_size",
+                   "the embedding's rows, >= vocab_size (0: vocab_size rounded up to a "
+                   "multiple of 128)",
+                   at_most(at_least(0), 1 << 20)),
+        nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::max_context, "max_context",
+                   "the longest input (the position embedding's rows), >= data.context",
+                   at_most(at_least(1), 1 << 20), {"n_positions"}),
+        nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::remat, "remat",
+                   "what the backward pass recomputes rather than keeps: `none`, `blocks` (each "
+                   "block from its input: the least memory), `blocks_save_dots` (each block but "
+                   "its matmuls)",
+                   one_of({"none", "blocks", "blocks_save_dots"}),
+                   {"checkpoint", "gradient_checkpointing"})}},
       {"optim",
        "The optimizer and its learning-rate schedule.",
        {key(&C::optim, &OptimConfig::name, "name", "the update rule",

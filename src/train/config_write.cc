@@ -77,15 +77,14 @@ std::string toml_of(const TrainConfig& config, bool identity_only) {
       "# kiln training config, resolved: every key, defaults and overrides included.\n";
   for (const Section& section : schema::sections()) {
     if (identity_only && !section.in_identity) continue;
-    text += fmt::format("\n# {}\n", section.help);
-    if (section.name == "model") {
-      for (const LayerConfig& layer : config.model.layers) text += layer_toml(layer);
-      continue;
-    }
-    text += fmt::format("[{}]\n", section.name);
+    text += fmt::format("\n# {}\n[{}]\n", section.help, section.name);
     for (const Key& key : section.keys) {
+      if (key.type == Type::kLayers) continue;  // written after the section's keys
       const auto& get = identity_only && key.identity_get ? key.identity_get : key.get;
       text += line_with_help(key.name, schema::format_value(get(config)), key.help);
+    }
+    if (section.name == "model") {
+      for (const LayerConfig& layer : config.model.layers) text += layer_toml(layer);
     }
   }
   return text;
@@ -104,7 +103,8 @@ std::string identity_toml(const TrainConfig& config) {
 std::string schema_markdown() {
   std::string text =
       "Generated from the schema (src/train/config_schema.cc); a test keeps this section equal "
-      "to it. Every key is optional except `model.layers`. An integer is accepted where a float "
+      "to it. Every key is optional except `model.layers` (unless `model.kind` is `gpt2`). An "
+      "integer is accepted where a float "
       "is expected. `--set section.key=value` overrides a key after the file is read (the value "
       "is read as TOML; a bare word is a string).\n";
   for (const Section& section : schema::sections()) {

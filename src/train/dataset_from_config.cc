@@ -13,6 +13,7 @@ data::DatasetSpec build_dataset_spec(const DataConfig& config) {
   spec.test_labels = config.test_labels;
   spec.train_file = config.train_file;
   spec.test_file = config.test_file;
+  spec.context = config.context;
   spec.test_fraction = config.test_fraction;
   spec.test_split = config.test_split;
   spec.split_seed = config.split_seed;

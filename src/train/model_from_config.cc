@@ -51,7 +51,25 @@ nn::Module build_layer(const LayerConfig& layer) {
   return nn::Activation(type);
 }
 
+nn::Gpt2Config gpt2_config(const Gpt2ModelConfig& config) {
+  nn::Gpt2Config gpt2;
+  gpt2.layers = config.layers;
+  gpt2.heads = config.heads;
+  gpt2.channels = config.channels;
+  gpt2.vocab_size = config.vocab_size;
+  // GPT-2's own padding: 50257 -> 50304, a size the output projection's GEMM tiles well.
+  gpt2.padded_vocab_size = config.padded_vocab_size > 0 ? config.padded_vocab_size
+                                                        : (config.vocab_size + 127) / 128 * 128;
+  gpt2.max_context = config.max_context;
+  // The schema allows only these three.
+  gpt2.remat = config.remat == "blocks"             ? nn::Gpt2Remat::kBlocks
+               : config.remat == "blocks_save_dots" ? nn::Gpt2Remat::kBlocksSaveDots
+                                                    : nn::Gpt2Remat::kNone;
+  return gpt2;
+}
+
 nn::Module build_model(const ModelConfig& config) {
+  if (config.kind == "gpt2") return nn::Gpt2(gpt2_config(config.gpt2));
   std::vector<nn::Module> layers;
   layers.reserve(config.layers.size());
   for (const LayerConfig& layer : config.layers) layers.push_back(build_layer(layer));
@@ -60,6 +78,7 @@ nn::Module build_model(const ModelConfig& config) {
 
 std::map<std::string, PartitionSpec> tensor_parallel_specs(const ModelConfig& config) {
   std::map<std::string, PartitionSpec> specs;
+  if (config.kind != "sequential") return specs;
   for (size_t i = 0; i < config.layers.size(); ++i) {
     const LayerConfig& layer = config.layers[i];
     std::string name = fmt::format("dense_{}", i);

@@ -42,15 +42,17 @@ Tree keep_if(const Array& ok, const Tree& updated, const Tree& previous) {
 }
 
 // The padded rows (mask 0) add exact zeros to the sum, so the loss and its gradient are
-// those of the real rows alone.
+// those of the real rows alone. Each row holds labels_per_row labels (a language model's
+// next tokens), each of which counts once.
 Array masked_mean_loss(const Array& logits, const Array& labels, const Array& mask) {
-  Array per_example = nn::softmax_cross_entropy_per_example(logits, labels);
-  return sum(per_example * mask) / sum(mask);
+  Array per_label = nn::softmax_cross_entropy_per_example(logits, labels);
+  auto per_row = static_cast<double>(labels_per_row(labels));
+  return sum(per_label * mask_per_label(mask, per_label)) / (sum(mask) * per_row);
 }
 
 Array masked_correct_count(const Array& logits, const Array& labels, const Array& mask) {
-  Array hit = equal(argmax(logits, -1, DType::i32), labels);
-  return sum(astype(hit, DType::i32) * astype(mask, DType::i32));
+  Array hit = astype(equal(argmax(logits, -1, DType::i32), labels), DType::i32);
+  return sum(hit * astype(mask_per_label(mask, hit), DType::i32));
 }
 
 }  // namespace

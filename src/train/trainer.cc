@@ -83,7 +83,7 @@ struct EpochTotals {
   double loss_sum = 0;  // sum of batch-mean losses
   int64_t batches = 0;
   int64_t correct = 0;
-  int64_t examples = 0;
+  int64_t examples = 0;  // labels predicted: examples times labels per example
   double mean_loss() const { return batches ? loss_sum / static_cast<double>(batches) : 0; }
   double accuracy() const {
     return examples ? static_cast<double>(correct) / static_cast<double>(examples) : 0;
@@ -96,21 +96,23 @@ struct EvalResult {
 };
 
 EvalResult evaluate(const EvalStep& eval, const TrainState& mesh_state,
-                    const data::BatchAssembler& batches) {
+                    const data::BatchAssembler& batches, DType input_dtype) {
   // Params split over a mesh are gathered once, not for every batch.
   TrainState state{on_one_device(mesh_state.params), on_one_device(mesh_state.model_state), Tree()};
   double loss_sum = 0;
   int64_t correct = 0;
+  int64_t labels = 0;  // a language model predicts several per example
   data::HostBatch host;
   for (int64_t index = 0; index < batches.batches_per_epoch(); ++index) {
     batches.assemble(0, index, host);
-    Batch batch = to_arrays(host);
+    Batch batch = to_arrays(host, input_dtype);
     EvalSums sums = eval.run(state, batch.images, batch.labels);
     loss_sum += sums.loss_sum.item<double>();
     correct += sums.correct.item<int64_t>();
+    labels += static_cast<int64_t>(host.labels.size());
   }
   // load_dataset refuses an empty split, so count > 0.
-  auto count = static_cast<double>(batches.sampler().num_records());
+  auto count = static_cast<double>(labels);
   return EvalResult{loss_sum / count, static_cast<double>(correct) / count};
 }
 
@@ -174,15 +176,45 @@ void check_mesh_fits(const TrainConfig& c, int64_t train_examples) {
   }
 }
 
-// The classifier must map an image to 10 logits; say so before any work starts.
-void check_model_output(const nn::Module& model, const AbstractValue& input, int64_t classes) {
+// A classifier must map an example to a logit per class, a language model each position to
+// a logit per token; say so before any work starts.
+void check_model_output(const ModelConfig& config, const nn::Module& model,
+                        const AbstractValue& input, const data::Dataset& dataset) {
+  if (dataset.input_dtype == DType::i32 && config.kind != "gpt2") {
+    fail(kUnknownSite,
+         fmt::format("model: the data gives token ids ({} for input), which [[model.layers]] "
+                     "cannot read",
+                     input.to_string()),
+         "set model.kind = \"gpt2\" (docs/transformer.md)");
+  }
   AbstractValue output = model.output_type(input);
+  const int64_t classes = dataset.num_classes;
+  if (dataset.train.labels_per_record > 1) {
+    // Next-token prediction: logits over a vocabulary at least the data's, per position.
+    int64_t length = dataset.train.labels_per_record;
+    if (config.kind == "gpt2" && config.gpt2.vocab_size < classes) {
+      fail(kUnknownSite,
+           fmt::format("model.gpt2.vocab_size = {} is smaller than the data's vocabulary of {} "
+                       "tokens (data.label.num_classes; 256 for text)",
+                       config.gpt2.vocab_size, classes),
+           fmt::format("set model.gpt2.vocab_size = {}", classes));
+    }
+    if (output.shape.rank() != 3 || output.shape[1] != length || output.shape[2] < classes) {
+      fail(kUnknownSite,
+           fmt::format("model: a language model gives logits f32[batch,{},vocab] with vocab >= "
+                       "the data's {} tokens; the model gives {} for input {}",
+                       length, classes, output.to_string(), input.to_string()));
+    }
+    return;
+  }
   if (output.shape.rank() != 2 || output.shape[1] != classes) {
     fail(kUnknownSite,
          fmt::format("model: the last layer must give {} logits per example (f32[batch,{}]); "
                      "the layers give {} for input {}",
                      classes, classes, output.to_string(), input.to_string()),
-         fmt::format("end [[model.layers]] with a dense layer of features = {}", classes));
+         config.kind == "gpt2"
+             ? "model.kind = \"gpt2\" needs a text or tokens dataset (data.dataset)"
+             : fmt::format("end [[model.layers]] with a dense layer of features = {}", classes));
   }
 }
 
@@ -275,6 +307,7 @@ class Run {
   std::optional<nn::Module> model_;
   std::optional<optim::GradientTransformation> optimizer_;
   AbstractValue input_;
+  int64_t labels_per_example_ = 1;       // a language model's context: a label per token
   std::optional<RunTracking> tracking_;  // observes run_, so declared (and outlives it) first
   std::optional<RunDirectory> run_;
   std::optional<Progress> progress_;
@@ -328,8 +361,9 @@ void Run::prepare() {
   model_.emplace(build_model(c.model));
   std::vector<int64_t> input_shape = {1};
   for (int64_t dim : data::example_input_shape(dataset.record_shape)) input_shape.push_back(dim);
-  input_ = AbstractValue(Shape{std::span<const int64_t>(input_shape)}, DType::f32);
-  check_model_output(*model_, input_, dataset.num_classes);
+  input_ = AbstractValue(Shape{std::span<const int64_t>(input_shape)}, dataset.input_dtype);
+  labels_per_example_ = dataset.train.labels_per_record;
+  check_model_output(c.model, *model_, input_, dataset);
   check_layers(c, input_, dataset.train.size(), total_steps_);
   check_mesh_fits(c, dataset.train.size());
   check_schedule_range(c.optim, total_steps_);
@@ -532,7 +566,7 @@ void Run::train_epochs() {
          index < batches_per_epoch && step_number < total_steps_; ++index) {
       const data::HostBatch& host = loader.next();
       KILN_CHECK(host.epoch == epoch - 1 && host.index == index);
-      Batch batch = to_arrays(host);
+      Batch batch = to_arrays(host, data_->dataset.input_dtype);
       ++step_number;
       Array key = random::fold_in(dropout_key, static_cast<uint32_t>(step_number));
       profiler_->before_step(step_number);
@@ -921,7 +955,7 @@ void Run::reopen_run_directory() {
 void Run::end_epoch(int64_t epoch, int64_t step_number, const EvalStep& eval) {
   const TrainConfig& c = config_;
   progress_->working_on(fmt::format("evaluating epoch {} on the test set", epoch));
-  EvalResult test = evaluate(eval, state_, *data_->test);
+  EvalResult test = evaluate(eval, state_, *data_->test, data_->dataset.input_dtype);
   progress_->working_on("");
   summary_.test_accuracy = test.accuracy;
   summary_.test_loss = test.loss;
@@ -984,7 +1018,7 @@ void Run::process(const PendingStep& pending) {
   epoch_totals_.loss_sum += loss;
   epoch_totals_.batches += 1;
   epoch_totals_.correct += correct;
-  epoch_totals_.examples += pending.batch_size;
+  epoch_totals_.examples += pending.batch_size * labels_per_example_;
   double rate = 0;
   for (double r : recent_rates_) rate += r;
   if (!recent_rates_.empty()) rate /= static_cast<double>(recent_rates_.size());
@@ -994,7 +1028,8 @@ void Run::process(const PendingStep& pending) {
        {"step", pending.step},
        {"epoch", pending.epoch},
        {"loss", loss},
-       {"accuracy", static_cast<double>(correct) / static_cast<double>(pending.batch_size)},
+       {"accuracy", static_cast<double>(correct) /
+                        static_cast<double>(pending.batch_size * labels_per_example_)},
        {"lr", lr},
        {"step_ms", 1e3 * step_seconds},
        {"data_wait_ms", 1e3 * pending.data_wait_seconds}});

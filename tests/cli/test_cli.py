@@ -102,6 +102,18 @@ class Cli(unittest.TestCase):
         self.assertEqual(run("train", "--help", check=False).returncode, 0)
         self.assertEqual(run("--version", check=False).returncode, 0)
 
+    def test_generate_usage_and_a_missing_run_are_clear_errors(self):
+        self.assertEqual(run("generate", "--help").returncode, 0)
+        result = run("generate", tempfile.gettempdir(), check=False)  # no --prompt
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("--prompt", result.stderr)
+        result = run("generate", tempfile.gettempdir(), "--prompt", "And", check=False)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("not a run directory", result.stderr)
+        result = run("generate", tempfile.gettempdir(), "--prompt", "x", "--tokens", "-1",
+                     check=False)
+        self.assertEqual(result.returncode, 1)
+
     def test_mistyped_command_suggests_the_closest(self):
         result = run("trian", "x.toml", check=False)
         self.assertEqual(result.returncode, 1)
@@ -388,6 +400,25 @@ class TrainCli(unittest.TestCase):
         self.assertEqual(result.returncode, 1)
         self.assertIn("strides", result.stderr)
         self.assertEqual(os.listdir(self.runs), ["strides.toml"])
+
+    def test_a_gpt2_trains_from_text_and_generate_continues_the_prompt(self):
+        corpus = os.path.join(self.runs, "corpus.txt")
+        with open(corpus, "w") as f:
+            f.write("Let there be light: and there was light.\n" * 40)
+        result = run("train", os.path.join(ROOT, "examples", "gpt2_small.toml"), *self.where,
+                     "--set", f"data.train_file={corpus}", "--set", "data.context=16",
+                     "--set", "data.test_limit=0", "--set", "model.gpt2.layers=1",
+                     "--set", "model.gpt2.channels=32", "--set", "train.max_steps=30",
+                     "--set", "optim.warmup_steps=5", "--set", "train.batch_size=8")
+        run_dir = result.stdout.strip().splitlines()[-1]
+        self.assertIn("GPT-2(layers 1", result.stdout)
+        out = run("generate", run_dir, "--prompt", "Let there", "--tokens", "12",
+                  "--temperature", "0").stdout
+        self.assertTrue(out.startswith("Let there"), out)
+        self.assertEqual(len(out.encode()), len("Let there") + 12 + 1)  # and a newline
+        again = run("generate", run_dir, "--prompt", "Let there", "--tokens", "12",
+                    "--temperature", "0").stdout
+        self.assertEqual(again, out)
 
 
 def can_mount_tmpfs():

@@ -133,6 +133,34 @@ TEST(Gpt2, TheLossStartsNearLogVocabularyAndFallsWhenTrained) {
   EXPECT_LT(last, first / 4);
 }
 
+// Rematerialization per block: the same gradients bit for bit, and a memory plan whose
+// intermediates shrink as less is kept (blocks < blocks keeping their matmuls < none).
+TEST(Gpt2, RematerializedBlocksGiveTheSameGradientsInLessMemory) {
+  nn::Gpt2Config config = tiny();
+  config.layers = 3;
+  config.channels = 16;
+  Tree params = nn::gpt2_init(config, random::key(4));
+  Array tokens = tokens_of({1, 5, 2, 7, 3, 0, 4, 4, 8, 1, 6, 2}, {2, 6});
+  Array targets = tokens_of({5, 2, 7, 3, 0, 10, 4, 8, 1, 6, 2, 9}, {2, 6});
+  std::vector<std::vector<Array>> grads;
+  std::vector<int64_t> temp_bytes;
+  for (nn::Gpt2Remat remat :
+       {nn::Gpt2Remat::kNone, nn::Gpt2Remat::kBlocksSaveDots, nn::Gpt2Remat::kBlocks}) {
+    config.remat = remat;
+    auto step = jit(grad([&](const Tree& p) { return nn::gpt2_loss(config, p, tokens, targets); }));
+    grads.push_back(step(params).leaves());
+    temp_bytes.push_back(step.compile(params).memory_plan().temp_bytes);
+  }
+  for (size_t r = 1; r < grads.size(); ++r) {
+    for (size_t i = 0; i < grads[0].size(); ++i) {
+      EXPECT_EQ(values(grads[r][i]), values(grads[0][i])) << "policy " << r << ", leaf " << i;
+    }
+  }
+  EXPECT_LT(temp_bytes[1], temp_bytes[0]);
+  EXPECT_LT(temp_bytes[2], temp_bytes[1]);
+  EXPECT_THAT(config.to_string(), HasSubstr("remat blocks"));
+}
+
 TEST(Gpt2, BadTokensAndConfigurationsAreClearErrors) {
   nn::Gpt2Config config = tiny();
   Tree params = nn::gpt2_init(config, random::key(0));

@@ -21,9 +21,21 @@
 
 #include "kiln/array.h"
 #include "kiln/error.h"
+#include "kiln/nn/module.h"
 #include "kiln/tree.h"
 
 namespace kiln::nn {
+
+// What a training step keeps of each block's forward pass for the backward pass
+// (docs/transformer.md, *Memory*): the activations of every block are most of a step's
+// memory at long contexts.
+enum class Gpt2Remat {
+  kNone,            // every intermediate value: the fastest, the most memory
+  kBlocks,          // each block's input only; the backward pass recomputes the block
+                    // (checkpoint(block, save_nothing()))
+  kBlocksSaveDots,  // each block's input and its matmul results; the rest recomputed
+                    // (checkpoint(block, save_dot_outputs()))
+};
 
 struct Gpt2Config {
   int64_t layers = 12;
@@ -34,6 +46,7 @@ struct Gpt2Config {
   // the output projection's GEMM has a friendly size.
   int64_t padded_vocab_size = 50304;
   int64_t max_context = 1024;
+  Gpt2Remat remat = Gpt2Remat::kNone;
 
   // GPT-2 124M.
   static Gpt2Config gpt2_124m() { return {}; }
@@ -58,6 +71,11 @@ Array gpt2_logits(const Gpt2Config& config, const Tree& params, const Array& tok
 // Mean cross-entropy of predicting targets [B, T] (the tokens shifted by one).
 Array gpt2_loss(const Gpt2Config& config, const Tree& params, const Array& tokens,
                 const Array& targets, CallSite site = {});
+
+// The same model as an nn::Module, for code that trains any Module (kiln train's
+// model.kind = "gpt2"): input integer tokens [B, T] with T <= max_context, output the
+// logits f32 [B, T, padded_vocab]; init is gpt2_init (its params tree as above), no state.
+Module Gpt2(const Gpt2Config& config, CallSite site = {});
 
 // Reads the tokens (a host synchronization) and fails naming the first one outside
 // [0, vocab_size) with its position: for data sources, before a batch reaches the model.
