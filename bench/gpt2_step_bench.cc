@@ -255,7 +255,7 @@ int main(int argc, char** argv) {
              step.stats().compile_seconds, first_loss);
 
   MemoryPlanReport plan = step.compile(params, opt_state, tokens, targets).memory_plan();
-  fmt::print("memory plan: {}", plan.to_string());
+  fmt::print("memory plan: {}\n", plan.to_string());
   fmt::print("donations unusable: {}\n", step.stats().donations_unusable);
   if (breakdown) print_breakdown([&] { one_step().block_until_ready(); });
 
