@@ -14,6 +14,12 @@ default thread settings (XLA and torch: one thread per core), which on this 2-co
 is their fastest for GEMM-bound work.
 
   /usr/bin/python3 bench/gpt2_peers.py [--rounds 2] [--context 64] [--peers jax,torch,compile]
+                                      [--threads 1]
+
+--threads N runs every side on N cores (taskset -c 0-(N-1)) with N compute threads: kiln with
+KILN_COMPUTE_THREADS=N, torch with torch.set_num_threads(N), JAX with the thread pools XLA
+sizes from the cores it may run on (XLA has no thread-count setting of its own: its
+--xla_cpu_multi_thread_eigen=false still ran at 160% CPU here).
 
 One side alone (what the rounds run):
   .venv/peers/bin/python bench/gpt2_peers.py --side jax --context 64
@@ -50,6 +56,8 @@ def parse_args():
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--build", default=os.path.join(ROOT, "build", "release"))
+    parser.add_argument("--threads", type=int, default=0,
+                        help="compute threads for every side (0: each side's default)")
     return parser.parse_args()
 
 
@@ -186,6 +194,8 @@ def torch_side(args):
             logits = self.ln_f(x) @ self.wte.weight.T
             return F.cross_entropy(logits.view(-1, PADDED_VOCAB), targets.reshape(-1))
 
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
     model = Gpt2()
     optimizer = torch.optim.AdamW(model.parameters(), lr=LEARNING_RATE, weight_decay=0.0)
     forward = torch.compile(model) if args.compile else model
@@ -205,8 +215,8 @@ def torch_side(args):
             "threads": torch.get_num_threads(), "first_step_s": first, "median_step_s": median}
 
 
-def run_json(command):
-    process = subprocess.run(command, capture_output=True, cwd=ROOT)
+def run_json(command, env=None):
+    process = subprocess.run(command, capture_output=True, cwd=ROOT, env=env)
     if process.returncode != 0:
         sys.exit(f"failed ({process.returncode}): {' '.join(command)}\n{process.stderr.decode()}")
     return json.loads(process.stdout.decode().strip().splitlines()[-1])
@@ -214,27 +224,33 @@ def run_json(command):
 
 def orchestrate(args):
     common = ["--batch", str(args.batch), "--context", str(args.context), "--steps", str(args.steps),
-              "--warmup", str(args.warmup)]
-    kiln = [os.path.join(args.build, "bench", "gpt2_step_bench"), "--batch", str(args.batch),
+              "--warmup", str(args.warmup), "--threads", str(args.threads)]
+    env = dict(os.environ)
+    if args.threads > 0:
+        env["KILN_COMPUTE_THREADS"] = str(args.threads)
+        env["OMP_NUM_THREADS"] = str(args.threads)
+    pinned = ["taskset", "-c", f"0-{args.threads - 1}"] if args.threads > 0 else []
+    kiln = pinned + [os.path.join(args.build, "bench", "gpt2_step_bench"), "--batch", str(args.batch),
             "--context", str(args.context), "--steps", str(args.steps), "--rounds", "1", "--json"]
-    peers = {"jax": [JAX_PYTHON, __file__, "--side", "jax"] + common,
-             "torch": [TORCH_PYTHON, __file__, "--side", "torch"] + common,
-             "compile": [TORCH_PYTHON, __file__, "--side", "torch", "--compile"] + common}
+    peers = {"jax": pinned + [JAX_PYTHON, __file__, "--side", "jax"] + common,
+             "torch": pinned + [TORCH_PYTHON, __file__, "--side", "torch"] + common,
+             "compile": pinned + [TORCH_PYTHON, __file__, "--side", "torch", "--compile"] + common}
     chosen = [name for name in args.peers.split(",") if name]
     for name in chosen:
         if name not in peers:
             sys.exit(f"--peers: unknown peer '{name}' (jax, torch, compile)")
-        if not os.path.exists(peers[name][0]):
-            sys.exit(f"{peers[name][0]} is missing: run scripts/setup --bench")
-    print(f"GPT-2 124M, B = {args.batch}, T = {args.context}, {args.rounds} rounds of "
+        if not os.path.exists(peers[name][len(pinned)]):
+            sys.exit(f"{peers[name][len(pinned)]} is missing: run scripts/setup --bench")
+    threads = f"{args.threads} threads" if args.threads else "default threads"
+    print(f"GPT-2 124M, B = {args.batch}, T = {args.context}, {threads}, {args.rounds} rounds of "
           f"{args.steps} steps after {args.warmup} warm-up steps")
     ratios = {name: [] for name in chosen}
     for round_index in range(args.rounds):
-        k = run_json(kiln)
+        k = run_json(kiln, env)
         line = (f"round {round_index}: kiln {k['median_step_s']:.3f} s (GEMM limit "
                 f"{k['limit_s']:.3f} s, {k['median_step_s'] / k['limit_s']:.2f}x)")
         for name in chosen:
-            result = run_json(peers[name])
+            result = run_json(peers[name], env)
             ratio = result["median_step_s"] / k["median_step_s"]
             ratios[name].append(ratio)
             line += (f"; {result['side']} {result['version']} {result['median_step_s']:.3f} s "

@@ -7,6 +7,7 @@
 //   build/release/bench/gpt2_step_bench                       # GPT-2 124M, B = 4, T = 64
 //   build/release/bench/gpt2_step_bench --context 256 --rounds 3
 //   build/release/bench/gpt2_step_bench --context 256 --remat blocks   (less memory)
+//   build/release/bench/gpt2_step_bench --compare-tuned   (against a hand-tuned variant)
 //   build/release/bench/gpt2_step_bench --layers 4 --heads 4 --channels 256 --vocab 256
 //       --padded-vocab 256 --max-context 256                  (examples/gpt2_small.toml's model)
 //
@@ -31,9 +32,11 @@
 #include "base/compute_pool.h"
 #include "base/trace_events.h"
 #include "kernels/cpu/gemm.h"
+#include "kiln/array_functions.h"
 #include "kiln/device.h"
 #include "kiln/grad.h"
 #include "kiln/jit.h"
+#include "kiln/nn/activations.h"
 #include "kiln/nn/gpt2.h"
 #include "kiln/ops.h"
 #include "kiln/optim.h"
@@ -166,6 +169,54 @@ void print_breakdown(const std::function<void()>& fn) {
   }
 }
 
+// The same model written the way a user tuning for speed might: attention spelled out with
+// einsum and a causal mask instead of nn::dot_product_attention, the tied projection as one
+// dot_general contracting wte's feature axis instead of matmul with transpose(wte), and the
+// loss as log_softmax and take_along_axis instead of nn::softmax_cross_entropy. The
+// natural step should be within 5% of it (--compare-tuned).
+Array tuned_dense(const Tree& layer, const Array& x) {
+  return dot_general(x, layer["kernel"].leaf(), {x.rank() - 1}, {0}) + layer["bias"].leaf();
+}
+
+Array tuned_norm(const Tree& layer, const Array& x) {
+  Array mu = mean(x, {-1}, true);
+  Array centred = x - mu;
+  Array var = mean(centred * centred, {-1}, true);
+  return centred * rsqrt(var + 1e-5) * layer["scale"].leaf() + layer["bias"].leaf();
+}
+
+Array tuned_attention(const nn::Gpt2Config& config, const Tree& attn, const Array& x) {
+  int64_t batch = x.dim(0), length = x.dim(1), c = config.channels, h = config.heads;
+  Array qkv = reshape(tuned_dense(attn["c_attn"], x), Shape{batch, length, 3, h, c / h});
+  auto part = [&](int64_t i) {
+    return squeeze(slice(qkv, {0, 0, i, 0, 0}, {batch, length, i + 1, h, c / h}), {2});
+  };
+  Array q = part(0) * (1.0 / std::sqrt(static_cast<double>(c / h))), k = part(1), v = part(2);
+  Array scores = einsum("bqhd,bkhd->bhqk", q, k);
+  Array causal = greater_equal(iota(Shape{length, length}, DType::i32, 0),
+                               iota(Shape{length, length}, DType::i32, 1));
+  Array p = nn::softmax(where(causal, scores, full({}, -1e30)), -1);
+  Array y = reshape(einsum("bhqk,bkhd->bqhd", p, v), Shape{batch, length, c});
+  return tuned_dense(attn["c_proj"], y);
+}
+
+Array tuned_loss(const nn::Gpt2Config& config, const Tree& params, const Array& tokens,
+                 const Array& targets) {
+  int64_t length = tokens.dim(1);
+  const Array& wte = params["wte"].leaf();
+  Array x = take(wte, tokens, 0) + slice(params["wpe"].leaf(), {0, 0}, {length, config.channels});
+  for (int64_t l = 0; l < config.layers; ++l) {
+    const Tree& block = params["h"][l];
+    x = x + tuned_attention(config, block["attn"], tuned_norm(block["ln_1"], x));
+    Array hidden = nn::gelu(tuned_dense(block["mlp"]["c_fc"], tuned_norm(block["ln_2"], x)), true);
+    x = x + tuned_dense(block["mlp"]["c_proj"], hidden);
+  }
+  x = tuned_norm(params["ln_f"], x);
+  Array logits = dot_general(x, wte, {2}, {1});
+  Array picked = take_along_axis(nn::log_softmax(logits, -1), expand_dims(targets, -1), -1);
+  return -mean(picked);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -190,6 +241,10 @@ int main(int argc, char** argv) {
   app.add_option("--context", length, "T, tokens per sequence")->capture_default_str();
   app.add_option("--rounds", rounds, "rounds of (steps, limit)")->capture_default_str();
   app.add_option("--steps", steps, "timed steps per round")->capture_default_str();
+  bool compare_tuned = false;
+  app.add_flag("--compare-tuned", compare_tuned,
+               "also time a hand-tuned variant of the same step (einsum attention, the "
+               "projection as one dot_general, log_softmax loss) in the same rounds");
   app.add_flag("--breakdown", breakdown,
                "trace one step and print where its time goes, kernel by kernel");
   app.add_flag("--json", json,
@@ -259,6 +314,35 @@ int main(int argc, char** argv) {
   fmt::print("donations unusable: {}\n", step.stats().donations_unusable);
   if (breakdown) print_breakdown([&] { one_step().block_until_ready(); });
 
+  // The hand-tuned step on its own copy of the state, so both run the same updates.
+  Tree tuned_params = tree_map([](const Array& x) { return x + 0.0f; }, params);
+  Tree tuned_state = optimizer.init(tuned_params);
+  auto tuned_step = jit(
+      [&](const Tree& p, const Tree& state, const Array& t, const Array& y) {
+        auto [loss, grads] =
+            value_and_grad([&](const Tree& q) { return tuned_loss(config, q, t, y); })(p);
+        auto [updates, new_state] = optimizer.update(grads, state, p);
+        return std::make_tuple(optim::apply_updates(p, updates), new_state, loss);
+      },
+      JitOptions().named("gpt2_tuned_step").donating({0, 1}));
+  auto one_tuned_step = [&] {
+    auto [p, s, loss] = tuned_step(tuned_params, tuned_state, tokens, targets);
+    tuned_params = std::move(p);
+    tuned_state = std::move(s);
+    return loss;
+  };
+  if (compare_tuned) {
+    float natural = nn::gpt2_loss(config, params, tokens, targets).item<float>();
+    float tuned = tuned_loss(config, params, tokens, targets).item<float>();
+    fmt::print("hand-tuned variant: loss {:.6f} (natural {:.6f}); first step {:.2f} s\n", tuned,
+               natural, [&] {
+                 double t0 = profile::now_seconds();
+                 one_tuned_step().block_until_ready();
+                 return profile::now_seconds() - t0;
+               }());
+  }
+  std::vector<double> tuned_ratios;
+
   std::vector<StepGemm> gemms = step_gemms(config, batch, length);
   double flops = gemm_flops(gemms);
   std::vector<double> ratios, step_seconds, limit_seconds;
@@ -277,6 +361,17 @@ int main(int argc, char** argv) {
         static_cast<double>(device->memory_stats().system_allocations - system_before) / steps;
     double faults_per_step = static_cast<double>(minor_faults() - faults_before) / steps;
     double limit_s = time_gemms(gemms);
+    if (compare_tuned) {
+      std::vector<double> tuned_samples;
+      for (int i = 0; i < steps; ++i) {
+        double t0 = profile::now_seconds();
+        one_tuned_step().block_until_ready();
+        tuned_samples.push_back(profile::now_seconds() - t0);
+      }
+      tuned_ratios.push_back(step_s / median(tuned_samples));
+      fmt::print("round {}: hand-tuned step {:.3f} s, natural / tuned {:.3f}\n", round,
+                 median(tuned_samples), tuned_ratios.back());
+    }
     ratios.push_back(step_s / limit_s);
     step_seconds.push_back(step_s);
     limit_seconds.push_back(limit_s);
@@ -294,6 +389,10 @@ int main(int argc, char** argv) {
       "step/limit median {:.2f} ({})\n",
       gib(device->memory_stats().peak_bytes), gib(plan.peak_bytes), gib(plan.temp_bytes),
       median(ratios), profile::format_ratios(ratios));
+  if (compare_tuned) {
+    fmt::print("natural / hand-tuned median {:.3f} ({})\n", median(tuned_ratios),
+               profile::format_ratios(tuned_ratios));
+  }
   if (json && !step_seconds.empty()) {
     fmt::print(
         "{{\"median_step_s\": {}, \"limit_s\": {}, \"first_step_s\": {}, \"peak_bytes\": {}, "
