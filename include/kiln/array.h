@@ -69,8 +69,14 @@ class Array {
   Array() = default;
   explicit Array(std::shared_ptr<ArrayImpl> impl) : impl_(std::move(impl)) {}
 
+  // An Array() is "absent" (an optional argument, a mask not given): asking it for its type
+  // is a kiln::Error saying so, not a null dereference.
   bool defined() const { return impl_ != nullptr; }
-  const AbstractValue& aval() const { return impl_->aval(); }
+  const AbstractValue& aval() const {
+    if (impl_ == nullptr) [[unlikely]]
+      fail_undefined();
+    return impl_->aval();
+  }
   const Shape& shape() const { return aval().shape; }
   DType dtype() const { return aval().dtype; }
   bool weak_type() const { return aval().weak_type; }
@@ -124,6 +130,7 @@ class Array {
   const std::shared_ptr<ArrayImpl>& impl_ptr() const { return impl_; }
 
  private:
+  [[noreturn]] static void fail_undefined();
   void check_storage_type(DType requested, CallSite site) const;
   HostArray item_host(CallSite site) const;
 

@@ -76,6 +76,12 @@ void wait_ready(const DeviceArray& array, CallSite site) {
   if (const auto& error = array.ready()->error()) throw Error(*error);
 }
 
+void Array::fail_undefined() {
+  fail(kUnknownSite, "the Array is empty (default-constructed): it has no shape, dtype or value",
+       "initialise the Array from an op or from_host before asking for its type; "
+       "Array::defined() says whether it holds one");
+}
+
 int64_t Array::dim(int64_t axis) const {
   int64_t r = rank();
   if (axis < -r || axis >= r) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <future>
 #include <thread>
 
@@ -145,6 +146,17 @@ TEST(Runtime, ItemNeedsOneElementAndToVectorTheRightType) {
               }),
               HasSubstr("3 values given for shape [2,2]"));
   EXPECT_THAT(error_of([] { exp(Array()); }), HasSubstr("empty Array"));
+  // An absent Array's type is an error, not a null dereference.
+  Array absent;
+  EXPECT_FALSE(absent.defined());
+  for (const auto& query : std::vector<std::function<void()>>{
+           [&] { (void)absent.aval(); }, [&] { (void)absent.shape(); },
+           [&] { (void)absent.dtype(); }, [&] { (void)absent.rank(); },
+           [&] { (void)absent.size(); }, [&] { (void)absent.dim(0); },
+           [&] { (void)absent.to_host(); }, [&] { (void)absent.item<float>(); },
+           [&] { (void)absent.device(); }, [&] { absent.block_until_ready(); }}) {
+    EXPECT_THAT(error_of(query), HasSubstr("empty"));
+  }
 }
 
 TEST(Runtime, ConcurrentHostThreadsShareDevices) {

@@ -21,6 +21,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -165,6 +166,43 @@ Module Sequential(std::vector<Module> layers);
 // transparent: its params, state, keys and path are the inner module's own (a Residual at
 // "residual_1" around a Sequential has params {residual_1: {dense_0: ..., dense_2: ...}}).
 Module Residual(Module inner);
+
+// ----- modules of your own --------------------------------------------------------------
+// A layer kiln does not have, from two functions, as Flax and Haiku users write one every
+// day (docs/training.md, *Modules of your own*):
+//
+//   nn::Module block = nn::custom_module({
+//       .name = "residual_mlp",
+//       .init = [](const Array& key, const AbstractValue& input) {
+//         int64_t c = input.shape[input.shape.rank() - 1];
+//         return nn::Variables{Tree::dict({{"w", random::normal(key, {c, c}) * 0.1}}), Tree()};
+//       },
+//       .apply = [](const nn::Variables& v, const Array& x, const nn::ApplyOptions&) {
+//         return nn::ApplyResult{x + relu(matmul(x, v.params["w"].leaf())), v.state};
+//       }});
+//
+// It composes like any layer: in Sequential (named "<name>_<position>"), under Residual,
+// jit, grad and vmap. Errors its functions raise are prefixed with the layer's path.
+struct ModuleFunctions {
+  // The layer's kind: lower-case letters, digits and '_', the stem of the name Sequential
+  // gives it ("residual_mlp_2").
+  std::string name;
+  // For summaries and errors ("ResidualMlp(512)"); empty: the name.
+  std::string description;
+  // The params and state (none: an empty Tree) for inputs of this type, drawn from `key`.
+  std::function<Variables(const Array& key, const AbstractValue& input)> init;
+  // The output and the new state (return variables.state when there is none).
+  std::function<ApplyResult(const Variables& variables, const Array& x,
+                            const ApplyOptions& options)>
+      apply;
+  // The output type for an input type, without computing. Optional: without it kiln runs
+  // init and apply once on zeros of the input type to find it.
+  std::function<AbstractValue(const AbstractValue& input)> output_type;
+  // Whether apply reads options.key in training (a layer that draws random numbers), so that
+  // Sequential hands it a key of its own.
+  bool uses_key = false;
+};
+Module custom_module(ModuleFunctions functions, CallSite site = {});
 
 // Number of scalar parameters in a params tree.
 int64_t parameter_count(const Tree& params);
