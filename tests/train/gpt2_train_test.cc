@@ -149,6 +149,19 @@ TEST(Gpt2Training, TheLossFallsAndTheRunSamplesTheSameTextForTheSameSeed) {
   EXPECT_EQ(generate_text(summary.run_dir, long_prompt).size(), 43u);
 }
 
+// A run killed after a savepoint resumes to the same weights: the data position counts
+// next-token examples as it counts images.
+TEST(Gpt2Training, AKilledRunResumesBitIdentical) {
+  fs::path dir = run_test::fresh_dir("gpt2", "resume");
+  TrainSummary straight =
+      train(tiny_gpt2(dir, {"train.max_steps=20", "train.savepoint_every=6"}), run_test::quiet());
+  fs::path copy = run_test::killed_copy(straight.run_dir, dir / "killed", 12);
+  TrainSummary resumed = resume(copy, {}, run_test::quiet());
+  EXPECT_EQ(resumed.resumed_from_step, 12);
+  EXPECT_EQ(resumed.params_sha256, straight.params_sha256);
+  EXPECT_EQ(resumed.test_loss, straight.test_loss);
+}
+
 TEST(Gpt2Training, GenerateRefusesWhatIsNotATrainedLanguageModel) {
   fs::path dir = run_test::fresh_dir("gpt2", "refuses");
   TrainSummary summary = train(tiny_gpt2(dir, {"train.max_steps=2"}), run_test::quiet());
