@@ -52,12 +52,6 @@ Array rows(const Array& x, int64_t begin, int64_t end);
 // A PartitionSpec splitting the first of `rank` dimensions over the data axis.
 PartitionSpec split_rows(int64_t rank);
 
-// A row mask f32[n] shaped to multiply per-label values [n, ...] (a language model's
-// [n, T]): [n, 1, ...].
-Array mask_per_label(const Array& mask, const Array& per_label);
-// Labels per row: 1 for classes [n], T for next tokens [n, T].
-int64_t labels_per_row(const Array& labels);
-
 // What chunks contribute: sums, divided only once every chunk is in.
 struct ChunkSums {
   Array loss;     // f32[]: summed per-label loss (masked rows add exact zeros)

@@ -26,12 +26,12 @@
 #include <vector>
 
 #include "kiln/error.h"
-#include "kiln/nn/losses.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
 #include "kiln/sharding.h"
 #include "kiln/transforms.h"
 #include "train/data_parallel_parts.h"
+#include "train/prediction_sums.h"
 #include "train/train_step.h"
 
 namespace kiln::train {
@@ -53,17 +53,6 @@ PartitionSpec split_rows(int64_t rank) {
   std::vector<std::vector<std::string>> dims(static_cast<size_t>(rank));
   dims[0] = {kDataAxis};
   return PartitionSpec(std::move(dims));
-}
-
-Array mask_per_label(const Array& mask, const Array& per_label) {
-  if (per_label.rank() <= 1) return mask;
-  Dims shape(static_cast<size_t>(per_label.rank()), 1);
-  shape[0] = mask.dim(0);
-  return reshape(mask, Shape(shape));
-}
-
-int64_t labels_per_row(const Array& labels) {
-  return labels.dim(0) > 0 ? labels.size() / labels.dim(0) : 1;
 }
 
 bool splits_over(const Shape& shape, int64_t devices) {
@@ -91,20 +80,18 @@ ChunkSums device_chunk_sums(const nn::Module& model, const Tree& params, const T
       apply.train = true;
       apply.key = random::key_at(keys, c);
       nn::ApplyResult out = model.apply(nn::Variables{q, state}, xc, apply);
-      Array per_label = nn::softmax_cross_entropy_per_example(out.y, yc);
-      Array hit = astype(equal(argmax(out.y, -1, DType::i32), yc), DType::i32);
-      Array row_mask = masked ? mask_per_label(mc, per_label) : Array();
-      Array loss = masked ? sum(per_label * row_mask) : sum(per_label);
-      Array correct = masked ? sum(hit * astype(row_mask, DType::i32)) : sum(hit);
-      Tree aux = Tree::dict({{"correct", correct}, {"loss", loss}, {"state", out.state}});
+      PredictionSums sums = prediction_sums(out.y, yc, mc);
+      Tree aux = Tree::dict({{"correct", sums.correct},
+                             {"count", sums.count},
+                             {"loss", sums.loss_sum},
+                             {"state", out.state}});
+      Array loss = sums.loss_sum;
       return std::make_pair(loss_scale == 1 ? loss : loss * loss_scale, aux);
     };
     auto [value, grads] = value_and_grad(loss_fn, HasAux{})(params);
     const Tree& aux = value.second;
-    auto per_row = static_cast<double>(labels_per_row(yc));
-    Array count = masked ? sum(mc) * per_row : full({}, static_cast<double>(chunk_rows) * per_row);
-    parts.push_back(
-        ChunkSums{aux["loss"].leaf(), aux["correct"].leaf(), count, grads, aux["state"]});
+    parts.push_back(ChunkSums{aux["loss"].leaf(), aux["correct"].leaf(), aux["count"].leaf(), grads,
+                              aux["state"]});
   }
   return pairwise_sum(parts, add_sums);
 }

@@ -11,11 +11,11 @@
 
 #include "kiln/device.h"
 #include "kiln/error.h"
-#include "kiln/nn/losses.h"
 #include "kiln/ops.h"
 #include "kiln/sharding.h"
 #include "kiln/transforms.h"
 #include "train/data_parallel_parts.h"
+#include "train/prediction_sums.h"
 #include "train/process_parallel_step.h"
 
 namespace kiln::train {
@@ -39,20 +39,6 @@ Tree keep_if(const Array& ok, const Tree& updated, const Tree& previous) {
   if (updated.num_leaves() == 0) return updated;
   return tree_map([&ok](const Array& u, const Array& p) { return where(ok, u, p); }, updated,
                   previous);
-}
-
-// The padded rows (mask 0) add exact zeros to the sum, so the loss and its gradient are
-// those of the real rows alone. Each row holds labels_per_row labels (a language model's
-// next tokens), each of which counts once.
-Array masked_mean_loss(const Array& logits, const Array& labels, const Array& mask) {
-  Array per_label = nn::softmax_cross_entropy_per_example(logits, labels);
-  auto per_row = static_cast<double>(labels_per_row(labels));
-  return sum(per_label * mask_per_label(mask, per_label)) / (sum(mask) * per_row);
-}
-
-Array masked_correct_count(const Array& logits, const Array& labels, const Array& mask) {
-  Array hit = astype(equal(argmax(logits, -1, DType::i32), labels), DType::i32);
-  return sum(hit * astype(mask_per_label(mask, hit), DType::i32));
 }
 
 }  // namespace
@@ -94,12 +80,11 @@ StepFunction single_device_step(nn::Module model, optim::GradientTransformation 
       options.train = true;
       options.key = key;
       nn::ApplyResult out = model.apply(nn::Variables{p, model_state}, images, options);
-      Array loss =
-          masked ? masked_mean_loss(out.y, labels, mask) : nn::softmax_cross_entropy(out.y, labels);
-      Array correct =
-          masked ? masked_correct_count(out.y, labels, mask) : nn::correct_count(out.y, labels);
-      Tree aux = Tree::dict({{"correct", correct}, {"state", out.state}});
-      return std::make_pair(loss, aux);
+      // The padded rows (mask 0) add exact zeros, so the loss and its gradient are those of
+      // the real rows alone.
+      PredictionSums sums = prediction_sums(out.y, labels, masked ? mask : Array());
+      Tree aux = Tree::dict({{"correct", sums.correct}, {"state", out.state}});
+      return std::make_pair(sums.loss_sum / sums.count, aux);
     };
     auto [value, grads] = value_and_grad(loss_fn, HasAux{})(params);
     const auto& [loss, aux] = value;
@@ -261,8 +246,8 @@ EvalStep::EvalStep(nn::Module model, bool flush_denormals)
     : eval_(Fn([model](const Tree& params, const Tree& model_state, const Array& images,
                        const Array& labels) {
               nn::ApplyResult out = model.apply(nn::Variables{params, model_state}, images);
-              Array loss_sum = sum(nn::softmax_cross_entropy_per_example(out.y, labels));
-              return std::make_pair(loss_sum, nn::correct_count(out.y, labels));
+              PredictionSums sums = prediction_sums(out.y, labels, Array());
+              return std::make_pair(sums.loss_sum, sums.correct);
             }),
             JitOptions().named("eval_step").flushing_denormals(flush_denormals)) {}
 
