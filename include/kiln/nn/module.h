@@ -178,7 +178,7 @@ Module Residual(Module inner);
 //         return nn::Variables{Tree::dict({{"w", random::normal(key, {c, c}) * 0.1}}), Tree()};
 //       },
 //       .apply = [](const nn::Variables& v, const Array& x, const nn::ApplyOptions&) {
-//         return nn::ApplyResult{x + relu(matmul(x, v.params["w"].leaf())), v.state};
+//         return nn::ApplyResult{x + nn::relu(matmul(x, v.params["w"].leaf())), v.state};
 //       }});
 //
 // It composes like any layer: in Sequential (named "<name>_<position>"), under Residual,
