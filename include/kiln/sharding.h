@@ -180,6 +180,13 @@ Array ppermute(const Array& x, const AxisNames& axes,
                const std::vector<std::pair<int64_t, int64_t>>& permutation, CallSite site = {});
 // This device's index along `axes`, an i32 scalar (lax.axis_index).
 Array axis_index(const AxisNames& axes, CallSite site = {});
+// The number of devices along `axes`, their sizes multiplied (lax.axis_size): a plain
+// integer, known while f is traced. Outside f, or for an axis the mesh lacks, an error.
+int64_t axis_size(const AxisNames& axes, CallSite site = {});
+// Whether a function is being mapped over a mesh with axis `name` here: for code that
+// splits itself over an axis when there is one and is ordinary elsewhere (nn::Dense with
+// DenseOptions::parallel).
+bool axis_is_bound(std::string_view name);
 
 // ----- how collectives run (docs/sharding.md, *Collective algorithms*) ----------------------
 

@@ -10,7 +10,6 @@
 #include "kiln/random.h"
 #include "kiln/sharding.h"
 #include "nn/module_impl.h"
-#include "sharding/spmd_context.h"
 
 namespace kiln::nn {
 namespace {
@@ -24,11 +23,7 @@ void check_initializer(const Initializer& init, std::string_view what, CallSite 
 
 // The size of `axis` while shard_map traces a body over a mesh that has it; 0 elsewhere.
 int64_t bound_axis_size(const std::string& axis) {
-  const std::vector<spmd::AxisText>* mesh = spmd::bound_axes();
-  if (mesh == nullptr) return 0;
-  auto found = std::find_if(mesh->begin(), mesh->end(),
-                            [&](const spmd::AxisText& a) { return a.name == axis; });
-  return found == mesh->end() ? 0 : found->size;
+  return axis_is_bound(axis) ? axis_size(axis) : 0;
 }
 
 std::string_view split_name(TensorParallel parallel) {

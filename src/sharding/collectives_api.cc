@@ -96,4 +96,15 @@ Array axis_index(const AxisNames& axes, CallSite site) {
   return bind1(prim::axis_index, {}, params_for("axis_index", axes, site), site);
 }
 
+int64_t axis_size(const AxisNames& axes, CallSite site) {
+  return params_for("axis_size", axes, site).axis_size;
+}
+
+bool axis_is_bound(std::string_view name) {
+  const std::vector<spmd::AxisText>* mesh = spmd::bound_axes();
+  return mesh != nullptr &&
+         std::any_of(mesh->begin(), mesh->end(),
+                     [&](const spmd::AxisText& axis) { return axis.name == name; });
+}
+
 }  // namespace kiln

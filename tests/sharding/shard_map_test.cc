@@ -157,6 +157,30 @@ TEST(Collectives, AxisIndexAlongEachAxis) {
   EXPECT_EQ(index_of(AxisNames{"model", "data"}), (std::vector<double>{0, 2, 1, 3}));
 }
 
+// axis_size is known while the body is traced: a plain integer, the product over the axes.
+TEST(Collectives, AxisSizeAndWhetherAnAxisIsBound) {
+  Array x = zeros(Shape{4}, DType::i32);
+  std::vector<int64_t> seen;
+  run1(unary([&](const Array& b) {
+         seen = {axis_size("data"), axis_size("model"), axis_size(AxisNames{"data", "model"}),
+                 axis_is_bound("model") ? 1 : 0, axis_is_bound("nope") ? 1 : 0};
+         return b;
+       }),
+       grid(), {{"data", "model"}}, {{"data", "model"}}, x);
+  EXPECT_EQ(seen, (std::vector<int64_t>{2, 2, 4, 1, 0}));
+  EXPECT_FALSE(axis_is_bound("data"));  // outside the body
+  EXPECT_THAT(error_of([] { (void)axis_size("data"); }),
+              HasSubstr("axis_size: mesh axis 'data' is not bound here"));
+  EXPECT_THAT(error_of([&] {
+                run1(unary([](const Array& b) {
+                       (void)axis_size("nope");
+                       return b;
+                     }),
+                     grid(), {{"data", "model"}}, {{"data", "model"}}, x);
+              }),
+              HasSubstr("axis_size: the mesh has no axis 'nope'"));
+}
+
 TEST(Collectives, ReduceInTreeOrderWhateverTheDevices) {
   // Values whose f32 sum depends on the order of the additions: the result is the pairwise
   // tree over the devices' positions along the axis, ((x0 + x1) + (x2 + x3)), whatever
