@@ -11,8 +11,9 @@ namespace kiln::train {
 Batch to_arrays(const data::HostBatch& batch, DType input_dtype) {
   Shape shape{std::span<const int64_t>(batch.shape)};
   std::span<const float> features(batch.features.data(), batch.features.size());
+  // Token inputs get a label per token, [rows, T], even when T is 1.
   Shape label_shape =
-      batch.labels_per_row == 1 ? Shape{batch.rows()} : Shape{batch.rows(), batch.labels_per_row};
+      input_dtype == DType::i32 ? Shape{batch.rows(), batch.labels_per_row} : Shape{batch.rows()};
   Batch out{Array(), from_host<int32_t>(batch.labels, label_shape), Array()};
   if (input_dtype == DType::i32) {
     std::vector<int32_t> ids(features.begin(), features.end());

@@ -201,6 +201,18 @@ nlohmann::json read_run_json(const fs::path& run_dir) {
   return info;
 }
 
+std::string final_weights_problem(const fs::path& run_dir, const nlohmann::json& info) {
+  fs::path params = run_dir / "params.safetensors";
+  std::error_code error;
+  if (!fs::is_regular_file(params, error)) return "params.safetensors is missing";
+  std::string recorded = io::string_field(info, "params_sha256");
+  if (std::string actual = io::sha256_file(params); actual != recorded) {
+    return fmt::format("the SHA-256 of params.safetensors is {}, run.json records {}", actual,
+                       recorded.empty() ? "none" : recorded);
+  }
+  return "";
+}
+
 bool run_may_be_running(const nlohmann::json& info) {
   return io::string_field(info, "status") == "running" && !owner_is_gone(info, host_name());
 }

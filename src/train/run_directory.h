@@ -103,6 +103,12 @@ std::vector<std::filesystem::path> mark_crashed_runs(const std::filesystem::path
 // directory) or it is not a JSON object.
 nlohmann::json read_run_json(const std::filesystem::path& run_dir);
 
+// What is wrong with `run_dir`'s final weights against its run.json `info`: "" when
+// params.safetensors is there with the SHA-256 run.json records, else the problem in words
+// ("params.safetensors is missing", "the SHA-256 of params.safetensors is X, run.json
+// records Y"). `kiln resume` and `kiln generate` check the same thing.
+std::string final_weights_problem(const std::filesystem::path& run_dir, const nlohmann::json& info);
+
 // Whether run.json `info` says "running" for a process that may still be running it: one
 // of this host that is still there, or one of another host (which cannot be judged).
 bool run_may_be_running(const nlohmann::json& info);

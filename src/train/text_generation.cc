@@ -10,8 +10,6 @@
 
 #include "data/byte_tokenizer.h"
 #include "io/bounded_read.h"
-#include "io/json_fields.h"
-#include "io/sha256.h"
 #include "kiln/array_functions.h"
 #include "kiln/error.h"
 #include "kiln/jit.h"
@@ -20,6 +18,7 @@
 #include "kiln/safetensors.h"
 #include "train/builders.h"
 #include "train/config.h"
+#include "train/run_directory.h"
 
 namespace kiln::train {
 namespace {
@@ -60,11 +59,8 @@ std::map<std::string, Array> final_weights(const fs::path& run_dir) {
   nlohmann::json info =
       io::parse_json(io::read_regular_file(run_dir / "run.json", io::kMaxRecordBytes),
                      io::printable_path(run_dir / "run.json"));
-  std::string recorded = io::string_field(info, "params_sha256");
-  if (std::string actual = io::sha256_file(params); actual != recorded) {
-    fail(kUnknownSite,
-         fmt::format("the SHA-256 of '{}' is {}, but run.json records {}",
-                     io::printable_path(params), actual, recorded.empty() ? "none" : recorded),
+  if (std::string problem = final_weights_problem(run_dir, info); !problem.empty()) {
+    fail(kUnknownSite, fmt::format("run '{}': {}", io::printable_path(run_dir), problem),
          "the weights were changed after the run ended; train the config again");
   }
   std::map<std::string, Array> weights;

@@ -189,7 +189,7 @@ void check_model_output(const ModelConfig& config, const nn::Module& model,
   }
   AbstractValue output = model.output_type(input);
   const int64_t classes = dataset.num_classes;
-  if (dataset.train.labels_per_record > 1) {
+  if (dataset.input_dtype == DType::i32) {
     // Next-token prediction: logits over a vocabulary at least the data's, per position.
     int64_t length = dataset.train.labels_per_record;
     if (config.kind == "gpt2" && config.gpt2.vocab_size < classes) {
@@ -212,9 +212,7 @@ void check_model_output(const ModelConfig& config, const nn::Module& model,
          fmt::format("model: the last layer must give {} logits per example (f32[batch,{}]); "
                      "the layers give {} for input {}",
                      classes, classes, output.to_string(), input.to_string()),
-         config.kind == "gpt2"
-             ? "model.kind = \"gpt2\" needs a text or tokens dataset (data.dataset)"
-             : fmt::format("end [[model.layers]] with a dense layer of features = {}", classes));
+         fmt::format("end [[model.layers]] with a dense layer of features = {}", classes));
   }
 }
 
@@ -1170,16 +1168,7 @@ void check_record_is_this_runs(const fs::path& run_dir, const nlohmann::json& in
 }
 
 void check_final_weights(const fs::path& run_dir, const nlohmann::json& info) {
-  fs::path params = run_dir / "params.safetensors";
-  std::string recorded = io::string_field(info, "params_sha256");
-  std::string problem;
-  std::error_code error;
-  if (!fs::is_regular_file(params, error)) {
-    problem = "params.safetensors is missing";
-  } else if (std::string actual = io::sha256_file(params); actual != recorded) {
-    problem = fmt::format("the SHA-256 of params.safetensors is {}, run.json records {}", actual,
-                          recorded.empty() ? "none" : recorded);
-  }
+  std::string problem = final_weights_problem(run_dir, info);
   if (problem.empty()) return;
   fail(kUnknownSite,
        fmt::format("cannot resume '{}': run.json says it completed, but {}",

@@ -194,6 +194,15 @@ TEST(Gpt2Training, GenerateRefusesWhatIsNotATrainedLanguageModel) {
                          {"has no final weights", "not completed"}));
 }
 
+// One token per example is still a language model: labels [rows, 1], logits [rows, 1, V].
+TEST(Gpt2Training, AContextOfOneTokenTrains) {
+  fs::path dir = run_test::fresh_dir("gpt2", "context1");
+  TrainSummary summary =
+      train(tiny_gpt2(dir, {"data.context=1", "train.max_steps=5"}), run_test::quiet());
+  EXPECT_EQ(summary.steps, 5);
+  EXPECT_TRUE(std::isfinite(summary.test_loss));
+}
+
 TEST(Gpt2Training, AModelThatDoesNotFitTheDataIsRefusedBeforeTraining) {
   fs::path dir = run_test::fresh_dir("gpt2", "misfit");
   EXPECT_TRUE(
