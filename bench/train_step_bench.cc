@@ -96,14 +96,13 @@ nlohmann::json logging_overhead(const std::function<void()>& one_step, int round
       one_step();
       double start = profile::now_seconds();
       double cpu_start = thread_cpu_seconds();
-      run.append_metrics({{"kind", "train"},
-                          {"step", ++step_number},
-                          {"epoch", 1},
-                          {"loss", 0.5},
-                          {"accuracy", 0.8},
-                          {"lr", 1e-3},
-                          {"step_ms", 9.5},
-                          {"data_wait_ms", 0.01}});
+      track::MetricsLine line;
+      line.kind = "train";
+      line.step = ++step_number;
+      line.epoch = 1;
+      line.values = {
+          {"loss", 0.5}, {"accuracy", 0.8}, {"lr", 1e-3}, {"step_ms", 9.5}, {"data_wait_ms", 0.01}};
+      run.append_metrics(std::move(line));
       logging_cpu.push_back(thread_cpu_seconds() - cpu_start);
       logging.push_back(profile::now_seconds() - start);
     };
@@ -130,7 +129,7 @@ nlohmann::json logging_overhead(const std::function<void()>& one_step, int round
       log_cpu_us.push_back(1e6 * median(logging_cpu));
       log_share.push_back(median(logging) / median(plain));
     }
-    run.info()["status"] = "completed";
+    run.info().status = "completed";
     run.write_info();
     tracking.finish();
   }

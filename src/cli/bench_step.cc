@@ -13,6 +13,7 @@
 #include "cli/process_age.h"
 #include "kiln/error.h"
 #include "profile/machine.h"
+#include "track/run_info.h"
 #include "train/config.h"
 #include "train/progress.h"
 #include "train/trainer.h"
@@ -72,8 +73,7 @@ int bench_step(const BenchStepOptions& options) {
   train_options.quiet = true;
   train_options.process_start_age_seconds = process_age_seconds();
   train::TrainSummary summary = train::train(config, train_options);
-  json info = json::parse(std::ifstream(summary.run_dir / "run.json"));
-  const json& timing = info["timing"];
+  json timing = json::parse(track::read_run_info(summary.run_dir).section("timing"));
   if (options.json) {
     train::print_best_effort(stdout, timing.dump(2) + "\n");
   } else {

@@ -19,6 +19,7 @@
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "io/atomic_file.h"
+#include "io/bounded_read.h"
 #include "io/json_fields.h"
 #include "io/json_text.h"
 #include "kiln/error.h"
@@ -89,6 +90,12 @@ std::string number(double value) {
   return fmt::format("{:.6g}", value);
 }
 
+// run.json's environment section (track/run_environment.h), or {} when there is none.
+json environment_of(const track::RunInfo& info) {
+  std::optional<json> environment = io::parse_json_if_valid(info.section("environment"));
+  return environment && environment->is_object() ? *environment : json::object();
+}
+
 json point_json(const track::MetricPoint& point) {
   return {{"step", point.step},
           {"value", std::isfinite(point.value) ? json(point.value) : json(number(point.value))}};
@@ -125,7 +132,7 @@ int list_runs(const RunsOptions& options) {
                      {"status", row.status},
                      {"started_at", row.started_at},
                      {"finished_at", row.finished_at},
-                     {"steps", io::integer_field(row.info, "steps", 0)},
+                     {"steps", row.info.steps.value_or(0)},
                      {"metrics", metrics}});
     }
     print_result(io::json_text(out, 2) + "\n");
@@ -135,10 +142,10 @@ int list_runs(const RunsOptions& options) {
                                  "started", "steps", "test acc", "test loss");
   for (const track::RunRow& row : rows) {
     auto metrics = summarize(catalog.metrics(row.key));
-    text += fmt::format("{:<52} {:<11} {:<20} {:>7} {:>9} {:>9}\n", row.key, row.status,
-                        row.started_at, io::integer_field(row.info, "steps", 0),
-                        metric_or_dash(metrics, "eval/test_accuracy"),
-                        metric_or_dash(metrics, "eval/test_loss"));
+    text +=
+        fmt::format("{:<52} {:<11} {:<20} {:>7} {:>9} {:>9}\n", row.key, row.status, row.started_at,
+                    row.info.steps.value_or(0), metric_or_dash(metrics, "eval/test_accuracy"),
+                    metric_or_dash(metrics, "eval/test_loss"));
   }
   text += fmt::format("{} run{}\n", rows.size(), rows.size() == 1 ? "" : "s");
   print_result(text);
@@ -168,7 +175,7 @@ json run_json(track::Catalog& catalog, const track::RunRow& row) {
           {"finished_at", row.finished_at},
           {"tags", catalog.tags(row.key)},
           {"params", catalog.params(row.key)},
-          {"environment", row.info.value("environment", json::object())},
+          {"environment", environment_of(row.info)},
           {"lineage", lineage},
           {"artifacts", artifacts},
           {"metrics", metrics}};
@@ -247,8 +254,8 @@ int compare_runs(const RunsOptions& options) {
   track::RunRow b = catalog.find(options.runs.at(1));
   std::map<std::string, std::string> env_a;
   std::map<std::string, std::string> env_b;
-  flatten(a.info.value("environment", json::object()), "", env_a);
-  flatten(b.info.value("environment", json::object()), "", env_b);
+  flatten(environment_of(a.info), "", env_a);
+  flatten(environment_of(b.info), "", env_b);
   auto metrics_a = summarize(catalog.metrics(a.key));
   auto metrics_b = summarize(catalog.metrics(b.key));
   json metrics = json::object();
@@ -313,11 +320,9 @@ fs::path run_directory(const RunsOptions& options, const std::string& spec) {
 
 int push(const RunsOptions& options) {
   fs::path run_dir = run_directory(options, options.runs.at(0));
-  nlohmann::json info = train::read_run_json(run_dir);
+  track::RunInfo info = track::read_run_info(run_dir);
   std::string uri = options.mlflow_uri;
-  if (uri.empty() && info.contains("mlflow") && info["mlflow"].is_object()) {
-    uri = info["mlflow"].value("uri", "");
-  }
+  if (uri.empty() && info.mlflow) uri = info.mlflow->uri;
   if (uri.empty()) {
     fail(kUnknownSite,
          fmt::format("{} was not mirrored to MLflow: which server?", run_dir.string()),
@@ -333,11 +338,8 @@ int push(const RunsOptions& options) {
   if (report.complete) {
     // run.json says where the run is now complete, so that another push completes the same
     // MLflow run.
-    info["mlflow"] = {{"uri", uri},
-                      {"experiment_id", report.experiment_id},
-                      {"run_id", report.run_id},
-                      {"complete", true}};
-    io::write_file_atomically(run_dir / "run.json", io::json_text(info, 2) + "\n");
+    info.mlflow = track::MlflowMirrorRecord{uri, report.experiment_id, report.run_id, true};
+    io::write_file_atomically(run_dir / "run.json", track::run_info_text(info) + "\n");
   }
   print_result(text);
   return report.complete ? 0 : 1;

@@ -10,14 +10,11 @@
 
 #include <fmt/format.h>
 
-#include "io/bounded_read.h"
 #include "kiln/error.h"
 #include "kiln/version.h"
 
 namespace kiln::track {
 namespace {
-
-using nlohmann::json;
 
 // kMigrations[v] takes a catalog from schema version v to v + 1. Append, never edit: a
 // catalog written by an older kiln is brought forward by the steps it has not seen.
@@ -99,8 +96,12 @@ std::optional<RunRow> read_row(SqliteStatement& rows, const std::filesystem::pat
   row.status = rows.text(4);
   row.started_at = rows.text(5);
   row.finished_at = rows.optional_text(6).value_or("");
-  std::optional<json> info = io::parse_json_if_valid(rows.text(7));
-  if (!info || !info->is_object()) {
+  std::optional<RunInfo> info;
+  try {
+    info = parse_run_info(rows.text(7), database.string());
+  } catch (const std::exception&) {
+  }
+  if (!info) {
     std::fprintf(stderr,
                  "warning: run catalog %s: the record of run %s is damaged (not a JSON object); "
                  "skipped (`kiln runs reindex` rebuilds the catalog from the run directories)\n",
@@ -204,7 +205,7 @@ void Catalog::record_run(const RunRecord& run) {
   } else {
     upsert.bind(7, run.finished_at);
   }
-  upsert.bind(8, run.info.dump(-1, ' ', false, json::error_handler_t::replace));
+  upsert.bind(8, run_info_text(run.info, -1));
   upsert.run();
   for (const char* table : {"params", "tags", "lineage", "artifacts"}) {
     db_.prepare(fmt::format("DELETE FROM {} WHERE run_key=?1", table)).bind(1, key).run();

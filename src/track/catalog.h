@@ -19,8 +19,7 @@
 #include <string_view>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "track/run_info.h"
 #include "track/sqlite_db.h"
 
 namespace kiln::track {
@@ -54,7 +53,7 @@ struct RunRecord {
   std::string status;  // run.json's: running, completed, failed, interrupted, crashed
   std::string started_at;
   std::string finished_at;                    // empty while running
-  nlohmann::json info;                        // run.json as of this record
+  RunInfo info;                               // run.json as of this record
   std::map<std::string, std::string> params;  // resolved config, "section.key" -> value
   std::map<std::string, std::string> tags;
   std::vector<LineageEdge> lineage;
@@ -73,7 +72,7 @@ struct RunRow {
   std::string status;
   std::string started_at;
   std::string finished_at;
-  nlohmann::json info;
+  RunInfo info;
 };
 
 // A condition of `kiln runs list --filter`: FIELD OP VALUE with OP one of = != < <= > >=.

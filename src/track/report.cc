@@ -16,8 +16,6 @@
 namespace kiln::track {
 namespace {
 
-using nlohmann::json;
-
 constexpr const char* kStyle = R"(
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;color:#1d2330;
   background:#f4f5f7;margin:0}
@@ -56,23 +54,14 @@ pre.config{background:#f4f5f7;border:1px solid #e2e5ea;padding:10px;overflow:aut
 footer{color:#777;font-size:12px;text-align:center;margin-bottom:16px}
 )";
 
-const json* field(const json& object, const char* key) {
-  auto found = object.find(key);
-  return found == object.end() ? nullptr : &*found;
-}
-
-std::string text_of(const json& info, const char* key) {
-  const json* value = field(info, key);
-  return value == nullptr || value->is_null() ? "" : html::cell_text(*value);
-}
-
 // run.json's final results, else (a run still going, or one that crashed) the last
 // evaluation in metrics.jsonl.
 double final_value(const RunData& run, const std::string& key) {
-  const json* final = field(run.info, "final");
-  if (final && final->is_object()) {
-    const json* value = field(*final, key.c_str());
-    if (value && value->is_number()) return value->get<double>();
+  if (const std::optional<FinalMetrics>& final_metrics = run.info.final_metrics) {
+    double value = key == "test_accuracy" ? final_metrics->test_accuracy
+                   : key == "test_loss"   ? final_metrics->test_loss
+                                          : NAN;
+    if (!std::isnan(value)) return value;
   }
   for (auto record = run.metrics.rbegin(); record != run.metrics.rend(); ++record) {
     auto found = record->values.find(key);
@@ -85,14 +74,17 @@ std::string percent(double fraction) {
   return std::isfinite(fraction) ? fmt::format("{:.2f} %", 100 * fraction) : html::number(fraction);
 }
 
-std::string duration(const json& info) {
-  const json* seconds = field(info, "seconds");
-  if (seconds == nullptr || !seconds->is_number()) return "";
-  double s = seconds->get<double>();
+std::string duration(const RunInfo& info) {
+  if (!info.seconds) return "";
+  double s = *info.seconds;
   if (s < 60) return fmt::format("{:.1f} s", s);
   auto whole = static_cast<int64_t>(std::llround(s));
   if (whole < 3600) return fmt::format("{} min {:02} s", whole / 60, whole % 60);
   return fmt::format("{} h {:02} min", whole / 3600, whole / 60 % 60);
+}
+
+std::string steps_text(const RunInfo& info) {
+  return info.steps ? std::to_string(*info.steps) : std::string();
 }
 
 // A status as a CSS class name: only the statuses kiln writes get their colors.
@@ -105,21 +97,21 @@ std::string badge(const std::string& status) {
                      html::escape(status.empty() ? "unknown" : status));
 }
 
-std::string when(const json& info) {
-  std::string out = "started " + html::escape(text_of(info, "started_at"));
-  std::string finished = text_of(info, "finished_at");
+std::string when(const RunInfo& info) {
+  std::string out = "started " + html::escape(info.started_at);
+  const std::string& finished = info.finished_at;
   if (!finished.empty()) out += " &middot; finished " + html::escape(finished);
   std::string took = duration(info);
   if (!took.empty()) out += " &middot; " + html::escape(took);
-  std::string steps = text_of(info, "steps");
+  std::string steps = steps_text(info);
   if (!steps.empty()) out += " &middot; " + html::escape(steps) + " steps";
   return out;
 }
 
 std::string one_run_header(const RunData& run) {
   std::string out = fmt::format("<h1>kiln report: {}</h1>\n<p>{} {}</p>\n", html::escape(run.key()),
-                                badge(text_of(run.info, "status")), when(run.info));
-  std::string error = text_of(run.info, "error");
+                                badge(run.info.status), when(run.info));
+  const std::string& error = run.info.error;
   if (!error.empty()) out += "<p class=\"error\">" + html::escape(error) + "</p>\n";
   out += fmt::format(
       "<div class=\"finals\"><div class=\"final\"><b>{}</b><span>final test accuracy</span></div>"
@@ -142,11 +134,10 @@ std::string several_runs_header(const std::vector<RunData>& runs) {
     out += fmt::format(
         "<tr><td><span class=\"swatch\" style=\"background:{}\"></span>{}</td><td>{}</td>"
         "<td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-        html::escape(report::run_color(i)), html::escape(run.key()),
-        badge(text_of(run.info, "status")), html::escape(text_of(run.info, "started_at")),
-        html::escape(text_of(run.info, "finished_at")), html::escape(duration(run.info)),
-        html::escape(text_of(run.info, "steps")), html::escape(percent(accuracy)),
-        html::escape(html::number(final_value(run, "test_loss"))));
+        html::escape(report::run_color(i)), html::escape(run.key()), badge(run.info.status),
+        html::escape(run.info.started_at), html::escape(run.info.finished_at),
+        html::escape(duration(run.info)), html::escape(steps_text(run.info)),
+        html::escape(percent(accuracy)), html::escape(html::number(final_value(run, "test_loss"))));
     bars.push_back({run.key(), 100 * accuracy, report::run_color(i)});
   }
   out += "</table>\n";

@@ -11,31 +11,21 @@
 
 #include <cstdint>
 #include <filesystem>
-#include <map>
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "track/metrics_line.h"
+#include "track/run_info.h"
 
 namespace kiln::track {
 
-// One line of metrics.jsonl: {"kind": "train", "step": 3, "epoch": 1, "loss": 0.5, ...}.
-struct MetricRecord {
-  std::string kind;  // "train", "eval" (others are kept and not drawn)
-  int64_t step = 0;
-  int64_t epoch = 0;
-  // Every other number of the line ("loss", "step_ms", "time"); "nan" / "inf" / "-inf"
-  // written as text are read as those values.
-  std::map<std::string, double> values;
-};
-
 struct RunData {
-  nlohmann::json info = nlohmann::json::object();  // run.json
-  std::string config_toml;                         // empty when the run has no config.toml
-  std::vector<MetricRecord> metrics;               // in the file's order
-  bool torn_last_line = false;  // metrics.jsonl ended in a partial line (left out)
+  RunInfo info;                      // run.json
+  std::string config_toml;           // empty when the run has no config.toml
+  std::vector<MetricsLine> metrics;  // in the file's order
+  bool torn_last_line = false;       // metrics.jsonl ended in a partial line (left out)
 
-  // "<experiment>/<run id>" from run.json.
+  // "<experiment>/<run id>" from run.json ("?" for either when it is missing).
   std::string key() const;
 };
 

@@ -12,7 +12,7 @@ namespace {
 std::vector<svg::Point> points_of(const RunData& run, const std::string& kind,
                                   const std::string& value, bool by_epoch) {
   std::vector<svg::Point> points;
-  for (const MetricRecord& record : run.metrics) {
+  for (const MetricsLine& record : run.metrics) {
     if (record.kind != kind) continue;
     auto found = record.values.find(value);
     if (found == record.values.end()) continue;
@@ -94,7 +94,7 @@ std::string step_time_section(const std::vector<RunData>& runs) {
   std::vector<svg::Sample> samples;
   for (size_t i = 0; i < runs.size(); ++i) {
     svg::Sample sample{runs.size() > 1 ? runs[i].key() : "", run_color(i), {}};
-    for (const MetricRecord& record : runs[i].metrics) {
+    for (const MetricsLine& record : runs[i].metrics) {
       auto found = record.values.find("step_ms");
       // The first step of a process (step 1, or the first after a resume) has no previous
       // step to be timed from and is recorded as 0.

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "io/bounded_read.h"
 #include "track/report_html.h"
 #include "track/report_sections.h"
 #include "track/report_svg.h"
@@ -138,7 +139,9 @@ double number_at(const json& info, const char* object, const char* key) {
 }
 
 std::string run_section(const RunData& run, size_t index, bool several) {
-  Picker picker(run.info);
+  // The tables show run.json as a document, every key of it, typed or not.
+  json document = io::parse_json(run_info_text(run.info, -1), "run.json");
+  Picker picker(document);
   std::string out = fmt::format("<section class=\"run\" id=\"run-{}\">\n<h2>", index + 1);
   if (several) {
     out += fmt::format("<span class=\"swatch\" style=\"background:{}\"></span>",
@@ -147,7 +150,7 @@ std::string run_section(const RunData& run, size_t index, bool several) {
   out += html::escape(run.key()) + "</h2>\n";
   const json* roofline = picker.take("roofline");
   const json* memory = picker.take("memory");
-  std::string charts = time_chart(run.info, run_color(index)) + profile_charts(roofline, memory);
+  std::string charts = time_chart(document, run_color(index)) + profile_charts(roofline, memory);
   if (!charts.empty()) out += "<div class=\"charts\">\n" + charts + "</div>\n";
   out += "<div class=\"tables\">\n";
   out += table("Run", html::key_value_table(picker.rows(

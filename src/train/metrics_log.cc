@@ -8,7 +8,6 @@
 #include <fmt/format.h>
 
 #include "io/atomic_file.h"
-#include "io/json_text.h"
 #include "kiln/error.h"
 #include "train/run_observer.h"
 
@@ -33,7 +32,7 @@ void MetricsLog::rethrow_failure() {
   std::rethrow_exception(failure);
 }
 
-void MetricsLog::append(nlohmann::json record) {
+void MetricsLog::append(track::MetricsLine line) {
   bool wake = false;
   {
     std::lock_guard lock(mutex_);
@@ -41,7 +40,7 @@ void MetricsLog::append(nlohmann::json record) {
     // The writer sleeps on an empty queue without a timer: the first line starts its
     // interval. Waking it for every line would cost a context switch per step.
     wake = queue_.empty() || queue_.size() + 1 >= kMaxQueued;
-    queue_.push_back(std::move(record));
+    queue_.push_back(std::move(line));
   }
   if (wake) wake_.notify_one();
 }
@@ -67,10 +66,10 @@ void MetricsLog::observe(RunObserver* observer) {
   observer_ = observer;
 }
 
-std::exception_ptr MetricsLog::write(const std::vector<nlohmann::json>& batch) {
+std::exception_ptr MetricsLog::write(const std::vector<track::MetricsLine>& batch) {
   std::string text;
-  for (const nlohmann::json& record : batch) {
-    text += io::json_text(record);
+  for (const track::MetricsLine& line : batch) {
+    text += track::metrics_line_text(line);
     text += '\n';
   }
   int error = io::injected_write_fault(path_);
@@ -99,14 +98,14 @@ void MetricsLog::work() {
     wake_.wait_for(lock, kWriteInterval, [&] {
       return stopping_ || flushes_waiting_ > 0 || queue_.size() >= kMaxQueued;
     });
-    std::vector<nlohmann::json> batch = std::move(queue_);
+    std::vector<track::MetricsLine> batch = std::move(queue_);
     queue_.clear();
     RunObserver* observer = observer_;
     writing_ = true;
     lock.unlock();
     std::exception_ptr failure = write(batch);
     if (!failure && observer != nullptr) {
-      for (const nlohmann::json& record : batch) observer->metrics_appended(record);
+      for (const track::MetricsLine& line : batch) observer->metrics_appended(line);
     }
     lock.lock();
     writing_ = false;

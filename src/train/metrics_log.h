@@ -19,7 +19,7 @@
 #include <thread>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include "track/metrics_line.h"
 
 namespace kiln::train {
 
@@ -42,7 +42,7 @@ class MetricsLog {
   ~MetricsLog();
 
   // Queues one line; throws a failed earlier write's error.
-  void append(nlohmann::json record);
+  void append(track::MetricsLine line);
   // Returns once every queued line is written and observed; throws a failed write's error.
   void flush();
   // flush(), then the lines in the file.
@@ -54,7 +54,7 @@ class MetricsLog {
  private:
   void work();
   // Writes `batch` as one block; returns the error (naming metrics.jsonl), or null.
-  std::exception_ptr write(const std::vector<nlohmann::json>& batch);
+  std::exception_ptr write(const std::vector<track::MetricsLine>& batch);
   // Throws, once, the error of a failed write. Called with mutex_ held.
   void rethrow_failure();
 
@@ -63,7 +63,7 @@ class MetricsLog {
   std::mutex mutex_;
   std::condition_variable wake_;  // the writer: lines queued, a flush wanted, stopping
   std::condition_variable idle_;  // flush(): the queue was written
-  std::vector<nlohmann::json> queue_;
+  std::vector<track::MetricsLine> queue_;
   int64_t written_lines_;
   std::exception_ptr failure_;  // a failed write, not yet thrown
   RunObserver* observer_ = nullptr;

@@ -20,8 +20,6 @@
 #include "base/wall_clock.h"
 #include "io/atomic_file.h"
 #include "io/bounded_read.h"
-#include "io/json_fields.h"
-#include "io/json_text.h"
 #include "kiln/error.h"
 
 namespace kiln::train {
@@ -79,14 +77,13 @@ int64_t process_start_ticks(int64_t pid) {
 
 // Whether the process that wrote a "running" run.json is gone. Only a run of this host can
 // be judged; one without a pid (older kiln) is left alone.
-bool owner_is_gone(const nlohmann::json& info, const std::string& host) {
-  if (!info.contains("pid") || !info["pid"].is_number_integer()) return false;
-  if (io::string_field(info, "host") != host) return false;
-  int64_t pid = info["pid"].get<int64_t>();
+bool owner_is_gone(const track::RunInfo& info, const std::string& host) {
+  if (!info.pid || info.host != host) return false;
+  int64_t pid = *info.pid;
   if (pid <= 0) return false;
   if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) return true;
   if (process_is_zombie(pid)) return true;
-  int64_t recorded = io::integer_field(info, "pid_start_ticks", -1);
+  int64_t recorded = info.pid_start_ticks.value_or(-1);
   int64_t now = process_start_ticks(pid);
   return recorded >= 0 && now >= 0 && recorded != now;  // the id was reused
 }
@@ -104,23 +101,23 @@ std::vector<fs::path> mark_crashed_runs(const fs::path& experiment_dir) {
   for (const fs::directory_entry& entry : fs::directory_iterator(experiment_dir, error)) {
     fs::path run_json = entry.path() / "run.json";
     if (!entry.is_directory(error) || !fs::exists(run_json, error)) continue;
-    nlohmann::json info;
+    track::RunInfo info;
     try {
-      info =
-          io::parse_json(io::read_regular_file(run_json, io::kMaxRecordBytes), run_json.string());
+      info = track::parse_run_info(io::read_regular_file(run_json, io::kMaxRecordBytes),
+                                   run_json.string());
     } catch (const std::exception&) {
       continue;  // not ours to judge
     }
-    if (io::string_field(info, "status") != "running") continue;
+    if (info.status != "running") continue;
     if (!owner_is_gone(info, host)) continue;
-    info["status"] = "crashed";
-    info["error"] = fmt::format(
+    info.status = "crashed";
+    info.error = fmt::format(
         "the process (pid {} on {}) ended without recording a final state: it was killed "
         "(SIGKILL, out of memory) or the machine stopped",
-        info["pid"].get<int64_t>(), host);
-    info["crash_detected_at"] = utc_timestamp();
+        *info.pid, host);
+    info.crash_detected_at = utc_timestamp();
     try {
-      write_text(run_json, io::json_text(info, 2) + "\n");
+      write_text(run_json, track::run_info_text(info) + "\n");
       crashed.push_back(entry.path());
     } catch (const std::exception&) {
       // A read-only or full disk: the run stays "running", as before.
@@ -132,7 +129,7 @@ std::vector<fs::path> mark_crashed_runs(const fs::path& experiment_dir) {
 
 RunDirectory RunDirectory::create(const fs::path& runs_dir, const std::string& experiment,
                                   const std::string& resolved_config,
-                                  const std::string& config_sha256, nlohmann::json run_info) {
+                                  const std::string& config_sha256, track::RunInfo run_info) {
   fs::path parent = runs_dir / experiment;
   std::error_code error;
   fs::create_directories(parent, error);
@@ -155,18 +152,18 @@ RunDirectory RunDirectory::create(const fs::path& runs_dir, const std::string& e
   fs::path path = parent / run_id;
   // Before the first write: a `kiln resume` of this directory started now waits its turn.
   RunLock lock = RunLock::acquire(path, "train");
-  run_info["experiment"] = experiment;
-  run_info["run_id"] = run_id;
-  run_info["config_sha256"] = config_sha256;
-  run_info["status"] = "running";
-  run_info["started_at"] = utc_timestamp();
-  run_info["pid"] = static_cast<int64_t>(::getpid());
-  run_info["host"] = host_name();
-  run_info["pid_start_ticks"] = process_start_ticks(::getpid());
+  run_info.experiment = experiment;
+  run_info.run_id = run_id;
+  run_info.config_sha256 = config_sha256;
+  run_info.status = "running";
+  run_info.started_at = utc_timestamp();
+  run_info.pid = static_cast<int64_t>(::getpid());
+  run_info.host = host_name();
+  run_info.pid_start_ticks = process_start_ticks(::getpid());
   // run.json first: once the directory exists, it says what the run is, even when the disk
   // fills up before anything else fits.
   try {
-    write_text(path / "run.json", io::json_text(run_info, 2) + "\n");
+    write_text(path / "run.json", track::run_info_text(run_info) + "\n");
   } catch (const std::exception&) {
     fs::remove_all(path, error);  // an empty directory without a record helps no one
     throw;
@@ -184,28 +181,11 @@ RunDirectory RunDirectory::create(const fs::path& runs_dir, const std::string& e
   return run;
 }
 
-nlohmann::json read_run_json(const fs::path& run_dir) {
-  fs::path path = run_dir / "run.json";
-  std::optional<std::string> text = io::read_regular_file_if_present(path, io::kMaxRecordBytes);
-  if (!text) {
-    fail(kUnknownSite,
-         fmt::format("cannot resume '{}': it has no run.json (not a run directory?)",
-                     run_dir.string()),
-         "pass the directory `kiln train` printed last: runs/<experiment>/<run-id>");
-  }
-  nlohmann::json info = io::parse_json(*text, path.string());
-  if (!info.is_object()) {
-    fail(kUnknownSite,
-         fmt::format("cannot resume '{}': run.json is not a JSON object", run_dir.string()));
-  }
-  return info;
-}
-
-std::string final_weights_problem(const fs::path& run_dir, const nlohmann::json& info) {
+std::string final_weights_problem(const fs::path& run_dir, const track::RunInfo& info) {
   fs::path params = run_dir / "params.safetensors";
   std::error_code error;
   if (!fs::is_regular_file(params, error)) return "params.safetensors is missing";
-  std::string recorded = io::string_field(info, "params_sha256");
+  const std::string& recorded = info.params_sha256;
   if (std::string actual = io::sha256_file(params); actual != recorded) {
     return fmt::format("the SHA-256 of params.safetensors is {}, run.json records {}", actual,
                        recorded.empty() ? "none" : recorded);
@@ -213,11 +193,11 @@ std::string final_weights_problem(const fs::path& run_dir, const nlohmann::json&
   return "";
 }
 
-bool run_may_be_running(const nlohmann::json& info) {
-  return io::string_field(info, "status") == "running" && !owner_is_gone(info, host_name());
+bool run_may_be_running(const track::RunInfo& info) {
+  return info.status == "running" && !owner_is_gone(info, host_name());
 }
 
-RunDirectory RunDirectory::reopen(const fs::path& path, nlohmann::json run_info,
+RunDirectory RunDirectory::reopen(const fs::path& path, track::RunInfo run_info,
                                   int64_t metrics_lines) {
   fs::path metrics_path = path / "metrics.jsonl";
   std::string kept;
@@ -235,21 +215,22 @@ RunDirectory RunDirectory::reopen(const fs::path& path, nlohmann::json run_info,
                                    metrics_path.string(), lines, metrics_lines));
   }
   write_text(metrics_path, kept);
-  run_info["status"] = "running";
-  run_info["pid"] = static_cast<int64_t>(::getpid());
-  run_info["host"] = host_name();
-  run_info["pid_start_ticks"] = process_start_ticks(::getpid());
-  for (const char* stale : {"error", "signal", "finished_at", "crash_detected_at"}) {
-    run_info.erase(stale);
-  }
-  std::string run_id = io::string_field(run_info, "run_id", path.filename().string());
+  run_info.status = "running";
+  run_info.pid = static_cast<int64_t>(::getpid());
+  run_info.host = host_name();
+  run_info.pid_start_ticks = process_start_ticks(::getpid());
+  run_info.error.clear();
+  run_info.signal.clear();
+  run_info.finished_at.clear();
+  run_info.crash_detected_at.clear();
+  std::string run_id = run_info.run_id.empty() ? path.filename().string() : run_info.run_id;
   RunDirectory run(path, run_id, std::move(run_info));
   run.write_info();
   run.open_metrics("a", lines);
   return run;
 }
 
-RunDirectory::RunDirectory(fs::path path, std::string run_id, nlohmann::json info)
+RunDirectory::RunDirectory(fs::path path, std::string run_id, track::RunInfo info)
     : path_(std::move(path)), run_id_(std::move(run_id)), info_(std::move(info)) {}
 
 void RunDirectory::open_metrics(const char* mode, int64_t lines) {
@@ -262,7 +243,7 @@ void RunDirectory::open_metrics(const char* mode, int64_t lines) {
   metrics_ = std::make_unique<MetricsLog>(metrics_path, file, lines);
 }
 
-RunDirectory RunDirectory::follower(const fs::path& path, nlohmann::json run_info,
+RunDirectory RunDirectory::follower(const fs::path& path, track::RunInfo run_info,
                                     int64_t metrics_lines) {
   RunDirectory run(path, path.filename().string(), std::move(run_info));
   run.writes_ = false;
@@ -291,13 +272,13 @@ void RunDirectory::observe(RunObserver* observer) {
 // The metrics writer finishes its queue before the file closes.
 RunDirectory::~RunDirectory() = default;
 
-void RunDirectory::append_metrics(nlohmann::json record) {
+void RunDirectory::append_metrics(track::MetricsLine line) {
   if (!writes_) {
     ++follower_lines_;
     return;
   }
-  record["time"] = std::round(unix_seconds_now() * 1e3) / 1e3;
-  metrics_->append(std::move(record));
+  line.time = std::round(unix_seconds_now() * 1e3) / 1e3;
+  metrics_->append(std::move(line));
 }
 
 void RunDirectory::write_info() {
@@ -307,7 +288,7 @@ void RunDirectory::write_info() {
 }
 
 void RunDirectory::write_run_json() {
-  std::string text = io::json_text(info_, 2) + "\n";
+  std::string text = track::run_info_text(info_) + "\n";
   try {
     write_text(path_ / "run.json", text);
   } catch (const std::exception&) {
@@ -321,22 +302,22 @@ void RunDirectory::write_run_json() {
 void RunDirectory::finish_completed() {
   // write_info writes the queued metrics first: a line that cannot be written throws
   // there, and the run is recorded as failed instead.
-  info_["status"] = "completed";
-  info_["finished_at"] = utc_timestamp();
+  info_.status = "completed";
+  info_.finished_at = utc_timestamp();
   write_info();
 }
 
 std::string RunDirectory::finish_failed(const std::string& error) noexcept {
-  info_["status"] = "failed";
-  info_["error"] = error;
+  info_.status = "failed";
+  info_.error = error;
   return finish_unfinished();
 }
 
 std::string RunDirectory::finish_interrupted(const std::string& signal_name,
                                              int64_t steps) noexcept {
-  info_["status"] = "interrupted";
-  info_["signal"] = signal_name;
-  info_["steps"] = steps;
+  info_.status = "interrupted";
+  info_.signal = signal_name;
+  info_.steps = steps;
   return finish_unfinished();
 }
 
@@ -349,7 +330,7 @@ std::string RunDirectory::finish_unfinished() noexcept {
   } catch (const std::exception&) {
   }
   try {
-    info_["finished_at"] = utc_timestamp();
+    info_.finished_at = utc_timestamp();
     write_run_json();
     return "";
   } catch (const std::exception& error) {

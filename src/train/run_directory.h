@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
+#include "track/metrics_line.h"
+#include "track/run_info.h"
 #include "train/metrics_log.h"
 #include "train/run_lock.h"
 #include "train/run_observer.h"
@@ -29,16 +29,16 @@ class RunDirectory {
   // directory is removed; a later failure is recorded in it as "failed".
   static RunDirectory create(const std::filesystem::path& runs_dir, const std::string& experiment,
                              const std::string& resolved_config, const std::string& config_sha256,
-                             nlohmann::json run_info);
+                             track::RunInfo run_info);
   // Continues an existing run (kiln resume): keeps the first `metrics_lines` lines of
   // metrics.jsonl (what was recorded up to the savepoint resumed from; the rest is redone),
   // sets run.json's status back to "running" under this process, and appends from there.
-  static RunDirectory reopen(const std::filesystem::path& path, nlohmann::json run_info,
+  static RunDirectory reopen(const std::filesystem::path& path, track::RunInfo run_info,
                              int64_t metrics_lines);
   // Rank r > 0 of an MPI job: a view of rank 0's run directory at `path` that writes
   // nothing (only rank 0 writes a run's files and its catalog entry). Metrics lines are
   // counted, not written.
-  static RunDirectory follower(const std::filesystem::path& path, nlohmann::json run_info,
+  static RunDirectory follower(const std::filesystem::path& path, track::RunInfo run_info,
                                int64_t metrics_lines);
   bool writes() const { return writes_; }
 
@@ -48,7 +48,7 @@ class RunDirectory {
 
   const std::filesystem::path& path() const { return path_; }
   const std::string& run_id() const { return run_id_; }
-  nlohmann::json& info() { return info_; }
+  track::RunInfo& info() { return info_; }
   // The runs of the same experiment that create() found stale and marked "crashed".
   const std::vector<std::filesystem::path>& crashed_runs() const { return crashed_runs_; }
 
@@ -56,11 +56,11 @@ class RunDirectory {
   // run.json first.
   void observe(RunObserver* observer);
 
-  // Queues one line for metrics.jsonl, with the wall time added as "time" (Unix seconds);
+  // Queues one line for metrics.jsonl, with the wall time added as its time (Unix seconds);
   // a background writer appends and flushes it within MetricsLog::kWriteInterval. A failed
   // write is an error naming metrics.jsonl and the reason, thrown by the next call that
   // touches the metrics (this one, metrics_lines(), write_info()).
-  void append_metrics(nlohmann::json record);
+  void append_metrics(track::MetricsLine line);
   // Lines in metrics.jsonl, once everything queued is written.
   int64_t metrics_lines() { return writes_ ? metrics_->lines() : follower_lines_; }
   // Writes what metrics are queued, then rewrites run.json with the current info
@@ -75,7 +75,7 @@ class RunDirectory {
   std::string finish_interrupted(const std::string& signal_name, int64_t steps) noexcept;
 
  private:
-  RunDirectory(std::filesystem::path path, std::string run_id, nlohmann::json info);
+  RunDirectory(std::filesystem::path path, std::string run_id, track::RunInfo info);
   // Opens metrics.jsonl with fopen `mode` ("w" for a new run, "a" to continue one that
   // holds `lines` lines) and starts its writer.
   void open_metrics(const char* mode, int64_t lines);
@@ -85,7 +85,7 @@ class RunDirectory {
   RunLock lock_;
   std::filesystem::path path_;
   std::string run_id_;
-  nlohmann::json info_;
+  track::RunInfo info_;
   std::unique_ptr<MetricsLog> metrics_;
   std::vector<std::filesystem::path> crashed_runs_;
   RunObserver* observer_ = nullptr;
@@ -99,19 +99,15 @@ class RunDirectory {
 // they cannot be told apart from live ones.
 std::vector<std::filesystem::path> mark_crashed_runs(const std::filesystem::path& experiment_dir);
 
-// The run.json of `run_dir`, for `kiln resume`: an error when there is none (not a run
-// directory) or it is not a JSON object.
-nlohmann::json read_run_json(const std::filesystem::path& run_dir);
-
 // What is wrong with `run_dir`'s final weights against its run.json `info`: "" when
 // params.safetensors is there with the SHA-256 run.json records, else the problem in words
 // ("params.safetensors is missing", "the SHA-256 of params.safetensors is X, run.json
 // records Y"). `kiln resume` and `kiln generate` check the same thing.
-std::string final_weights_problem(const std::filesystem::path& run_dir, const nlohmann::json& info);
+std::string final_weights_problem(const std::filesystem::path& run_dir, const track::RunInfo& info);
 
 // Whether run.json `info` says "running" for a process that may still be running it: one
 // of this host that is still there, or one of another host (which cannot be judged).
-bool run_may_be_running(const nlohmann::json& info);
+bool run_may_be_running(const track::RunInfo& info);
 
 // The current UTC time as ISO 8601 ("2026-11-30T22:54:17Z").
 std::string utc_timestamp();

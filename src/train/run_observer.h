@@ -3,7 +3,8 @@
 
 #include <filesystem>
 
-#include <nlohmann/json.hpp>
+#include "track/metrics_line.h"
+#include "track/run_info.h"
 
 namespace kiln::train {
 
@@ -14,8 +15,8 @@ namespace kiln::train {
 class RunObserver {
  public:
   virtual ~RunObserver() = default;
-  virtual void info_written(const std::filesystem::path& run_dir, const nlohmann::json& info) = 0;
-  virtual void metrics_appended(const nlohmann::json& record) = 0;
+  virtual void info_written(const std::filesystem::path& run_dir, const track::RunInfo& info) = 0;
+  virtual void metrics_appended(const track::MetricsLine& line) = 0;
 };
 
 }  // namespace kiln::train

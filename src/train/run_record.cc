@@ -8,9 +8,12 @@
 #include <system_error>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "io/bounded_read.h"
+#include "io/json_fields.h"
 #include "kiln/error.h"
+#include "track/metrics_line.h"
 #include "train/run_directory.h"
 #include "train/run_identity.h"
 
@@ -20,127 +23,76 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string text_of(const json& info, const char* key) {
-  auto found = info.find(key);
-  if (found == info.end() || found->is_null()) return {};
-  return found->is_string() ? found->get<std::string>() : found->dump();
-}
-
-// A metric value as metrics.jsonl writes it: a number, or "nan" / "inf" / "-inf" as text.
-std::optional<double> metric_value(const json& value) {
-  if (value.is_number()) return value.get<double>();
-  if (!value.is_string()) return std::nullopt;
-  const std::string& text = value.get_ref<const std::string&>();
-  if (text == "nan" || text == "-nan") return std::nan("");
-  if (text == "inf") return INFINITY;
-  if (text == "-inf") return -INFINITY;
-  return std::nullopt;
-}
-
-std::map<std::string, std::string> identity_tags(const json& info) {
+std::map<std::string, std::string> identity_tags(const track::RunInfo& info) {
   std::map<std::string, std::string> tags;
-  for (const char* key : {"config_sha256", "kiln_version", "kernels", "host", "seed"}) {
-    std::string value = text_of(info, key);
-    if (!value.empty()) tags[key] = value;
-  }
-  if (info.contains("identity") && info["identity"].is_object()) {
-    std::string data = text_of(info["identity"], "data_sha256");
-    if (!data.empty()) tags["data_sha256"] = data;
-  }
-  const json* code = info.contains("environment") && info["environment"].is_object() &&
-                             info["environment"].contains("code")
-                         ? &info["environment"]["code"]
-                         : nullptr;
-  if (code && code->is_object()) {
-    std::string commit = text_of(*code, "commit");
-    if (!commit.empty()) tags["code_commit"] = commit;
-    if (code->contains("dirty")) tags["code_dirty"] = text_of(*code, "dirty");
+  auto tag = [&](const char* name, const std::string& value) {
+    if (!value.empty()) tags[name] = value;
+  };
+  tag("config_sha256", info.config_sha256);
+  tag("kiln_version", info.kiln_version);
+  tag("kernels", info.kernels);
+  tag("host", info.host);
+  if (info.seed) tag("seed", std::to_string(*info.seed));
+  if (info.identity) tag("data_sha256", info.identity->data_sha256);
+  // The code's commit, from the environment section (track/run_environment.h).
+  std::optional<json> environment = io::parse_json_if_valid(info.section("environment"));
+  if (environment && environment->is_object() && environment->contains("code")) {
+    const json& code = (*environment)["code"];
+    if (code.is_object()) {
+      tag("code_commit", io::string_field(code, "commit"));
+      if (auto dirty = code.find("dirty"); dirty != code.end()) {
+        tags["code_dirty"] = dirty->is_string() ? dirty->get<std::string>() : dirty->dump();
+      }
+    }
   }
   return tags;
 }
 
-std::vector<track::ArtifactEntry> artifacts_of(const fs::path& run_dir, const json& info) {
+std::vector<track::ArtifactEntry> artifacts_of(const fs::path& run_dir,
+                                               const track::RunInfo& info) {
   std::vector<track::ArtifactEntry> artifacts;
-  auto add = [&](const char* name, const char* file_key, const char* sha_key) {
-    std::string file = text_of(info, file_key);
+  auto add = [&](const char* name, const std::string& file, const std::string& sha256) {
     if (file.empty()) return;
     std::error_code error;
     auto bytes = fs::file_size(run_dir / file, error);
-    artifacts.push_back({name, file, sha_key ? text_of(info, sha_key) : std::string(),
-                         error ? -1 : static_cast<int64_t>(bytes)});
+    artifacts.push_back({name, file, sha256, error ? -1 : static_cast<int64_t>(bytes)});
   };
-  add("params", "params_file", "params_sha256");
-  add("state", "state_file", nullptr);
+  add("params", info.params_file, info.params_sha256);
+  add("state", info.state_file, "");
   return artifacts;
 }
 
 }  // namespace
 
-track::RunRecord run_record(const fs::path& run_dir, const json& info) {
+track::RunRecord run_record(const fs::path& run_dir, const track::RunInfo& info) {
   track::RunRecord run;
-  run.experiment = text_of(info, "experiment");
-  run.run_id = text_of(info, "run_id");
+  run.experiment = info.experiment;
+  run.run_id = info.run_id;
   if (run.run_id.empty()) run.run_id = run_dir.filename().string();
   if (run.experiment.empty()) run.experiment = run_dir.parent_path().filename().string();
   run.run_dir = run_dir.string();
-  run.status = text_of(info, "status");
-  run.started_at = text_of(info, "started_at");
-  run.finished_at = text_of(info, "finished_at");
+  run.status = info.status;
+  run.started_at = info.started_at;
+  run.finished_at = info.finished_at;
   run.info = info;
   if (std::optional<std::string> config =
           io::read_regular_file_if_present(run_dir / "config.toml", io::kMaxRecordBytes)) {
     run.params = config_keys(*config);
   }
   run.tags = identity_tags(info);
-  if (info.contains("resumes") && info["resumes"].is_array()) {
-    for (const json& resume : info["resumes"]) {
-      if (!resume.is_object()) continue;
-      std::string from = text_of(resume, "savepoint");
-      if (from.empty()) from = fmt::format("step {}", text_of(resume, "from_step"));
-      run.lineage.push_back({"resumed_from", from});
-    }
+  for (const track::ResumeRecord& resume : info.resumes) {
+    std::string from =
+        resume.savepoint.empty() ? fmt::format("step {}", resume.from_step) : resume.savepoint;
+    run.lineage.push_back({"resumed_from", from});
   }
   run.artifacts = artifacts_of(run_dir, info);
   return run;
 }
 
-std::vector<track::MetricPoint> metric_points(const json& record) {
-  std::vector<track::MetricPoint> points;
-  if (!record.is_object() || !record.contains("step") || !record["step"].is_number_integer()) {
-    return points;
-  }
-  std::string kind = text_of(record, "kind");
-  if (kind != "train" && kind != "eval") return points;
-  int64_t step = record["step"].get<int64_t>();
-  double wall_time =
-      record.contains("time") && record["time"].is_number() ? record["time"].get<double>() : 0.0;
-  for (const auto& [name, value] : record.items()) {
-    if (name == "kind" || name == "step" || name == "epoch" || name == "time") continue;
-    std::optional<double> number = metric_value(value);
-    if (number) points.push_back({fmt::format("{}/{}", kind, name), step, *number, wall_time});
-  }
-  return points;
-}
-
 std::vector<track::MetricPoint> read_metric_points(const fs::path& run_dir) {
-  fs::path path = run_dir / "metrics.jsonl";
-  std::istringstream in(io::read_regular_file_if_present(path, io::kMaxMetricsBytes).value_or(""));
   std::vector<track::MetricPoint> points;
-  int64_t number = 0;
-  int64_t torn = 0;  // a line that is not JSON: acceptable only as the last one
-  for (std::string line; std::getline(in, line);) {
-    ++number;
-    if (torn) {
-      fail(kUnknownSite, fmt::format("{}:{}: not a JSON record", path.string(), torn),
-           "only the last line may be torn (a run that crashed mid-write); fix or remove it");
-    }
-    if (line.empty()) continue;
-    std::optional<json> record = io::parse_json_if_valid(line);
-    if (!record) {
-      torn = number;
-      continue;
-    }
-    for (track::MetricPoint& point : metric_points(*record)) points.push_back(std::move(point));
+  for (const track::MetricsLine& line : track::read_metrics_file(run_dir).lines) {
+    for (track::MetricPoint& point : track::metric_points(line)) points.push_back(std::move(point));
   }
   return points;
 }
@@ -162,7 +114,7 @@ ReindexReport reindex_runs(const fs::path& runs_dir, track::Catalog& catalog) {
   std::sort(run_dirs.begin(), run_dirs.end());  // directory order is the file system's
   for (const fs::path& run_dir : run_dirs) {
     try {
-      track::RunRecord record = run_record(run_dir, read_run_json(run_dir));
+      track::RunRecord record = run_record(run_dir, track::read_run_info(run_dir));
       std::vector<track::MetricPoint> points = read_metric_points(run_dir);
       catalog.record_run(record);
       catalog.replace_metrics(record.key(), points);

@@ -6,24 +6,19 @@
 #include <filesystem>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "track/catalog.h"
+#include "track/run_info.h"
 
 namespace kiln::train {
 
 // The record of the run in `run_dir` whose run.json says `info`: config keys as params
 // (from config.toml; none when it is missing), identity as tags, resumes as lineage, the
 // weights as artifacts.
-track::RunRecord run_record(const std::filesystem::path& run_dir, const nlohmann::json& info);
+track::RunRecord run_record(const std::filesystem::path& run_dir, const track::RunInfo& info);
 
-// The metric points of one metrics.jsonl record: a train record's loss, accuracy, lr,
-// step_ms and data_wait_ms as train/<name>, an evaluation's as eval/<name>; other kinds give
-// none. Non-finite values written as text ("nan", "inf") come back as numbers.
-std::vector<track::MetricPoint> metric_points(const nlohmann::json& record);
-
-// Every point of `run_dir`/metrics.jsonl. A last line that is not JSON (torn by a crash) is
-// left out; any other is an error naming the file and line.
+// Every point of `run_dir`/metrics.jsonl (track::metric_points of each line). A last line
+// that is not JSON (torn by a crash) is left out; any other is an error naming the file and
+// line.
 std::vector<track::MetricPoint> read_metric_points(const std::filesystem::path& run_dir);
 
 }  // namespace kiln::train

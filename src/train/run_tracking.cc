@@ -69,7 +69,7 @@ RunTracking::~RunTracking() {
   if (!finished_) finish();
 }
 
-void RunTracking::info_written(const fs::path& run_dir, const nlohmann::json& info) {
+void RunTracking::info_written(const fs::path& run_dir, const track::RunInfo& info) {
   std::lock_guard lock(mutex_);
   run_dir_ = run_dir;
   last_info_ = info;
@@ -104,9 +104,9 @@ void RunTracking::info_written(const fs::path& run_dir, const nlohmann::json& in
   }
 }
 
-void RunTracking::metrics_appended(const nlohmann::json& record) {
+void RunTracking::metrics_appended(const track::MetricsLine& line) {
   std::lock_guard lock(mutex_);
-  std::vector<track::MetricPoint> points = metric_points(record);
+  std::vector<track::MetricPoint> points = track::metric_points(line);
   if (points.empty()) return;
   if (tensorboard_) {
     for (const track::MetricPoint& point : points) {
@@ -114,7 +114,7 @@ void RunTracking::metrics_appended(const nlohmann::json& record) {
                                point.wall_time);
     }
     // An evaluation ends an epoch: let a TensorBoard watching the run see it.
-    if (record.value("kind", "") == "eval") tensorboard_->flush();
+    if (line.kind == "eval") tensorboard_->flush();
   }
   if (mlflow_) {
     for (const track::MetricPoint& point : points) {
@@ -123,13 +123,12 @@ void RunTracking::metrics_appended(const nlohmann::json& record) {
     }
   }
   if (catalog_) {
-    std::string key =
-        fmt::format("{}/{}", last_info_.value("experiment", ""), last_info_.value("run_id", ""));
+    std::string key = last_info_.key();
     catalog_->add_metrics(std::move(key), std::move(points));
   }
 }
 
-void RunTracking::reopened(const fs::path& run_dir, const nlohmann::json& info) {
+void RunTracking::reopened(const fs::path& run_dir, const track::RunInfo& info) {
   std::lock_guard lock(mutex_);
   if (!catalog_) return;
   track::RunRecord record = run_record(run_dir, info);
@@ -146,7 +145,7 @@ void RunTracking::other_run_changed(const fs::path& run_dir) {
   std::lock_guard lock(mutex_);
   if (!catalog_) return;
   try {
-    catalog_->record_run(run_record(run_dir, read_run_json(run_dir)));
+    catalog_->record_run(run_record(run_dir, track::read_run_info(run_dir)));
   } catch (const std::exception& error) {
     problems_.push_back(fmt::format("run catalog: {}: {}", run_dir.string(), error.what()));
   }
@@ -164,13 +163,11 @@ std::vector<std::string> RunTracking::finish() {
   if (mlflow_) {
     for (const std::string& file : artifact_files(run_dir_))
       mlflow_->log_artifact(run_dir_ / file, file);
-    std::string status = last_info_.value("status", "failed");
+    std::string status = last_info_.status.empty() ? "failed" : last_info_.status;
     track::MlflowReport report = mlflow_->finish(mlflow_status(status), unix_milliseconds_now(),
                                                  std::chrono::ceil<std::chrono::seconds>(wait));
-    mlflow_summary_ = {{"uri", config_.mlflow_uri},
-                       {"experiment_id", report.experiment_id},
-                       {"run_id", report.run_id},
-                       {"complete", report.complete}};
+    mlflow_summary_ = track::MlflowMirrorRecord{config_.mlflow_uri, report.experiment_id,
+                                                report.run_id, report.complete};
     for (const std::string& problem : report.problems) {
       problems_.push_back(problem + " (`kiln runs push` sends the run later)");
     }
@@ -190,7 +187,7 @@ std::vector<std::string> RunTracking::finish() {
 track::MlflowReport push_run_to_mlflow(const fs::path& run_dir, const std::string& uri,
                                        const std::string& experiment,
                                        std::chrono::seconds max_wait) {
-  nlohmann::json info = read_run_json(run_dir);
+  track::RunInfo info = track::read_run_info(run_dir);
   track::RunRecord record = run_record(run_dir, info);
   track::MlflowRunRecord push;
   push.run_name = record.run_id;
@@ -210,10 +207,7 @@ track::MlflowReport push_run_to_mlflow(const fs::path& run_dir, const std::strin
   }
   for (const std::string& file : artifact_files(run_dir))
     push.artifacts.push_back({run_dir / file, file});
-  const nlohmann::json* mirrored = info.contains("mlflow") ? &info["mlflow"] : nullptr;
-  if (mirrored && io::string_field(*mirrored, "uri") == uri) {
-    push.mlflow_run_id = io::string_field(*mirrored, "run_id");
-  }
+  if (info.mlflow && info.mlflow->uri == uri) push.mlflow_run_id = info.mlflow->run_id;
   track::MlflowOptions options;
   options.uri = uri;
   options.experiment = experiment.empty() ? record.experiment : experiment;

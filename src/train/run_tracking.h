@@ -13,8 +13,6 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "track/catalog_recorder.h"
 #include "track/mlflow.h"
 #include "track/tensorboard.h"
@@ -28,11 +26,11 @@ class RunTracking : public RunObserver {
   RunTracking(const TrackingConfig& config, const std::filesystem::path& runs_dir);
   ~RunTracking() override;
 
-  void info_written(const std::filesystem::path& run_dir, const nlohmann::json& info) override;
-  void metrics_appended(const nlohmann::json& record) override;
+  void info_written(const std::filesystem::path& run_dir, const track::RunInfo& info) override;
+  void metrics_appended(const track::MetricsLine& line) override;
   // A run reopened by `kiln resume`: its catalog metrics become those of the metrics.jsonl
   // lines kept.
-  void reopened(const std::filesystem::path& run_dir, const nlohmann::json& info);
+  void reopened(const std::filesystem::path& run_dir, const track::RunInfo& info);
   // Another run's directory changed (marked crashed): its catalog row follows.
   void other_run_changed(const std::filesystem::path& run_dir);
 
@@ -42,8 +40,8 @@ class RunTracking : public RunObserver {
   std::vector<std::string> finish();
 
   // What the mirror recorded (run.json's "mlflow": uri, experiment, run id, complete), or
-  // null when there is no mirror; valid after finish().
-  const nlohmann::json& mlflow_summary() const { return mlflow_summary_; }
+  // nothing when there is no mirror; valid after finish().
+  const std::optional<track::MlflowMirrorRecord>& mlflow_summary() const { return mlflow_summary_; }
 
  private:
   std::mutex mutex_;
@@ -54,10 +52,10 @@ class RunTracking : public RunObserver {
   std::optional<track::MlflowMirror> mlflow_;              // tracking.mlflow_uri set
   bool mlflow_started_ = false;
   std::filesystem::path run_dir_;
-  nlohmann::json last_info_;  // run.json as last written: the final status and times
+  track::RunInfo last_info_;  // run.json as last written: the final status and times
   bool tensorboard_reported_ = false;
   std::vector<std::string> problems_;
-  nlohmann::json mlflow_summary_;
+  std::optional<track::MlflowMirrorRecord> mlflow_summary_;
   bool finished_ = false;
 };
 

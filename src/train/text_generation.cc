@@ -56,9 +56,7 @@ std::map<std::string, Array> final_weights(const fs::path& run_dir) {
                      io::printable_path(run_dir)),
          "finish it with `kiln resume RUN`, or lower train.max_steps for a shorter run");
   }
-  nlohmann::json info =
-      io::parse_json(io::read_regular_file(run_dir / "run.json", io::kMaxRecordBytes),
-                     io::printable_path(run_dir / "run.json"));
+  track::RunInfo info = track::read_run_info(run_dir);
   if (std::string problem = final_weights_problem(run_dir, info); !problem.empty()) {
     fail(kUnknownSite, fmt::format("run '{}': {}", io::printable_path(run_dir), problem),
          "the weights were changed after the run ended; train the config again");

@@ -65,8 +65,23 @@ std::vector<bool> host_bools(const Array& flags) {
   return values;
 }
 
-nlohmann::json number_or_text(double value) {
-  return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(fmt::format("{}", value));
+// A section of run.json (track::RunInfo::sections): a report written whole, read only for
+// display.
+void set_section(track::RunInfo& info, const std::string& name, const nlohmann::json& value) {
+  info.sections[name] = io::json_text(value);
+}
+
+track::RunIdentityRecord identity_record(const nlohmann::json& identity) {
+  return {identity["config_sha256"].get<std::string>(), identity["data_sha256"].get<std::string>(),
+          identity["kernels"].get<std::string>(), kKilnVersion};
+}
+
+// run.json's identity as run_identity.h compares it.
+nlohmann::json identity_json(const track::RunIdentityRecord& identity) {
+  return {{"config_sha256", identity.config_sha256},
+          {"data_sha256", identity.data_sha256},
+          {"kernels", identity.kernels},
+          {"kiln_version", identity.kiln_version}};
 }
 
 // A step whose metrics are still on the device.
@@ -252,7 +267,7 @@ struct GoodState {
 // What resume() found before the run starts again.
 struct ResumePlan {
   std::filesystem::path run_dir;
-  nlohmann::json info;  // run.json
+  track::RunInfo info;  // run.json
   const ResumeOptions* options = nullptr;
 };
 
@@ -385,21 +400,18 @@ void Run::start_run_directory() {
       fmt::format("# resolved config ({})\n{}\n{}\n", c.source, resolved, model_->summary(input_)));
   nlohmann::json dataset = data_->dataset.to_json();
   dataset["name"] = c.data.dataset;
-  nlohmann::json info = {{"seed", c.experiment.seed},
-                         {"config_file", c.source},
-                         {"dataset", dataset},
-                         {"parameters", nn::parameter_count(state_.params)},
-                         {"total_steps", total_steps_},
-                         {"compute_threads", default_device().compute_threads()},
-                         // Settings outside the config that change the weights' bits.
-                         {"kernels", configured_kernels()},
-                         {"kiln_version", kKilnVersion},
-                         {"identity",
-                          {{"config_sha256", identity_["config_sha256"]},
-                           {"data_sha256", identity_["data_sha256"]},
-                           {"kiln_version", kKilnVersion},
-                           {"kernels", identity_["kernels"]}}},
-                         {"environment", track::run_environment()}};
+  track::RunInfo info;
+  info.seed = c.experiment.seed;
+  // Settings outside the config that change the weights' bits.
+  info.kernels = configured_kernels();
+  info.kiln_version = kKilnVersion;
+  info.identity = identity_record(identity_);
+  set_section(info, "config_file", c.source);
+  set_section(info, "dataset", dataset);
+  set_section(info, "parameters", nn::parameter_count(state_.params));
+  set_section(info, "total_steps", total_steps_);
+  set_section(info, "compute_threads", default_device().compute_threads());
+  set_section(info, "environment", track::run_environment());
   if (!writes_) {
     run_.emplace(RunDirectory::follower(from_rank_zero("run directory", ""), info, 0));
     summary_.run_dir = run_->path();
@@ -490,9 +502,9 @@ void Run::finish_tracking() {
   std::vector<std::string> problems = tracking_->finish();
   summary_.tracking_problems.insert(summary_.tracking_problems.end(), problems.begin(),
                                     problems.end());
-  bool mirrored = !tracking_->mlflow_summary().is_null();
+  bool mirrored = tracking_->mlflow_summary().has_value();
   if (mirrored) {
-    run_->info()["mlflow"] = tracking_->mlflow_summary();
+    run_->info().mlflow = tracking_->mlflow_summary();
     if (summary_.tracking_problems.empty()) {
       try {
         run_->write_info();
@@ -508,7 +520,7 @@ void Run::finish_tracking() {
   for (const std::string& problem : summary_.tracking_problems) {
     print_best_effort(stderr, "warning: " + problem + "\n");  // even when --quiet
   }
-  run_->info()["tracking_problems"] = summary_.tracking_problems;
+  set_section(run_->info(), "tracking_problems", summary_.tracking_problems);
   try {
     run_->write_info();
   } catch (const std::exception& error) {
@@ -602,24 +614,28 @@ void Run::train_epochs() {
   summary_.seconds = seconds_since(start_);
   summary_.median_step_ms = 1e3 * profile::summarize(0, step_seconds_).median_s;
   double loop_seconds = seconds_since(loop_start);
-  run_->info()["data_wait"] = {
-      {"total_seconds", loader.total_wait_seconds()},
-      {"fraction_of_training", loop_seconds > 0 ? loader.total_wait_seconds() / loop_seconds : 0},
-      {"median_ms", 1e3 * profile::summarize(0, data_wait_seconds_).median_s},
-      {"starved_steps", loader.starved_calls()},
-      {"workers", data_->loader_options.workers},
-      {"prefetch", data_->loader_options.prefetch}};
+  set_section(
+      run_->info(), "data_wait",
+      {{"total_seconds", loader.total_wait_seconds()},
+       {"fraction_of_training", loop_seconds > 0 ? loader.total_wait_seconds() / loop_seconds : 0},
+       {"median_ms", 1e3 * profile::summarize(0, data_wait_seconds_).median_s},
+       {"starved_steps", loader.starved_calls()},
+       {"workers", data_->loader_options.workers},
+       {"prefetch", data_->loader_options.prefetch}});
   JitStats stats = step.stats();
-  run_->info()["jit"] = {{"compiles", stats.compiles},
-                         {"compile_seconds", stats.compile_seconds},
-                         {"compile_reasons", stats.compile_reasons}};
+  set_section(run_->info(), "jit",
+              {{"compiles", stats.compiles},
+               {"compile_seconds", stats.compile_seconds},
+               {"compile_reasons", stats.compile_reasons}});
   // The steady steps' own: evaluations and the savepoints' copies are reported apart.
   int64_t steady_steps = step_number - start_step_ - 1;
   int64_t step_syncs =
       host_syncs_on_this_thread() - syncs_after_first_step_ - eval_syncs_ - savepoint_syncs_;
-  run_->info()["timing"] = timing_report(
-      stats, loop_seconds, loader.total_wait_seconds(),
-      steady_steps > 0 ? static_cast<double>(step_syncs) / static_cast<double>(steady_steps) : 0.0);
+  set_section(run_->info(), "timing",
+              timing_report(stats, loop_seconds, loader.total_wait_seconds(),
+                            steady_steps > 0 ? static_cast<double>(step_syncs) /
+                                                   static_cast<double>(steady_steps)
+                                             : 0.0));
 }
 
 nlohmann::json Run::timing_report(const JitStats& stats, double loop_seconds,
@@ -689,14 +705,15 @@ nlohmann::json Run::timing_report(const JitStats& stats, double loop_seconds,
 
 void Run::record_profile() {
   profiled_ = true;
-  for (const auto& [key, value] : profiler_->report().items()) run_->info()[key] = value;
+  for (const auto& [key, value] : profiler_->report().items())
+    set_section(run_->info(), key, value);
   // Written now: when run.json cannot grow (a full disk), the profile is dropped rather
   // than left in the record, where it would keep every later rewrite, the final status
   // among them, from fitting.
   try {
     run_->write_info();
   } catch (const std::exception& error) {
-    for (const auto& [key, value] : profiler_->report().items()) run_->info().erase(key);
+    for (const auto& [key, value] : profiler_->report().items()) run_->info().sections.erase(key);
     progress_->message(std::string("warning: the profile is not in run.json: ") + error.what());
   }
   if (options_.trace_steps && !profiler_->report()["trace"]["file"].is_null()) {
@@ -825,7 +842,7 @@ void Run::savepoint_failed(int64_t step, const std::string& error) {
          "train.on_savepoint_error = \"continue\" to train on without it");
   }
   savepoint_errors_.push_back({{"step", step}, {"error", error}});
-  run_->info()["savepoint_errors"] = savepoint_errors_;
+  set_section(run_->info(), "savepoint_errors", savepoint_errors_);
   progress_->message("warning: " + text + "; training continues (train.on_savepoint_error)");
 }
 
@@ -840,7 +857,7 @@ void Run::reopen_run_directory() {
   // directory, and one of this run (the same identity) whose trees do not fit the run's
   // model (a tensor renamed or reshaped by an edit). Under a changed identity the
   // difference is reported below instead.
-  std::string run_id = io::string_field(resume_->info, "run_id");
+  const std::string& run_id = resume_->info.run_id;
   auto fits_this_run = [&](const savepoint::Loaded& candidate) {
     restored.reset();
     if (!candidate.run_id.empty() && candidate.run_id != run_id) {
@@ -863,10 +880,11 @@ void Run::reopen_run_directory() {
   for (const std::string& problem : skipped) {
     summary_.notes.push_back(fmt::format("skipped damaged savepoint {}", problem));
   }
-  nlohmann::json saved_identity =
-      loaded ? loaded->manifest["identity"] : resume_->info.value("identity", nlohmann::json());
+  nlohmann::json saved_identity = loaded                   ? loaded->manifest["identity"]
+                                  : resume_->info.identity ? identity_json(*resume_->info.identity)
+                                                           : nlohmann::json();
   std::vector<std::string> changes = identity_differences(saved_identity, identity_);
-  if (!loaded && !resume_->info.contains("identity")) changes.clear();  // older run.json
+  if (!loaded && !resume_->info.identity) changes.clear();  // older run.json
   if (!changes.empty() && !resume_->options->allow_changed) {
     std::string list;
     for (const std::string& change : changes) list += "\n  " + change;
@@ -901,28 +919,25 @@ void Run::reopen_run_directory() {
     summary_.resumed_from_step = 0;
     summary_.notes.push_back("no usable savepoint: starting again from step 0");
   }
-  nlohmann::json info = resume_->info;
-  nlohmann::json record = {{"at", utc_timestamp()},
-                           {"from_step", summary_.resumed_from_step},
-                           {"previous_status", io::string_field(info, "status")},
-                           {"environment", track::run_environment()}};
-  if (loaded) record["savepoint"] = fs::relative(loaded->path, resume_->run_dir).string();
-  if (!skipped.empty()) record["skipped_savepoints"] = skipped;
+  track::RunInfo info = resume_->info;
+  track::ResumeRecord record;
+  record.at = utc_timestamp();
+  record.from_step = summary_.resumed_from_step;
+  record.previous_status = info.status;
+  record.environment = io::json_text(track::run_environment());
+  if (loaded) record.savepoint = fs::relative(loaded->path, resume_->run_dir).string();
+  record.skipped_savepoints = skipped;
+  record.changed = changes;
   if (!changes.empty()) {
-    record["changed"] = changes;
     summary_.notes.push_back(
         fmt::format("continuing with {} change(s) to the run identity "
                     "(--allow-changed)",
                     changes.size()));
   }
-  if (!info.contains("resumes") || !info["resumes"].is_array())
-    info["resumes"] = nlohmann::json::array();
-  info["resumes"].push_back(record);
-  info["config_sha256"] = identity_["config_sha256"];
-  info["identity"] = {{"config_sha256", identity_["config_sha256"]},
-                      {"data_sha256", identity_["data_sha256"]},
-                      {"kiln_version", kKilnVersion},
-                      {"kernels", identity_["kernels"]}};
+  info.sections.erase("resumes");  // damaged (not a list of resumes): started again
+  info.resumes.push_back(std::move(record));
+  info.config_sha256 = identity_["config_sha256"].get<std::string>();
+  info.identity = identity_record(identity_);
   // Every rank resumes from the same step (rank 0's savepoint is the one they all read).
   std::string zero_step = from_rank_zero("resume step", std::to_string(start_step_));
   if (zero_step != std::to_string(start_step_)) {
@@ -958,13 +973,15 @@ void Run::end_epoch(int64_t epoch, int64_t step_number, const EvalStep& eval) {
   summary_.test_accuracy = test.accuracy;
   summary_.test_loss = test.loss;
   summary_.train_loss = epoch_totals_.mean_loss();
-  run_->append_metrics({{"kind", "eval"},
-                        {"epoch", epoch},
-                        {"step", step_number},
-                        {"train_loss", epoch_totals_.mean_loss()},
-                        {"train_accuracy", epoch_totals_.accuracy()},
-                        {"test_loss", number_or_text(test.loss)},
-                        {"test_accuracy", test.accuracy}});
+  track::MetricsLine line;
+  line.kind = "eval";
+  line.step = step_number;
+  line.epoch = epoch;
+  line.values = {{"train_loss", epoch_totals_.mean_loss()},
+                 {"train_accuracy", epoch_totals_.accuracy()},
+                 {"test_loss", test.loss},
+                 {"test_accuracy", test.accuracy}};
+  run_->append_metrics(std::move(line));
   if (!std::isfinite(test.loss)) {
     // Skipped steps keep the weights finite, but a loss can still overflow: such weights
     // are no result.
@@ -998,7 +1015,7 @@ void Run::process(const PendingStep& pending) {
   }
   if (pending.step == 1) {
     summary_.first_step_seconds = options_.process_start_age_seconds + seconds_since(start_);
-    run_->info()["first_step_seconds"] = summary_.first_step_seconds;
+    run_->info().first_step_seconds = summary_.first_step_seconds;
   } else if (last_completion_) {
     double seconds = std::chrono::duration<double>(now - *last_completion_).count();
     step_seconds_.push_back(seconds);
@@ -1021,16 +1038,17 @@ void Run::process(const PendingStep& pending) {
   for (double r : recent_rates_) rate += r;
   if (!recent_rates_.empty()) rate /= static_cast<double>(recent_rates_.size());
   double step_seconds = step_seconds_.empty() ? 0 : step_seconds_.back();
-  run_->append_metrics(
-      {{"kind", "train"},
-       {"step", pending.step},
-       {"epoch", pending.epoch},
-       {"loss", loss},
-       {"accuracy", static_cast<double>(correct) /
-                        static_cast<double>(pending.batch_size * labels_per_example_)},
-       {"lr", lr},
-       {"step_ms", 1e3 * step_seconds},
-       {"data_wait_ms", 1e3 * pending.data_wait_seconds}});
+  track::MetricsLine line;
+  line.kind = "train";
+  line.step = pending.step;
+  line.epoch = pending.epoch;
+  line.values = {{"loss", loss},
+                 {"accuracy", static_cast<double>(correct) /
+                                  static_cast<double>(pending.batch_size * labels_per_example_)},
+                 {"lr", lr},
+                 {"step_ms", 1e3 * step_seconds},
+                 {"data_wait_ms", 1e3 * pending.data_wait_seconds}};
+  run_->append_metrics(std::move(line));
   StepProgress p;
   p.step = pending.step;
   p.total_steps = total_steps_;
@@ -1058,13 +1076,15 @@ void Run::report_nonfinite(const PendingStep& pending, double loss,
   bool skip = config_.train.on_nonfinite == "skip";
   std::string text = fmt::format("step {} (epoch {}): loss is {}; first non-finite gradient: {}",
                                  pending.step, pending.epoch, loss, where);
-  run_->append_metrics({{"kind", "nonfinite"},
-                        {"step", pending.step},
-                        {"epoch", pending.epoch},
-                        {"loss", number_or_text(loss)},
-                        {"first_nonfinite_gradient", bad.empty() ? "" : bad.front()},
-                        {"nonfinite_gradients", bad},
-                        {"action", skip ? "skipped" : "stopped"}});
+  track::MetricsLine line;
+  line.kind = "nonfinite";
+  line.step = pending.step;
+  line.epoch = pending.epoch;
+  line.values = {{"loss", loss}};
+  line.texts = {{"first_nonfinite_gradient", bad.empty() ? "" : bad.front()},
+                {"action", skip ? "skipped" : "stopped"}};
+  line.lists = {{"nonfinite_gradients", bad}};
+  run_->append_metrics(std::move(line));
   if (!skip) {
     throw NonFiniteError(text + " (set train.on_nonfinite = \"skip\" to skip such steps)");
   }
@@ -1098,7 +1118,7 @@ void Run::keep_last_good_state() {
   } catch (const std::exception& error) {
     record["error"] = error.what();
   }
-  run_->info()["last_good"] = record;
+  set_section(run_->info(), "last_good", record);
 }
 
 void Run::save_final() {
@@ -1113,25 +1133,25 @@ void Run::save_final() {
   fs::path params_path = run_->path() / "params.safetensors";
   save_safetensors(params_path, state_.params, metadata);
   summary_.params_sha256 = io::sha256_file(params_path);
-  nlohmann::json& info = run_->info();
-  info["params_file"] = "params.safetensors";
-  info["params_sha256"] = summary_.params_sha256;
+  track::RunInfo& info = run_->info();
+  info.params_file = "params.safetensors";
+  info.params_sha256 = summary_.params_sha256;
   if (state_.model_state.num_leaves() > 0) {
     save_safetensors(run_->path() / "state.safetensors", state_.model_state, metadata);
-    info["state_file"] = "state.safetensors";
+    info.state_file = "state.safetensors";
   }
-  info["steps"] = summary_.steps;
-  info["skipped_steps"] = summary_.skipped_steps;
+  info.steps = summary_.steps;
+  info.skipped_steps = summary_.skipped_steps;
   if (!summary_.last_savepoint.empty()) {
-    info["last_savepoint"] = fs::relative(summary_.last_savepoint, run_->path()).string();
+    info.last_savepoint = fs::relative(summary_.last_savepoint, run_->path()).string();
   }
-  info["savepoints"] = {{"started", savepoints_started_},
-                        {"training_thread_seconds", savepoint_thread_seconds_}};
-  info["seconds"] = summary_.seconds;
-  info["median_step_ms"] = summary_.median_step_ms;
-  info["final"] = {{"test_accuracy", summary_.test_accuracy},
-                   {"test_loss", summary_.test_loss},
-                   {"train_loss", summary_.train_loss}};
+  set_section(
+      info, "savepoints",
+      {{"started", savepoints_started_}, {"training_thread_seconds", savepoint_thread_seconds_}});
+  info.seconds = summary_.seconds;
+  info.median_step_ms = summary_.median_step_ms;
+  info.final_metrics =
+      track::FinalMetrics{summary_.test_accuracy, summary_.test_loss, summary_.train_loss};
   last_good_.reset();  // the final weights are written: nothing else to keep
   run_->finish_completed();
 }
@@ -1155,8 +1175,8 @@ namespace {
 // trusts*): a run.json names its own run, and a completed run has the weights it recorded.
 // Checksums find damage, not a deliberate edit signed again; these find the edits that
 // would make resume do something else than the record says.
-void check_record_is_this_runs(const fs::path& run_dir, const nlohmann::json& info) {
-  std::string recorded = io::string_field(info, "run_id");
+void check_record_is_this_runs(const fs::path& run_dir, const track::RunInfo& info) {
+  const std::string& recorded = info.run_id;
   std::string directory = fs::weakly_canonical(run_dir).filename().string();
   if (recorded.empty() || recorded == directory) return;
   fail(kUnknownSite,
@@ -1167,7 +1187,7 @@ void check_record_is_this_runs(const fs::path& run_dir, const nlohmann::json& in
        "rename this one back)");
 }
 
-void check_final_weights(const fs::path& run_dir, const nlohmann::json& info) {
+void check_final_weights(const fs::path& run_dir, const track::RunInfo& info) {
   std::string problem = final_weights_problem(run_dir, info);
   if (problem.empty()) return;
   fail(kUnknownSite,
@@ -1186,25 +1206,25 @@ TrainSummary resume(const fs::path& run_dir, const ResumeOptions& resume,
   RunLock lock = dist::rank() == 0 ? RunLock::acquire(run_dir, "resume") : RunLock();
   // In an MPI job rank 0 reads run.json for all: it rewrites run.json as it resumes, and
   // a rank reading it then would find the run running.
-  nlohmann::json info = dist::rank() == 0 ? read_run_json(run_dir) : nlohmann::json();
-  if (dist::size() > 1)
-    info = nlohmann::json::parse(from_rank_zero("run.json", io::json_text(info)));
+  track::RunInfo info = dist::rank() == 0 ? track::read_run_info(run_dir) : track::RunInfo();
+  if (dist::size() > 1) {
+    info = track::parse_run_info(from_rank_zero("run.json", track::run_info_text(info)),
+                                 "rank 0's run.json");
+  }
   check_record_is_this_runs(run_dir, info);
-  std::string status = io::string_field(info, "status");
-  if (status == "completed") {
+  if (info.status == "completed") {
     check_final_weights(run_dir, info);
     TrainSummary summary;
     summary.run_dir = run_dir;
     summary.already_completed = true;
-    summary.steps = io::integer_field(info, "steps", 0);
-    summary.params_sha256 = io::string_field(info, "params_sha256");
+    summary.steps = info.steps.value_or(0);
+    summary.params_sha256 = info.params_sha256;
     return summary;
   }
   if (run_may_be_running(info)) {
     fail(kUnknownSite,
          fmt::format("cannot resume '{}': run.json says it is running (pid {} on {})",
-                     run_dir.string(), io::integer_field(info, "pid", 0),
-                     io::string_field(info, "host", "?")),
+                     run_dir.string(), info.pid.value_or(0), info.host.empty() ? "?" : info.host),
          "wait for that process, or stop it; a run of another host cannot be judged from here");
   }
   TrainConfig config = load_config(run_dir / "config.toml", resume.overrides);

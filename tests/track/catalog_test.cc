@@ -31,7 +31,7 @@ RunRecord run(const std::string& id, const std::string& status, const std::strin
   record.run_dir = "runs/mlp/" + id;
   record.status = status;
   record.started_at = "2026-12-02T10:00:" + id.substr(id.size() - 2) + "Z";
-  record.info = {{"steps", 10}};
+  record.info.steps = 10;
   record.params = {{"optim.lr", lr}, {"optim.name", "\"adamw\""}};
   record.tags = {{"config_sha256", "abc" + id}};
   record.lineage = {{"resumed_from", "savepoints/step-00000005"}};
@@ -60,7 +60,7 @@ TEST(Catalog, ANewCatalogHasTheCurrentSchemaAndRoundTripsARun) {
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].key, "mlp/20261202-100001-aaaa");
   EXPECT_EQ(rows[0].status, "running");
-  EXPECT_EQ(rows[0].info["steps"], 10);
+  EXPECT_EQ(rows[0].info.steps, 10);
   EXPECT_EQ(reader.params(rows[0].key).at("optim.lr"), "0.001");
   EXPECT_EQ(reader.tags(rows[0].key).at("config_sha256"), "abc20261202-100001-aaaa");
   ASSERT_EQ(reader.lineage(rows[0].key).size(), 1u);

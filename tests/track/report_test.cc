@@ -9,7 +9,11 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "support/errors.h"
 #include "support/scratch_dir.h"
@@ -48,32 +52,49 @@ std::string attribute(const std::string& text, const std::string& element,
   return text.substr(at, text.find('"', at) - at);
 }
 
-MetricRecord train(int64_t step, double loss, double step_ms = 10) {
-  return {"train", step, 1 + (step - 1) / 10, {{"loss", loss}, {"lr", 1e-3}, {"step_ms", step_ms}}};
+MetricsLine metrics_line(std::string kind, int64_t step, int64_t epoch,
+                         std::map<std::string, double> values) {
+  MetricsLine line;
+  line.kind = std::move(kind);
+  line.step = step;
+  line.epoch = epoch;
+  line.values = std::move(values);
+  return line;
 }
 
-MetricRecord eval(int64_t epoch, double test_accuracy) {
-  return {"eval",
-          epoch * 10,
-          epoch,
-          {{"test_accuracy", test_accuracy},
-           {"train_accuracy", test_accuracy + 0.01},
-           {"test_loss", 1 - test_accuracy},
-           {"train_loss", 0.9 - test_accuracy}}};
+MetricsLine train(int64_t step, double loss, double step_ms = 10) {
+  return metrics_line("train", step, 1 + (step - 1) / 10,
+                      {{"loss", loss}, {"lr", 1e-3}, {"step_ms", step_ms}});
+}
+
+MetricsLine eval(int64_t epoch, double test_accuracy) {
+  return metrics_line("eval", epoch * 10, epoch,
+                      {{"test_accuracy", test_accuracy},
+                       {"train_accuracy", test_accuracy + 0.01},
+                       {"test_loss", 1 - test_accuracy},
+                       {"train_loss", 0.9 - test_accuracy}});
+}
+
+// run.json's section `key` (a report written whole, such as "timing") set to `value`.
+void set_section(RunInfo& info, const std::string& key, const nlohmann::json& value) {
+  info.sections[key] = value.dump();
 }
 
 RunData run(const std::string& id, int64_t steps = 20) {
   RunData run;
-  run.info = {{"experiment", "mlp"},
-              {"run_id", id},
-              {"status", "completed"},
-              {"started_at", "2026-12-02T10:00:00Z"},
-              {"finished_at", "2026-12-02T10:01:00Z"},
-              {"seconds", 60.5},
-              {"first_step_seconds", 0.7},
-              {"jit", {{"compiles", 2}, {"compile_seconds", 0.3}}},
-              {"final", {{"test_accuracy", 0.85}, {"test_loss", 0.4}}},
-              {"environment", {{"cpu", {{"model", "AMD EPYC"}, {"cores", 2}}}}}};
+  run.info = parse_run_info(
+      nlohmann::json{{"experiment", "mlp"},
+                     {"run_id", id},
+                     {"status", "completed"},
+                     {"started_at", "2026-12-02T10:00:00Z"},
+                     {"finished_at", "2026-12-02T10:01:00Z"},
+                     {"seconds", 60.5},
+                     {"first_step_seconds", 0.7},
+                     {"jit", {{"compiles", 2}, {"compile_seconds", 0.3}}},
+                     {"final", {{"test_accuracy", 0.85}, {"test_loss", 0.4}}},
+                     {"environment", {{"cpu", {{"model", "AMD EPYC"}, {"cores", 2}}}}}}
+          .dump(),
+      "run.json");
   run.config_toml = "[optim]\nlr = 0.001\n";
   for (int64_t step = 1; step <= steps; ++step) {
     run.metrics.push_back(
@@ -103,8 +124,8 @@ TEST(ReportRender, EveryPlotHasData) {
 TEST(ReportRender, EscapesEveryTextFromTheRunsFiles) {
   RunData bad = run("<script>alert(1)</script>");
   bad.config_toml = "name = \"<script>alert('config')</script>\"\n";
-  bad.info["error"] = "<img src=x onerror=alert(2)>";
-  bad.info["note\"><script>"] = "x";
+  bad.info.error = "<img src=x onerror=alert(2)>";
+  set_section(bad.info, "note\"><script>", "x");
   std::string page = render_report({bad, run("b")});
   EXPECT_THAT(page, Not(HasSubstr("<script")));
   EXPECT_THAT(page, Not(HasSubstr("<img")));
@@ -141,7 +162,7 @@ TEST(ReportRender, EmptyMetricsSayNoData) {
 
 TEST(ReportRender, OnePointStillDraws) {
   RunData one = run("a", 0);
-  one.info.erase("final");
+  one.info.final_metrics.reset();
   one.metrics = {train(2, 1.5, 12), eval(1, 0.8)};
   std::string page = render_report({one});
   std::string chart = plot(page, "train_loss");
@@ -190,12 +211,13 @@ TEST(ReportRender, OptionalSectionsOnlyWhenPresent) {
     EXPECT_THAT(page, Not(HasSubstr(title)));
   }
   RunData rich = run("a");
-  rich.info["timing"] = {{"forward_ms", 1.5}, {"phases", {{"backward_ms", 3.25}}}};
+  set_section(rich.info, "timing", {{"forward_ms", 1.5}, {"phases", {{"backward_ms", 3.25}}}});
   // A roofline and memory report of another shape (another version's run.json) are shown
   // as they are, without charts.
-  rich.info["roofline"] = {{"ops", {{{"name", "matmul"}, {"flops", 1e9}}, {{"name", "add"}}}}};
-  rich.info["memory"] = {{"peak_bytes", 123456}};
-  rich.info["something_new"] = {{"answer", 42}};
+  set_section(rich.info, "roofline",
+              {{"ops", {{{"name", "matmul"}, {"flops", 1e9}}, {{"name", "add"}}}}});
+  set_section(rich.info, "memory", {{"peak_bytes", 123456}});
+  set_section(rich.info, "something_new", {{"answer", 42}});
   page = render_report({rich});
   EXPECT_THAT(page, HasSubstr("<h3>Timing</h3>"));
   EXPECT_THAT(page, HasSubstr("<th>phases.backward_ms</th><td>3.25</td>"));
@@ -225,36 +247,38 @@ RunData profiled_run() {
                           {"achieved_gbs", bytes / seconds / 1e9},
                           {"bound", bound}};
   };
-  profiled.info["roofline"] = {{"step_seconds", 0.05},
-                               {"kernel_seconds", 0.045},
-                               {"outside_kernels_seconds", 0.005},
-                               {"attainable_seconds", 0.02},
-                               {"efficiency", 0.4},
-                               {"flops", 2.2e9},
-                               {"bytes", 1.5e8},
-                               {"arithmetic_intensity", 2.2e9 / 1.5e8},
-                               {"peak_gflops", 172.5},
-                               {"bandwidth_gbs", 24.8},
-                               {"peaks_measured_by", "kiln bench machine"},
-                               {"train_steps", 5},
-                               {"kernels", 40},
-                               {"top",
-                                {row("conv1/conv <script>", 0.02, 1.5e9, 2e7, "compute"),
-                                 row("fused: relu, add", 0.01, 1e6, 8e7, "memory"),
-                                 row("copy", 0.004, 0, 4e6, "overhead")}}};
-  profiled.info["memory"] = {{"estimate",
-                              {{"params", 4e6},
-                               {"optimizer_state", 8e6},
-                               {"other_inputs", 1e5},
-                               {"constants", 0},
-                               {"outputs", 1e3},
-                               {"saved_activations", 2e7},
-                               {"temporaries", 5e6},
-                               {"total", 37101000}}},
-                             {"arena_bytes", 2.5e7},
-                             {"arena_peak_step", 17},
-                             {"observed_peak_bytes", 38000000},
-                             {"observed_minus_estimate_bytes", 899000}};
+  set_section(profiled.info, "roofline",
+              {{"step_seconds", 0.05},
+               {"kernel_seconds", 0.045},
+               {"outside_kernels_seconds", 0.005},
+               {"attainable_seconds", 0.02},
+               {"efficiency", 0.4},
+               {"flops", 2.2e9},
+               {"bytes", 1.5e8},
+               {"arithmetic_intensity", 2.2e9 / 1.5e8},
+               {"peak_gflops", 172.5},
+               {"bandwidth_gbs", 24.8},
+               {"peaks_measured_by", "kiln bench machine"},
+               {"train_steps", 5},
+               {"kernels", 40},
+               {"top",
+                {row("conv1/conv <script>", 0.02, 1.5e9, 2e7, "compute"),
+                 row("fused: relu, add", 0.01, 1e6, 8e7, "memory"),
+                 row("copy", 0.004, 0, 4e6, "overhead")}}});
+  set_section(profiled.info, "memory",
+              {{"estimate",
+                {{"params", 4e6},
+                 {"optimizer_state", 8e6},
+                 {"other_inputs", 1e5},
+                 {"constants", 0},
+                 {"outputs", 1e3},
+                 {"saved_activations", 2e7},
+                 {"temporaries", 5e6},
+                 {"total", 37101000}}},
+               {"arena_bytes", 2.5e7},
+               {"arena_peak_step", 17},
+               {"observed_peak_bytes", 38000000},
+               {"observed_minus_estimate_bytes", 899000}});
   return profiled;
 }
 

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -55,16 +56,25 @@ std::string error_of(const std::function<void()>& action) {
   return "";
 }
 
+// A metrics line of `kind` for `step`, with a loss when one is given.
+track::MetricsLine line_at(int64_t step, std::optional<double> loss = {}, std::string kind = "") {
+  track::MetricsLine line;
+  line.kind = std::move(kind);
+  line.step = step;
+  if (loss) line.values["loss"] = *loss;
+  return line;
+}
+
 // Records what it is told and on which thread.
 class RecordingObserver : public RunObserver {
  public:
-  void info_written(const fs::path&, const nlohmann::json& info) override {
+  void info_written(const fs::path&, const track::RunInfo& info) override {
     std::lock_guard lock(mutex_);
-    events.push_back("info " + info.value("status", ""));
+    events.push_back("info " + info.status);
   }
-  void metrics_appended(const nlohmann::json& record) override {
+  void metrics_appended(const track::MetricsLine& line) override {
     std::lock_guard lock(mutex_);
-    events.push_back("step " + std::to_string(record.value("step", -1)));
+    events.push_back("step " + std::to_string(line.step));
     threads.push_back(std::this_thread::get_id());
   }
   std::vector<std::string> events;
@@ -92,7 +102,7 @@ class MetricsLogTest : public ::testing::Test {
 
 TEST_F(MetricsLogTest, LinesArriveWholeAndInOrderOnceFlushed) {
   MetricsLog log(path_, open(), 0);
-  for (int step = 1; step <= 1000; ++step) log.append({{"step", step}, {"loss", 1.0 / step}});
+  for (int step = 1; step <= 1000; ++step) log.append(line_at(step, 1.0 / step));
   log.flush();
   std::vector<nlohmann::json> lines = read_lines(path_);
   ASSERT_EQ(lines.size(), 1000u);
@@ -102,7 +112,7 @@ TEST_F(MetricsLogTest, LinesArriveWholeAndInOrderOnceFlushed) {
 
 TEST_F(MetricsLogTest, LinesAreWrittenWithinTheIntervalWithoutAFlush) {
   MetricsLog log(path_, open(), 0);
-  log.append({{"step", 1}});
+  log.append(line_at(1));
   // Generous: the writer wakes after kWriteInterval; a loaded machine may be slower.
   auto deadline = std::chrono::steady_clock::now() + 40 * MetricsLog::kWriteInterval;
   while (read_lines(path_).empty() && std::chrono::steady_clock::now() < deadline) {
@@ -114,7 +124,7 @@ TEST_F(MetricsLogTest, LinesAreWrittenWithinTheIntervalWithoutAFlush) {
 TEST_F(MetricsLogTest, ClosingWritesWhatIsQueued) {
   {
     MetricsLog log(path_, open(), 0);
-    for (int step = 1; step <= 10; ++step) log.append({{"step", step}});
+    for (int step = 1; step <= 10; ++step) log.append(line_at(step));
   }
   EXPECT_EQ(read_lines(path_).size(), 10u);
 }
@@ -122,14 +132,14 @@ TEST_F(MetricsLogTest, ClosingWritesWhatIsQueued) {
 TEST_F(MetricsLogTest, AReopenedLogCountsTheLinesAlreadyThere) {
   std::ofstream(path_) << "{\"step\":1}\n{\"step\":2}\n";
   MetricsLog log(path_, open("a"), 2);
-  log.append({{"step", 3}});
+  log.append(line_at(3));
   EXPECT_EQ(log.lines(), 3);
   EXPECT_EQ(read_lines(path_).back()["step"], 3);
 }
 
 TEST_F(MetricsLogTest, AFullQueueIsWrittenWithoutWaitingForTheInterval) {
   MetricsLog log(path_, open(), 0);
-  for (size_t i = 0; i < MetricsLog::kMaxQueued; ++i) log.append({{"step", i}});
+  for (size_t i = 0; i < MetricsLog::kMaxQueued; ++i) log.append(line_at(i));
   auto deadline = std::chrono::steady_clock::now() + 20 * MetricsLog::kWriteInterval;
   while (read_lines(path_).empty() && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -141,7 +151,7 @@ TEST_F(MetricsLogTest, TheObserverHearsOfEveryLineOnTheWritersThread) {
   RecordingObserver observer;
   MetricsLog log(path_, open(), 0);
   log.observe(&observer);
-  for (int step = 1; step <= 3; ++step) log.append({{"step", step}});
+  for (int step = 1; step <= 3; ++step) log.append(line_at(step));
   log.flush();
   EXPECT_EQ(observer.events, (std::vector<std::string>{"step 1", "step 2", "step 3"}));
   for (std::thread::id id : observer.threads) EXPECT_NE(id, std::this_thread::get_id());
@@ -149,16 +159,16 @@ TEST_F(MetricsLogTest, TheObserverHearsOfEveryLineOnTheWritersThread) {
 
 TEST_F(MetricsLogTest, AFailedWriteSurfacesOnceNamingTheFileAndKeepsTheLinesBefore) {
   MetricsLog log(path_, open(), 0);
-  log.append({{"step", 1}});
+  log.append(line_at(1));
   log.flush();
   fail_metrics_writes();
-  log.append({{"step", 2}});
+  log.append(line_at(2));
   std::string message = error_of([&] { log.flush(); });
   EXPECT_THAT(message, HasSubstr("cannot write " + path_.string()));
   EXPECT_THAT(message, HasSubstr("No space left on device"));
   io::set_write_fault_for_testing(nullptr);
   // Thrown once: the run that reports it may still write what it can.
-  log.append({{"step", 3}});
+  log.append(line_at(3));
   EXPECT_EQ(log.lines(), 2);
   std::vector<nlohmann::json> lines = read_lines(path_);
   ASSERT_EQ(lines.size(), 2u);
@@ -169,13 +179,13 @@ TEST_F(MetricsLogTest, AFailedWriteSurfacesOnceNamingTheFileAndKeepsTheLinesBefo
 TEST_F(MetricsLogTest, AFailedWriteIsThrownByTheNextAppend) {
   MetricsLog log(path_, open(), 0);
   io::set_write_fault_for_testing([](const fs::path&) { return EIO; });
-  log.append({{"step", 1}});
+  log.append(line_at(1));
   // The writer takes the line within the interval; the append after that throws.
   auto deadline = std::chrono::steady_clock::now() + 40 * MetricsLog::kWriteInterval;
   bool thrown = false;
   while (!thrown && std::chrono::steady_clock::now() < deadline) {
     try {
-      log.append({{"step", 2}});
+      log.append(line_at(2));
       std::this_thread::sleep_for(MetricsLog::kWriteInterval / 5);
     } catch (const Error& error) {
       EXPECT_THAT(error.what(), HasSubstr("metrics.jsonl: Input/output error"));
@@ -191,8 +201,8 @@ TEST_F(MetricsLogTest, RunJsonIsWrittenAfterTheLinesBeforeIt) {
   RecordingObserver observer;
   RunDirectory run = RunDirectory::create(dir_ / "runs", "exp", "", std::string(64, '0'), {});
   run.observe(&observer);
-  run.append_metrics({{"step", 1}});
-  run.append_metrics({{"step", 2}});
+  run.append_metrics(line_at(1));
+  run.append_metrics(line_at(2));
   run.finish_completed();
   EXPECT_EQ(observer.events,
             (std::vector<std::string>{"info running", "step 1", "step 2", "info completed"}));
@@ -204,7 +214,7 @@ TEST_F(MetricsLogTest, RunJsonIsWrittenAfterTheLinesBeforeIt) {
 TEST_F(MetricsLogTest, AMetricsWriteThatFailsAtTheEndFailsTheRun) {
   RunDirectory run = RunDirectory::create(dir_ / "runs", "exp", "", std::string(64, '0'), {});
   fail_metrics_writes();
-  run.append_metrics({{"step", 1}});
+  run.append_metrics(line_at(1));
   std::string message = error_of([&] { run.finish_completed(); });
   EXPECT_THAT(message, HasSubstr("metrics.jsonl"));
   io::set_write_fault_for_testing(nullptr);
@@ -225,7 +235,7 @@ TEST_F(MetricsLogTest, TrackingRecordsEveryLineTheWriterWrote) {
     RunDirectory run = RunDirectory::create(runs, "exp", "", std::string(64, '0'), {});
     run.observe(&tracking);
     for (int step = 1; step <= 50; ++step) {
-      run.append_metrics({{"kind", "train"}, {"step", step}, {"loss", 1.0 / step}});
+      run.append_metrics(line_at(step, 1.0 / step, "train"));
       if (step % 10 == 0) run.write_info();
     }
     run.finish_completed();

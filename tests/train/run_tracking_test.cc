@@ -67,7 +67,7 @@ TEST(RunTracking, TheCatalogHoldsTheRunItsMetricsAndItsEnvironment) {
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].key, key_of(summary.run_dir));
   EXPECT_EQ(rows[0].status, "completed");
-  EXPECT_EQ(rows[0].info["params_sha256"], summary.params_sha256);
+  EXPECT_EQ(rows[0].info.params_sha256, summary.params_sha256);
   EXPECT_EQ(catalog.params(rows[0].key).at("optim.lr"), "0.001");
   EXPECT_EQ(catalog.tags(rows[0].key).at("config_sha256"),
             info["config_sha256"].get<std::string>());
