@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "dist/processes.h"
+#include "kiln/device.h"
 #include "kiln/error.h"
 #include "train/builders.h"
 
@@ -174,6 +176,107 @@ void check_schedule_range(const OptimConfig& c, int64_t total_steps) {
                        c.schedule, keys, rate, step, total_steps, kSmallestRate, kLargestRate,
                        rate < kSmallestRate ? "a rate of 0 or a subnormal" : "an infinity"),
            "change those keys, or train fewer steps (train.epochs, train.max_steps)");
+  }
+}
+
+namespace {
+
+// An MPI job of `processes` ranks: one global mesh over all of them.
+void check_mesh_spans_processes(const TrainConfig& c, int64_t processes) {
+  if (c.mesh.data == 0 || c.mesh.data % processes != 0) {
+    fail(kUnknownSite,
+         fmt::format("{}: this job has {} processes (mpirun -np {}), so mesh.data must be a "
+                     "multiple of {}; it is {}",
+                     c.source, processes, processes, processes, c.mesh.data),
+         fmt::format("set mesh.data = {} (one device per process) or another multiple; each "
+                     "process then runs mesh.data / {} logical devices",
+                     processes, processes));
+  }
+  if (c.mesh.shard_params) {
+    fail(kUnknownSite,
+         fmt::format("{}: mesh.shard_params across processes is not built yet: FSDP splits "
+                     "params over the devices of one process",
+                     c.source),
+         "run it in one process (KILN_CPU_DEVICES = mesh.data), or set mesh.shard_params = "
+         "false for replicated data parallelism over the processes");
+  }
+}
+
+}  // namespace
+
+void check_mesh_fits(const TrainConfig& c, int64_t train_examples) {
+  const int64_t processes = dist::size();
+  if (processes > 1) check_mesh_spans_processes(c, processes);
+  if (c.mesh.data == 0) return;
+  if (dist::active() && c.mesh.model > 1) {
+    fail(kUnknownSite,
+         fmt::format("{}: mesh.model = {} in an MPI job is not built yet: tensor parallelism "
+                     "splits layers over the devices of one process",
+                     c.source, c.mesh.model),
+         "run it in one process (KILN_CPU_DEVICES = mesh.data x mesh.model), or set mesh.model "
+         "= 1 and the layers' parallel = \"none\"");
+  }
+  auto available = static_cast<int64_t>(devices().size());
+  // The mesh's devices in this process: its share of `data`, times `model`.
+  const int64_t local = c.mesh.data / processes * c.mesh.model;
+  if (local > available) {
+    std::string tensor =
+        c.mesh.model > 1 ? fmt::format(" x mesh.model = {}", c.mesh.model) : std::string();
+    fail(kUnknownSite,
+         processes > 1
+             ? fmt::format("{}: mesh.data = {} over {} processes needs {} devices in each; this "
+                           "process has {}",
+                           c.source, c.mesh.data, processes, local, available)
+             : fmt::format("{}: mesh.data = {}{} needs {} devices; this process has {}", c.source,
+                           c.mesh.data, tensor, local, available),
+         fmt::format("start it with KILN_CPU_DEVICES={} (logical CPU devices), or lower mesh.data",
+                     local));
+  }
+  int64_t last = train_examples % c.train.batch_size;
+  if (!c.train.drop_remainder && !c.train.pad_remainder && last % c.mesh.chunks != 0) {
+    fail(kUnknownSite,
+         fmt::format("{}: each epoch's last batch has {} examples, which do not split into "
+                     "mesh.chunks = {} equal chunks",
+                     c.source, last, c.mesh.chunks),
+         "set train.pad_remainder = true (every example trains) or train.drop_remainder = true");
+  }
+}
+
+void check_model_output(const ModelConfig& config, const nn::Module& model,
+                        const AbstractValue& input, const data::Dataset& dataset) {
+  if (dataset.input_dtype == DType::i32 && config.kind != "gpt2") {
+    fail(kUnknownSite,
+         fmt::format("model: the data gives token ids ({} for input), which [[model.layers]] "
+                     "cannot read",
+                     input.to_string()),
+         "set model.kind = \"gpt2\" (docs/transformer.md)");
+  }
+  AbstractValue output = model.output_type(input);
+  const int64_t classes = dataset.num_classes;
+  if (dataset.input_dtype == DType::i32) {
+    // Next-token prediction: logits over a vocabulary at least the data's, per position.
+    int64_t length = dataset.train.labels_per_record;
+    if (config.kind == "gpt2" && config.gpt2.vocab_size < classes) {
+      fail(kUnknownSite,
+           fmt::format("model.gpt2.vocab_size = {} is smaller than the data's vocabulary of {} "
+                       "tokens (data.label.num_classes; 256 for text)",
+                       config.gpt2.vocab_size, classes),
+           fmt::format("set model.gpt2.vocab_size = {}", classes));
+    }
+    if (output.shape.rank() != 3 || output.shape[1] != length || output.shape[2] < classes) {
+      fail(kUnknownSite,
+           fmt::format("model: a language model gives logits f32[batch,{},vocab] with vocab >= "
+                       "the data's {} tokens; the model gives {} for input {}",
+                       length, classes, output.to_string(), input.to_string()));
+    }
+    return;
+  }
+  if (output.shape.rank() != 2 || output.shape[1] != classes) {
+    fail(kUnknownSite,
+         fmt::format("model: the last layer must give {} logits per example (f32[batch,{}]); "
+                     "the layers give {} for input {}",
+                     classes, classes, output.to_string(), input.to_string()),
+         fmt::format("end [[model.layers]] with a dense layer of features = {}", classes));
   }
 }
 

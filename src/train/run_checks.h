@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "data/dataset.h"
+#include "kiln/nn/module.h"
 #include "kiln/shape.h"
 #include "train/config.h"
 
@@ -31,5 +33,14 @@ void check_layers(const TrainConfig& config, const AbstractValue& image, int64_t
 // boundaries, end) is finite, at most 1e30, and 0 only where the schedule means it to be;
 // else it would be an f32 0 or a subnormal (no training), or an infinity.
 void check_schedule_range(const OptimConfig& optim, int64_t total_steps);
+
+// [mesh] against this machine (its devices, the MPI job's processes) and this dataset (the
+// last batch of an epoch must split into mesh.chunks).
+void check_mesh_fits(const TrainConfig& config, int64_t train_examples);
+
+// A classifier must map an example to a logit per class, a language model each position to
+// a logit per token (with a vocabulary at least the data's).
+void check_model_output(const ModelConfig& config, const nn::Module& model,
+                        const AbstractValue& input, const data::Dataset& dataset);
 
 }  // namespace kiln::train

@@ -38,8 +38,10 @@
 #include "track/run_environment.h"
 #include "train/batches.h"
 #include "train/builders.h"
+#include "train/evaluation.h"
 #include "train/progress.h"
 #include "train/rank_agreement.h"
+#include "train/resume_point.h"
 #include "train/run_checks.h"
 #include "train/run_directory.h"
 #include "train/run_identity.h"
@@ -71,19 +73,6 @@ void set_section(track::RunInfo& info, const std::string& name, const nlohmann::
   info.sections[name] = io::json_text(value);
 }
 
-track::RunIdentityRecord identity_record(const nlohmann::json& identity) {
-  return {identity["config_sha256"].get<std::string>(), identity["data_sha256"].get<std::string>(),
-          identity["kernels"].get<std::string>(), kKilnVersion};
-}
-
-// run.json's identity as run_identity.h compares it.
-nlohmann::json identity_json(const track::RunIdentityRecord& identity) {
-  return {{"config_sha256", identity.config_sha256},
-          {"data_sha256", identity.data_sha256},
-          {"kernels", identity.kernels},
-          {"kiln_version", identity.kiln_version}};
-}
-
 // A step whose metrics are still on the device.
 struct PendingStep {
   int64_t step;   // 1-based
@@ -92,144 +81,6 @@ struct PendingStep {
   StepMetrics metrics;
   double data_wait_seconds = 0;  // how long the loader kept the step waiting for its batch
 };
-
-// Running totals of one epoch's training metrics.
-struct EpochTotals {
-  double loss_sum = 0;  // sum of batch-mean losses
-  int64_t batches = 0;
-  int64_t correct = 0;
-  int64_t examples = 0;  // labels predicted: examples times labels per example
-  double mean_loss() const { return batches ? loss_sum / static_cast<double>(batches) : 0; }
-  double accuracy() const {
-    return examples ? static_cast<double>(correct) / static_cast<double>(examples) : 0;
-  }
-};
-
-struct EvalResult {
-  double loss = 0;
-  double accuracy = 0;
-};
-
-EvalResult evaluate(const EvalStep& eval, const TrainState& mesh_state,
-                    const data::BatchAssembler& batches, DType input_dtype) {
-  // Params split over a mesh are gathered once, not for every batch.
-  TrainState state{on_one_device(mesh_state.params), on_one_device(mesh_state.model_state), Tree()};
-  double loss_sum = 0;
-  int64_t correct = 0;
-  int64_t labels = 0;  // a language model predicts several per example
-  data::HostBatch host;
-  for (int64_t index = 0; index < batches.batches_per_epoch(); ++index) {
-    batches.assemble(0, index, host);
-    Batch batch = to_arrays(host, input_dtype);
-    EvalSums sums = eval.run(state, batch.images, batch.labels);
-    loss_sum += sums.loss_sum.item<double>();
-    correct += sums.correct.item<int64_t>();
-    labels += static_cast<int64_t>(host.labels.size());
-  }
-  // load_dataset refuses an empty split, so count > 0.
-  auto count = static_cast<double>(labels);
-  return EvalResult{loss_sum / count, static_cast<double>(correct) / count};
-}
-
-// An MPI job of `processes` ranks: one global mesh over all of them.
-void check_mesh_spans_processes(const TrainConfig& c, int64_t processes) {
-  if (c.mesh.data == 0 || c.mesh.data % processes != 0) {
-    fail(kUnknownSite,
-         fmt::format("{}: this job has {} processes (mpirun -np {}), so mesh.data must be a "
-                     "multiple of {}; it is {}",
-                     c.source, processes, processes, processes, c.mesh.data),
-         fmt::format("set mesh.data = {} (one device per process) or another multiple; each "
-                     "process then runs mesh.data / {} logical devices",
-                     processes, processes));
-  }
-  if (c.mesh.shard_params) {
-    fail(kUnknownSite,
-         fmt::format("{}: mesh.shard_params across processes is not built yet: FSDP splits "
-                     "params over the devices of one process",
-                     c.source),
-         "run it in one process (KILN_CPU_DEVICES = mesh.data), or set mesh.shard_params = "
-         "false for replicated data parallelism over the processes");
-  }
-}
-
-// [mesh] against this machine and this dataset, before any work starts.
-void check_mesh_fits(const TrainConfig& c, int64_t train_examples) {
-  const int64_t processes = dist::size();
-  if (processes > 1) check_mesh_spans_processes(c, processes);
-  if (c.mesh.data == 0) return;
-  if (dist::active() && c.mesh.model > 1) {
-    fail(kUnknownSite,
-         fmt::format("{}: mesh.model = {} in an MPI job is not built yet: tensor parallelism "
-                     "splits layers over the devices of one process",
-                     c.source, c.mesh.model),
-         "run it in one process (KILN_CPU_DEVICES = mesh.data x mesh.model), or set mesh.model "
-         "= 1 and the layers' parallel = \"none\"");
-  }
-  auto available = static_cast<int64_t>(devices().size());
-  // The mesh's devices in this process: its share of `data`, times `model`.
-  const int64_t local = c.mesh.data / processes * c.mesh.model;
-  if (local > available) {
-    std::string tensor =
-        c.mesh.model > 1 ? fmt::format(" x mesh.model = {}", c.mesh.model) : std::string();
-    fail(kUnknownSite,
-         processes > 1
-             ? fmt::format("{}: mesh.data = {} over {} processes needs {} devices in each; this "
-                           "process has {}",
-                           c.source, c.mesh.data, processes, local, available)
-             : fmt::format("{}: mesh.data = {}{} needs {} devices; this process has {}", c.source,
-                           c.mesh.data, tensor, local, available),
-         fmt::format("start it with KILN_CPU_DEVICES={} (logical CPU devices), or lower mesh.data",
-                     local));
-  }
-  int64_t last = train_examples % c.train.batch_size;
-  if (!c.train.drop_remainder && !c.train.pad_remainder && last % c.mesh.chunks != 0) {
-    fail(kUnknownSite,
-         fmt::format("{}: each epoch's last batch has {} examples, which do not split into "
-                     "mesh.chunks = {} equal chunks",
-                     c.source, last, c.mesh.chunks),
-         "set train.pad_remainder = true (every example trains) or train.drop_remainder = true");
-  }
-}
-
-// A classifier must map an example to a logit per class, a language model each position to
-// a logit per token; say so before any work starts.
-void check_model_output(const ModelConfig& config, const nn::Module& model,
-                        const AbstractValue& input, const data::Dataset& dataset) {
-  if (dataset.input_dtype == DType::i32 && config.kind != "gpt2") {
-    fail(kUnknownSite,
-         fmt::format("model: the data gives token ids ({} for input), which [[model.layers]] "
-                     "cannot read",
-                     input.to_string()),
-         "set model.kind = \"gpt2\" (docs/transformer.md)");
-  }
-  AbstractValue output = model.output_type(input);
-  const int64_t classes = dataset.num_classes;
-  if (dataset.input_dtype == DType::i32) {
-    // Next-token prediction: logits over a vocabulary at least the data's, per position.
-    int64_t length = dataset.train.labels_per_record;
-    if (config.kind == "gpt2" && config.gpt2.vocab_size < classes) {
-      fail(kUnknownSite,
-           fmt::format("model.gpt2.vocab_size = {} is smaller than the data's vocabulary of {} "
-                       "tokens (data.label.num_classes; 256 for text)",
-                       config.gpt2.vocab_size, classes),
-           fmt::format("set model.gpt2.vocab_size = {}", classes));
-    }
-    if (output.shape.rank() != 3 || output.shape[1] != length || output.shape[2] < classes) {
-      fail(kUnknownSite,
-           fmt::format("model: a language model gives logits f32[batch,{},vocab] with vocab >= "
-                       "the data's {} tokens; the model gives {} for input {}",
-                       length, classes, output.to_string(), input.to_string()));
-    }
-    return;
-  }
-  if (output.shape.rank() != 2 || output.shape[1] != classes) {
-    fail(kUnknownSite,
-         fmt::format("model: the last layer must give {} logits per example (f32[batch,{}]); "
-                     "the layers give {} for input {}",
-                     classes, classes, output.to_string(), input.to_string()),
-         fmt::format("end [[model.layers]] with a dense layer of features = {}", classes));
-  }
-}
 
 // Leaf indices in the order the backward pass produces their gradients: Sequential runs
 // its layers backwards, so the last layer (the highest <kind>_<position>) comes first; in
@@ -282,6 +133,9 @@ class Run {
   void prepare();
   void start_run_directory();
   void reopen_run_directory();
+  void agree_on_resume_step() const;
+  // Rank 0 of a resume: the run directory reopened, tracking told.
+  void reopen_as_writer(track::RunInfo info, int64_t metrics_lines, bool identity_changed);
   void start_savepoints();
   bool savepoint_due(int64_t step_number) const;
   // Writes a savepoint of the state after `step_number` (the steps queued are recorded
@@ -849,96 +703,49 @@ void Run::savepoint_failed(int64_t step, const std::string& error) {
 // resume(): the same run directory, its metrics cut back to the savepoint, the state, keys,
 // counters and data position restored.
 void Run::reopen_run_directory() {
-  fs::path dir = savepoints_dir(resume_->run_dir);
-  std::optional<savepoint::Loaded> loaded;
-  std::optional<Restored> restored;
-  std::vector<std::string> skipped;
-  // Skipped like a savepoint whose files do not load: one copied from another run's
-  // directory, and one of this run (the same identity) whose trees do not fit the run's
-  // model (a tensor renamed or reshaped by an edit). Under a changed identity the
-  // difference is reported below instead.
-  const std::string& run_id = resume_->info.run_id;
-  auto fits_this_run = [&](const savepoint::Loaded& candidate) {
-    restored.reset();
-    if (!candidate.run_id.empty() && candidate.run_id != run_id) {
-      fail(kUnknownSite, fmt::format("it is a savepoint of run {}, not of this run ({})",
-                                     candidate.run_id, run_id));
-    }
-    if (!identity_differences(candidate.manifest.value("identity", nlohmann::json()), identity_)
-             .empty()) {
-      return;
-    }
-    restored = restore(candidate, state_, keys_);
-  };
-  if (!savepoint::list_committed(dir).empty()) {
-    try {
-      loaded = savepoint::load_latest(dir, &skipped, fits_this_run);
-    } catch (const Error&) {
-      // Every one damaged (listed in `skipped`): start again from the config.
-    }
-  }
-  for (const std::string& problem : skipped) {
+  ResumePoint point = find_resume_point(resume_->run_dir, resume_->info, identity_, state_, keys_,
+                                        config_.train.batch_size, resume_->options->allow_changed);
+  for (const std::string& problem : point.skipped) {
     summary_.notes.push_back(fmt::format("skipped damaged savepoint {}", problem));
   }
-  nlohmann::json saved_identity = loaded                   ? loaded->manifest["identity"]
-                                  : resume_->info.identity ? identity_json(*resume_->info.identity)
-                                                           : nlohmann::json();
-  std::vector<std::string> changes = identity_differences(saved_identity, identity_);
-  if (!loaded && !resume_->info.identity) changes.clear();  // older run.json
-  if (!changes.empty() && !resume_->options->allow_changed) {
-    std::string list;
-    for (const std::string& change : changes) list += "\n  " + change;
-    fail(kUnknownSite,
-         fmt::format("cannot resume {}: the run identity differs from its {} (saved -> now):{}",
-                     resume_->run_dir.string(),
-                     loaded ? fmt::format("savepoint {}", loaded->path.filename().string())
-                            : std::string("run.json"),
-                     list),
-         "resume with the same config, data and kiln, or pass --allow-changed to continue "
-         "anyway (recorded in run.json)");
-  }
   int64_t metrics_lines = 0;
-  if (loaded) {
-    if (!restored) restored = restore(*loaded, state_, keys_);  // --allow-changed
-    if (restored->counters.batch_size != config_.train.batch_size) {
-      fail(kUnknownSite, fmt::format("cannot resume from {}: it was saved with batch size {}, the "
-                                     "config says {}",
-                                     loaded->path.string(), restored->counters.batch_size,
-                                     config_.train.batch_size));
-    }
-    state_ = restored->state;
-    keys_ = restored->keys;
-    resumed_counters_ = restored->counters;
-    start_step_ = restored->counters.step;
-    start_position_ = restored->counters.data;
-    summary_.skipped_steps = restored->counters.skipped_steps;
-    metrics_lines = restored->counters.metrics_lines;
+  if (point.restored) {
+    const Restored& restored = *point.restored;
+    state_ = restored.state;
+    keys_ = restored.keys;
+    resumed_counters_ = restored.counters;
+    start_step_ = restored.counters.step;
+    start_position_ = restored.counters.data;
+    summary_.skipped_steps = restored.counters.skipped_steps;
+    metrics_lines = restored.counters.metrics_lines;
     summary_.resumed_from_step = start_step_;
-    summary_.last_savepoint = loaded->path;
+    summary_.last_savepoint = point.loaded->path;
   } else {
     summary_.resumed_from_step = 0;
     summary_.notes.push_back("no usable savepoint: starting again from step 0");
   }
-  track::RunInfo info = resume_->info;
-  track::ResumeRecord record;
-  record.at = utc_timestamp();
-  record.from_step = summary_.resumed_from_step;
-  record.previous_status = info.status;
-  record.environment = io::json_text(track::run_environment());
-  if (loaded) record.savepoint = fs::relative(loaded->path, resume_->run_dir).string();
-  record.skipped_savepoints = skipped;
-  record.changed = changes;
-  if (!changes.empty()) {
+  if (!point.changes.empty()) {
     summary_.notes.push_back(
         fmt::format("continuing with {} change(s) to the run identity "
                     "(--allow-changed)",
-                    changes.size()));
+                    point.changes.size()));
   }
+  track::RunInfo info = resume_->info;
   info.sections.erase("resumes");  // damaged (not a list of resumes): started again
-  info.resumes.push_back(std::move(record));
+  info.resumes.push_back(resume_record(resume_->run_dir, info, point));
   info.config_sha256 = identity_["config_sha256"].get<std::string>();
   info.identity = identity_record(identity_);
-  // Every rank resumes from the same step (rank 0's savepoint is the one they all read).
+  agree_on_resume_step();
+  if (!writes_) {
+    run_.emplace(RunDirectory::follower(resume_->run_dir, info, metrics_lines));
+    summary_.run_dir = run_->path();
+    return;
+  }
+  reopen_as_writer(std::move(info), metrics_lines, !point.changes.empty());
+}
+
+// Every rank resumes from the same step (rank 0's savepoint is the one they all read).
+void Run::agree_on_resume_step() const {
   std::string zero_step = from_rank_zero("resume step", std::to_string(start_step_));
   if (zero_step != std::to_string(start_step_)) {
     fail(kUnknownSite,
@@ -946,19 +753,17 @@ void Run::reopen_run_directory() {
                      resume_->run_dir.string(), start_step_, zero_step),
          "every rank must see the same run directory (a shared file system)");
   }
-  if (!writes_) {
-    run_.emplace(RunDirectory::follower(resume_->run_dir, info, metrics_lines));
-    summary_.run_dir = run_->path();
-    return;
-  }
-  run_.emplace(RunDirectory::reopen(resume_->run_dir, info, metrics_lines));
+}
+
+void Run::reopen_as_writer(track::RunInfo info, int64_t metrics_lines, bool identity_changed) {
+  run_.emplace(RunDirectory::reopen(resume_->run_dir, std::move(info), metrics_lines));
   // The catalog beside the run: <runs_dir>/<experiment>/<run-id> -> <runs_dir>/kiln.db.
   fs::path run_dir = resume_->run_dir.lexically_normal();
   if (run_dir.filename().empty()) run_dir = run_dir.parent_path();
   tracking_.emplace(config_.tracking, run_dir.parent_path().parent_path());
   run_->observe(&*tracking_);
   tracking_->reopened(run_->path(), run_->info());
-  if (!changes.empty()) io::write_file_atomically(run_->path() / "config.toml", to_toml(config_));
+  if (identity_changed) io::write_file_atomically(run_->path() / "config.toml", to_toml(config_));
   summary_.run_dir = run_->path();
   for (const std::string& note : summary_.notes) print(note + "\n");
   print(fmt::format("resuming {} from step {} of {}\n", run_->path().string(),
