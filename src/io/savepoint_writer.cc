@@ -1,60 +1,42 @@
-// The savepoint writer's thread (see savepoint_writer.h).
+// The background savepoint writer (see savepoint_writer.h), on a BackgroundWorker.
 #include "io/savepoint_writer.h"
 
 #include "base/trace_events.h"
 
 #include <chrono>
 #include <exception>
+#include <utility>
 
 namespace kiln::savepoint {
 
 AsyncWriter::AsyncWriter(std::filesystem::path dir, Retention retention)
-    : dir_(std::move(dir)), retention_(retention), thread_([this] { loop(); }) {}
+    : dir_(std::move(dir)),
+      retention_(retention),
+      worker_([this](std::vector<Snapshot>& snapshots) { return save(snapshots); },
+              {.capacity = 1}) {}
 
-AsyncWriter::~AsyncWriter() {
-  {
-    std::lock_guard lock(mutex_);
-    stopping_ = true;
-  }
-  changed_.notify_all();
-  thread_.join();
-}
+AsyncWriter::~AsyncWriter() = default;  // the worker finishes the save in flight
 
 void AsyncWriter::start(Snapshot snapshot) {
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return !queued_ && !writing_; });
-  queued_ = std::move(snapshot);
-  lock.unlock();
-  changed_.notify_all();
+  worker_.push(std::move(snapshot));
 }
 
 void AsyncWriter::wait() {
-  std::unique_lock lock(mutex_);
-  changed_.wait(lock, [&] { return !queued_ && !writing_; });
+  worker_.flush();
 }
 
 bool AsyncWriter::busy() const {
-  std::lock_guard lock(mutex_);
-  return queued_.has_value() || writing_;
+  return worker_.busy();
 }
 
 std::vector<Outcome> AsyncWriter::take_outcomes() {
-  std::lock_guard lock(mutex_);
-  std::vector<Outcome> taken = std::move(outcomes_);
-  outcomes_.clear();
-  return taken;
+  std::lock_guard lock(outcomes_mutex_);
+  return std::exchange(outcomes_, {});
 }
 
-void AsyncWriter::loop() {
+BatchProgress AsyncWriter::save(std::vector<Snapshot>& snapshots) {
   trace::set_thread_track(trace::Track::kSavepointWriter);
-  std::unique_lock lock(mutex_);
-  while (true) {
-    changed_.wait(lock, [&] { return queued_.has_value() || stopping_; });
-    if (!queued_) return;  // stopping, nothing left to write
-    Snapshot snapshot = std::move(*queued_);
-    queued_.reset();
-    writing_ = true;
-    lock.unlock();
+  for (const Snapshot& snapshot : snapshots) {
     auto began = std::chrono::steady_clock::now();
     Outcome outcome;
     outcome.step = snapshot.step;
@@ -68,13 +50,11 @@ void AsyncWriter::loop() {
     }
     outcome.seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-    // The copy of the state is released before the trainer may take the next one.
-    snapshot = Snapshot{};
-    lock.lock();
-    writing_ = false;
+    std::lock_guard lock(outcomes_mutex_);
     outcomes_.push_back(std::move(outcome));
-    changed_.notify_all();
   }
+  // The worker releases the copies of the state before the trainer may take the next one.
+  return {snapshots.size()};
 }
 
 }  // namespace kiln::savepoint

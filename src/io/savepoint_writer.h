@@ -8,15 +8,13 @@
 // removes its own temporary, earlier savepoints stay.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <filesystem>
 #include <mutex>
-#include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
+#include "base/background_worker.h"
 #include "io/savepoint.h"
 
 namespace kiln::savepoint {
@@ -46,16 +44,15 @@ class AsyncWriter {
   std::vector<Outcome> take_outcomes();
 
  private:
-  void loop();
+  // Writes each snapshot in turn; a failure becomes its outcome, not an error.
+  BatchProgress save(std::vector<Snapshot>& snapshots);
+
   std::filesystem::path dir_;
   Retention retention_;
-  mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::optional<Snapshot> queued_;
-  bool writing_ = false;
-  bool stopping_ = false;
+  std::mutex outcomes_mutex_;
   std::vector<Outcome> outcomes_;
-  std::thread thread_;  // last: starts once the members it uses exist
+  // One snapshot at most, queued or being written (capacity 1).
+  BackgroundWorker<Snapshot> worker_;  // last: its thread uses the members above
 };
 
 }  // namespace kiln::savepoint

@@ -7,16 +7,13 @@
 #pragma once
 
 #include <chrono>
-#include <condition_variable>
-#include <deque>
 #include <filesystem>
-#include <mutex>
 #include <optional>
 #include <string>
-#include <thread>
 #include <variant>
 #include <vector>
 
+#include "base/background_worker.h"
 #include "track/catalog.h"
 
 namespace kiln::track {
@@ -49,23 +46,18 @@ class CatalogRecorder {
   using Op = std::variant<RunRecord, Metrics>;
 
   void push(Op op);
-  void work();
-  // Applies `ops` in order; returns how many were applied (all, unless one failed, whose
-  // error is then in problem_).
-  size_t apply(std::vector<Op>& ops);
+  // Records `ops` in order until one fails, whose error is then in problem_; the rest are
+  // retried.
+  BatchProgress apply(std::vector<Op>& ops);
 
   std::filesystem::path path_;
   int busy_timeout_ms_;
-  std::optional<Catalog> catalog_;  // opened by the worker, on first use
-  std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<Op> queue_;
-  std::string problem_;    // the latest failure; cleared by a success
-  bool applying_ = false;  // the worker is writing a batch
-  bool draining_ = false;  // finish() was called: no more batch windows
-  bool stopping_ = false;
+  // The worker's alone while it runs: opened on first use, and the latest failure (cleared
+  // by a success), which finish() reads once the worker has stopped.
+  std::optional<Catalog> catalog_;
+  std::string problem_;
   bool finished_ = false;
-  std::thread worker_;
+  BackgroundWorker<Op> worker_;  // last: its thread uses the members above
 };
 
 }  // namespace kiln::track

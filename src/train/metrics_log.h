@@ -9,16 +9,14 @@
 // metrics.jsonl that a synchronous write would have raised; the lines before it stay.
 #pragma once
 
+#include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
-#include <exception>
 #include <filesystem>
-#include <mutex>
-#include <thread>
 #include <vector>
 
+#include "base/background_worker.h"
 #include "track/metrics_line.h"
 
 namespace kiln::train {
@@ -52,25 +50,15 @@ class MetricsLog {
   void observe(RunObserver* observer);
 
  private:
-  void work();
-  // Writes `batch` as one block; returns the error (naming metrics.jsonl), or null.
-  std::exception_ptr write(const std::vector<track::MetricsLine>& batch);
-  // Throws, once, the error of a failed write. Called with mutex_ held.
-  void rethrow_failure();
+  // Writes `batch` as one block and tells the observer; throws the error naming
+  // metrics.jsonl.
+  BatchProgress write(std::vector<track::MetricsLine>& batch);
 
   std::filesystem::path path_;
   std::FILE* file_;
-  std::mutex mutex_;
-  std::condition_variable wake_;  // the writer: lines queued, a flush wanted, stopping
-  std::condition_variable idle_;  // flush(): the queue was written
-  std::vector<track::MetricsLine> queue_;
-  int64_t written_lines_;
-  std::exception_ptr failure_;  // a failed write, not yet thrown
-  RunObserver* observer_ = nullptr;
-  int flushes_waiting_ = 0;
-  bool writing_ = false;
-  bool stopping_ = false;
-  std::thread writer_;
+  std::atomic<int64_t> written_lines_;
+  std::atomic<RunObserver*> observer_{nullptr};
+  BackgroundWorker<track::MetricsLine> writer_;  // last: its thread uses the members above
 };
 
 }  // namespace kiln::train
