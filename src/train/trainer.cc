@@ -147,7 +147,13 @@ class Run {
   void check_savepoints();
   void savepoint_failed(int64_t step, const std::string& error);
   void train_epochs();
+  void train_epoch(int64_t epoch, int64_t first_batch, TrainStep& step, data::Loader& loader,
+                   std::deque<PendingStep>& pending, int64_t& step_number);
+  void record_loop_reports(const TrainStep& step, const data::Loader& loader, double loop_seconds,
+                           int64_t step_number);
   void process(const PendingStep& pending);
+  void time_step(const PendingStep& pending);
+  void show_progress(const PendingStep& pending);
   void report_nonfinite(const PendingStep& pending, double loss, const std::vector<bool>& flags);
   void end_epoch(int64_t epoch, int64_t step_number, const EvalStep& eval);
   void stop_if_asked(int64_t step_number, DataPosition next, std::deque<PendingStep>& pending);
@@ -382,24 +388,28 @@ void Run::finish_tracking() {
   }
 }
 
+// The step's options, from the config and the MPI job.
+StepOptions step_options_of(const TrainConfig& c) {
+  StepOptions options;
+  options.skip_nonfinite = c.train.on_nonfinite == "skip";
+  options.flush_denormals = c.train.flush_denormals;
+  options.masked = c.train.pad_remainder;
+  options.data_devices = c.mesh.data;
+  options.chunks = c.mesh.chunks;
+  options.shard_params = c.mesh.shard_params;
+  options.model_devices = c.mesh.model;
+  // With one device on `model` there is no model axis: the split layers are ordinary.
+  if (c.mesh.model > 1) options.tensor_parallel = tensor_parallel_specs(c.model);
+  if (dist::active()) {
+    options.processes = dist::size();
+    options.process_rank = dist::rank();
+  }
+  return options;
+}
+
 void Run::train_epochs() {
   const TrainConfig& c = config_;
-  Array dropout_key = keys_.dropout;
-  StepOptions step_options;
-  step_options.skip_nonfinite = c.train.on_nonfinite == "skip";
-  step_options.flush_denormals = c.train.flush_denormals;
-  step_options.masked = c.train.pad_remainder;
-  step_options.data_devices = c.mesh.data;
-  step_options.chunks = c.mesh.chunks;
-  step_options.shard_params = c.mesh.shard_params;
-  step_options.model_devices = c.mesh.model;
-  // With one device on `model` there is no model axis: the split layers are ordinary.
-  if (c.mesh.model > 1) step_options.tensor_parallel = tensor_parallel_specs(c.model);
-  if (dist::active()) {
-    step_options.processes = dist::size();
-    step_options.process_rank = dist::rank();
-  }
-  TrainStep step(*model_, *optimizer_, step_options);
+  TrainStep step(*model_, *optimizer_, step_options_of(c));
   EvalStep eval(*model_, c.train.flush_denormals);
   std::deque<PendingStep> pending;
   int64_t step_number = start_step_;
@@ -426,36 +436,8 @@ void Run::train_epochs() {
       epoch_totals_ =
           EpochTotals{r.epoch_loss_sum, r.epoch_batches, r.epoch_correct, r.epoch_examples};
     }
-    for (int64_t index = epoch == first_epoch ? start_position_.position : 0;
-         index < batches_per_epoch && step_number < total_steps_; ++index) {
-      const data::HostBatch& host = loader.next();
-      KILN_CHECK(host.epoch == epoch - 1 && host.index == index);
-      Batch batch = to_arrays(host, data_->dataset.input_dtype);
-      ++step_number;
-      Array key = random::fold_in(dropout_key, static_cast<uint32_t>(step_number));
-      profiler_->before_step(step_number);
-      StepMetrics metrics = step.run(state_, batch.images, batch.labels, key, batch.mask);
-      profiler_->after_step(step_number, state_, [&] {
-        return step.compiled(state_, batch.images, batch.labels, key, batch.mask);
-      });
-      if (profiler_->done() && !profiled_) record_profile();
-      pending.push_back(
-          PendingStep{step_number, epoch, host.examples(), metrics, loader.last_wait_seconds()});
-      // Read the previous step's metrics only now: the step just queued keeps the
-      // device busy while the host waits.
-      if (pending.size() > 1) {
-        process(pending.front());
-        pending.pop_front();
-      }
-      check_savepoints();
-      DataPosition next{epoch - 1, index + 1};
-      stop_if_asked(step_number, next, pending);
-      if (savepoint_due(step_number)) save_savepoint(step_number, next, pending, false);
-    }
-    while (!pending.empty()) {
-      process(pending.front());
-      pending.pop_front();
-    }
+    int64_t first_batch = epoch == first_epoch ? start_position_.position : 0;
+    train_epoch(epoch, first_batch, step, loader, pending, step_number);
     int64_t syncs_before_eval = host_syncs_on_this_thread();
     end_epoch(epoch, step_number, eval);
     eval_syncs_ += host_syncs_on_this_thread() - syncs_before_eval;
@@ -467,7 +449,48 @@ void Run::train_epochs() {
   summary_.steps = step_number;
   summary_.seconds = seconds_since(start_);
   summary_.median_step_ms = 1e3 * profile::summarize(0, step_seconds_).median_s;
-  double loop_seconds = seconds_since(loop_start);
+  record_loop_reports(step, loader, seconds_since(loop_start), step_number);
+}
+
+// The batches of one epoch from `first_batch` on (while steps remain), each step's metrics
+// read one step late, savepoints and stop requests between steps.
+void Run::train_epoch(int64_t epoch, int64_t first_batch, TrainStep& step, data::Loader& loader,
+                      std::deque<PendingStep>& pending, int64_t& step_number) {
+  for (int64_t index = first_batch;
+       index < data_->train->batches_per_epoch() && step_number < total_steps_; ++index) {
+    const data::HostBatch& host = loader.next();
+    KILN_CHECK(host.epoch == epoch - 1 && host.index == index);
+    Batch batch = to_arrays(host, data_->dataset.input_dtype);
+    ++step_number;
+    Array key = random::fold_in(keys_.dropout, static_cast<uint32_t>(step_number));
+    profiler_->before_step(step_number);
+    StepMetrics metrics = step.run(state_, batch.images, batch.labels, key, batch.mask);
+    profiler_->after_step(step_number, state_, [&] {
+      return step.compiled(state_, batch.images, batch.labels, key, batch.mask);
+    });
+    if (profiler_->done() && !profiled_) record_profile();
+    pending.push_back(
+        PendingStep{step_number, epoch, host.examples(), metrics, loader.last_wait_seconds()});
+    // Read the previous step's metrics only now: the step just queued keeps the
+    // device busy while the host waits.
+    if (pending.size() > 1) {
+      process(pending.front());
+      pending.pop_front();
+    }
+    check_savepoints();
+    DataPosition next{epoch - 1, index + 1};
+    stop_if_asked(step_number, next, pending);
+    if (savepoint_due(step_number)) save_savepoint(step_number, next, pending, false);
+  }
+  while (!pending.empty()) {
+    process(pending.front());
+    pending.pop_front();
+  }
+}
+
+// run.json's "data_wait", "jit" and "timing" once the loop is done.
+void Run::record_loop_reports(const TrainStep& step, const data::Loader& loader,
+                              double loop_seconds, int64_t step_number) {
   set_section(
       run_->info(), "data_wait",
       {{"total_seconds", loader.total_wait_seconds()},
@@ -492,24 +515,24 @@ void Run::train_epochs() {
                                              : 0.0));
 }
 
-nlohmann::json Run::timing_report(const JitStats& stats, double loop_seconds,
-                                  double data_wait_seconds, double syncs_per_step) const {
-  profile::Timing steps = profile::summarize(0, step_seconds_);
-  auto percent = [&](double seconds) {
-    return loop_seconds > 0 ? 100 * seconds / loop_seconds : 0;
-  };
-  nlohmann::json placement = nlohmann::json::array();
-  int64_t misplaced = 0;
-  // Whole on the default device, or with [mesh] whole on each of the mesh's devices (in
-  // an MPI job, those of this process).
-  std::string requested = default_device().to_string();
-  if (config_.mesh.data > 0) {
-    requested.clear();
-    for (int64_t d = 0; d < config_.mesh.data / dist::size() * config_.mesh.model; ++d) {
-      requested += (d == 0 ? "" : ",") + devices()[static_cast<size_t>(d)]->to_string();
-    }
+// The devices each param should be whole on: the default device, or with [mesh] each of
+// the mesh's devices (in an MPI job, those of this process).
+std::string requested_devices(const MeshConfig& mesh) {
+  if (mesh.data == 0) return default_device().to_string();
+  std::string requested;
+  for (int64_t d = 0; d < mesh.data / dist::size() * mesh.model; ++d) {
+    requested += (d == 0 ? "" : ",") + devices()[static_cast<size_t>(d)]->to_string();
   }
-  std::vector<Array> leaves = state_.params.leaves();
+  return requested;
+}
+
+// Each param's placement against `requested`: the rows, and how many are elsewhere.
+std::pair<nlohmann::json, int64_t> placement_report(const Tree& params,
+                                                    const std::vector<std::string>& paths,
+                                                    const std::string& requested) {
+  nlohmann::json rows = nlohmann::json::array();
+  int64_t misplaced = 0;
+  std::vector<Array> leaves = params.leaves();
   for (size_t i = 0; i < leaves.size(); ++i) {
     Placement where = kiln::placement(leaves[i]);
     std::string devices;
@@ -518,30 +541,45 @@ nlohmann::json Run::timing_report(const JitStats& stats, double loop_seconds,
     }
     bool ok = devices == requested;
     misplaced += !ok;
-    placement.push_back({{"param", param_paths_[i]},
-                         {"shape", where.aval.to_string()},
-                         {"devices", devices},
-                         {"requested", requested},
-                         {"ok", ok}});
+    rows.push_back({{"param", paths[i]},
+                    {"shape", where.aval.to_string()},
+                    {"devices", devices},
+                    {"requested", requested},
+                    {"ok", ok}});
   }
-  // What each device holds of params and optimizer state (mesh.shard_params divides it).
+  return {rows, misplaced};
+}
+
+// The most any one device holds of params and optimizer state (mesh.shard_params divides
+// it).
+int64_t most_state_bytes_on_a_device(const TrainState& state) {
   std::map<std::string, int64_t> state_bytes;
-  for (const Tree* tree : {&state_.params, &state_.opt_state}) {
+  for (const Tree* tree : {&state.params, &state.opt_state}) {
     for (const Array& leaf : tree->leaves()) {
       for (const PlacementPiece& piece : kiln::placement(leaf).pieces) {
         state_bytes[piece.device->to_string()] += piece.bytes;
       }
     }
   }
-  int64_t most_state_bytes = 0;
-  for (const auto& [device, bytes] : state_bytes)
-    most_state_bytes = std::max(most_state_bytes, bytes);
+  int64_t most = 0;
+  for (const auto& [device, bytes] : state_bytes) most = std::max(most, bytes);
+  return most;
+}
+
+nlohmann::json Run::timing_report(const JitStats& stats, double loop_seconds,
+                                  double data_wait_seconds, double syncs_per_step) const {
+  profile::Timing steps = profile::summarize(0, step_seconds_);
+  auto percent = [&](double seconds) {
+    return loop_seconds > 0 ? 100 * seconds / loop_seconds : 0;
+  };
+  auto [placement, misplaced] =
+      placement_report(state_.params, param_paths_, requested_devices(config_.mesh));
   double median_s = steps.median_s;
   return {{"compile_seconds", stats.compile_seconds},
           {"processes", dist::size()},
           // What this rank sent to the others (the steps' sums and the agreements).
           {"process_bytes_sent", dist::bytes_sent()},
-          {"state_bytes_per_device", most_state_bytes},
+          {"state_bytes_per_device", most_state_bytes_on_a_device(state_)},
           {"compiles", stats.compiles},
           {"first_step_seconds", summary_.first_step_seconds},
           {"steady_steps", static_cast<int64_t>(step_seconds_.size())},
@@ -810,6 +848,34 @@ void Run::process(const PendingStep& pending) {
   int64_t correct = m.correct.item<int64_t>();
   double lr = m.lr.item<double>();
   std::vector<bool> nonfinite = host_bools(m.nonfinite);
+  time_step(pending);
+  bool bad_gradient = std::find(nonfinite.begin(), nonfinite.end(), true) != nonfinite.end();
+  if (!std::isfinite(loss) || bad_gradient) {
+    report_nonfinite(pending, loss, nonfinite);
+    return;
+  }
+  epoch_totals_.loss_sum += loss;
+  epoch_totals_.batches += 1;
+  epoch_totals_.correct += correct;
+  epoch_totals_.examples += pending.batch_size * labels_per_example_;
+  double step_seconds = step_seconds_.empty() ? 0 : step_seconds_.back();
+  track::MetricsLine line;
+  line.kind = "train";
+  line.step = pending.step;
+  line.epoch = pending.epoch;
+  line.values = {{"loss", loss},
+                 {"accuracy", static_cast<double>(correct) /
+                                  static_cast<double>(pending.batch_size * labels_per_example_)},
+                 {"lr", lr},
+                 {"step_ms", 1e3 * step_seconds},
+                 {"data_wait_ms", 1e3 * pending.data_wait_seconds}};
+  run_->append_metrics(std::move(line));
+  show_progress(pending);
+}
+
+// The step's time, from the previous step's completion to this one's (the first step's
+// is its time since the process started).
+void Run::time_step(const PendingStep& pending) {
   Clock::time_point now = Clock::now();
   if (pending.step == start_step_ + 1) {
     // Synchronizations are counted from here: the first step's include its compilation's
@@ -829,31 +895,12 @@ void Run::process(const PendingStep& pending) {
     if (recent_rates_.size() > 20) recent_rates_.pop_front();
   }
   last_completion_ = now;
+}
 
-  bool bad_gradient = std::find(nonfinite.begin(), nonfinite.end(), true) != nonfinite.end();
-  if (!std::isfinite(loss) || bad_gradient) {
-    report_nonfinite(pending, loss, nonfinite);
-    return;
-  }
-  epoch_totals_.loss_sum += loss;
-  epoch_totals_.batches += 1;
-  epoch_totals_.correct += correct;
-  epoch_totals_.examples += pending.batch_size * labels_per_example_;
+void Run::show_progress(const PendingStep& pending) {
   double rate = 0;
   for (double r : recent_rates_) rate += r;
   if (!recent_rates_.empty()) rate /= static_cast<double>(recent_rates_.size());
-  double step_seconds = step_seconds_.empty() ? 0 : step_seconds_.back();
-  track::MetricsLine line;
-  line.kind = "train";
-  line.step = pending.step;
-  line.epoch = pending.epoch;
-  line.values = {{"loss", loss},
-                 {"accuracy", static_cast<double>(correct) /
-                                  static_cast<double>(pending.batch_size * labels_per_example_)},
-                 {"lr", lr},
-                 {"step_ms", 1e3 * step_seconds},
-                 {"data_wait_ms", 1e3 * pending.data_wait_seconds}};
-  run_->append_metrics(std::move(line));
   StepProgress p;
   p.step = pending.step;
   p.total_steps = total_steps_;
