@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -26,6 +27,7 @@
 #include "kiln/device.h"
 #include "kiln/error.h"
 #include "kiln/shape.h"
+#include "kiln/tree.h"
 
 namespace kiln {
 
@@ -144,6 +146,43 @@ using SpmdFunction = std::function<std::vector<Array>(const std::vector<Array>&)
 // grad, vmap and jit. Collectives inside scan, cond or while_loop in f are not supported yet.
 SpmdFunction shard_map(SpmdFunction f, Mesh mesh, std::vector<PartitionSpec> in_specs,
                        std::vector<PartitionSpec> out_specs, CallSite site = {});
+
+// shard_map's specs for Trees, as jax.shard_map takes a pytree prefix of its arguments: a
+// spec at a node applies to every leaf below it, so one PartitionSpec covers a whole tree
+// (PartitionSpec() for a tree every device holds whole) and a dict or list of specs follows
+// the tree's own.
+//
+//   SpecTree::dict({{"params", PartitionSpec()},                // params replicated
+//                   {"batch", PartitionSpec({{"data"}})}});     // batch rows split
+class SpecTree {
+ public:
+  SpecTree(PartitionSpec spec);  // NOLINT: implicit, so that a spec nests directly
+  static SpecTree dict(std::vector<std::pair<std::string, SpecTree>> items);
+  static SpecTree list(std::vector<SpecTree> items);
+  // One spec per leaf of `like`, in its leaves' order (a layout computed leaf by leaf).
+  static SpecTree of_leaves(const Tree& like, std::span<const PartitionSpec> leaf_specs,
+                            CallSite site = {});
+
+  // The spec of each leaf of `tree`, in its leaves' order. Where the two disagree (a dict
+  // of other keys, a list of another length, a dict or list where the tree has a leaf) a
+  // kiln::Error names the path and both sides; `what` says which tree it is.
+  std::vector<PartitionSpec> leaf_specs(const Tree& tree, std::string_view what,
+                                        CallSite site = {}) const;
+
+ private:
+  struct Node;
+  explicit SpecTree(std::shared_ptr<const Node> node) : node_(std::move(node)) {}
+  std::shared_ptr<const Node> node_;
+};
+
+// A function of one Tree to one Tree, what shard_map over trees maps over the devices.
+using TreeSpmdFunction = std::function<Tree(const Tree&)>;
+
+// shard_map over trees: as above, with the argument's leaves split by `in_specs` and the
+// result's assembled by `out_specs`, each a SpecTree matching the argument's or the
+// result's structure (the result's is known once f is traced).
+TreeSpmdFunction shard_map(TreeSpmdFunction f, Mesh mesh, SpecTree in_specs, SpecTree out_specs,
+                           CallSite site = {});
 
 // The mesh axes a collective runs over: "data", or {"data", "model"} (the first the major
 // digit of a device's index in the group).

@@ -13,10 +13,14 @@
 namespace kiln {
 namespace {
 
+// The results' specs, known once the function is traced: a fixed list, or (over trees) the
+// specs of the traced result's leaves.
+using OutSpecs = std::function<std::vector<PartitionSpec>(const std::vector<Array>& results)>;
+
 std::vector<Array> shard_map_call(const SpmdFunction& f, const Mesh& mesh,
                                   const std::vector<PartitionSpec>& in_specs,
-                                  const std::vector<PartitionSpec>& out_specs,
-                                  const std::vector<Array>& args, CallSite site) {
+                                  const OutSpecs& out_specs_of, const std::vector<Array>& args,
+                                  CallSite site) {
   if (spmd::bound_axes() != nullptr) {
     fail(site, "shard_map: called inside another shard_map's function, which is not supported",
          "give the outer shard_map the whole mesh and use collectives over its axes");
@@ -35,8 +39,10 @@ std::vector<Array> shard_map_call(const SpmdFunction& f, const Mesh& mesh,
         AbstractValue(sharding.shard_shape(args[i].shape(), site), args[i].dtype())));
   }
   std::vector<spmd::AxisText> axes = spmd::mesh_axes(mesh);
+  std::vector<PartitionSpec> out_specs;
   detail::FlatFunction body = [&](std::span<const Array> blocks) {
     std::vector<Array> results = f(std::vector<Array>(blocks.begin(), blocks.end()));
+    out_specs = out_specs_of(results);
     if (results.size() != out_specs.size()) {
       fail(site, fmt::format("shard_map: the function returned {} result(s) for {} out_specs",
                              results.size(), out_specs.size()));
@@ -70,7 +76,28 @@ SpmdFunction shard_map(SpmdFunction f, Mesh mesh, std::vector<PartitionSpec> in_
                        std::vector<PartitionSpec> out_specs, CallSite site) {
   return [f = std::move(f), mesh = std::move(mesh), in_specs = std::move(in_specs),
           out_specs = std::move(out_specs), site](const std::vector<Array>& args) {
-    return shard_map_call(f, mesh, in_specs, out_specs, args, site);
+    return shard_map_call(
+        f, mesh, in_specs, [&](const std::vector<Array>&) { return out_specs; }, args, site);
+  };
+}
+
+TreeSpmdFunction shard_map(TreeSpmdFunction f, Mesh mesh, SpecTree in_specs, SpecTree out_specs,
+                           CallSite site) {
+  return [f = std::move(f), mesh = std::move(mesh), in_specs = std::move(in_specs),
+          out_specs = std::move(out_specs), site](const Tree& args) {
+    TreeDef in_def = args.structure();
+    Tree result_like;  // the traced result: its structure and its leaves' specs
+    SpmdFunction flat = [&](const std::vector<Array>& blocks) {
+      result_like = f(unflatten(in_def, blocks, site));
+      return result_like.leaves();
+    };
+    std::vector<Array> results = shard_map_call(
+        flat, mesh, in_specs.leaf_specs(args, "shard_map's in_specs", site),
+        [&](const std::vector<Array>&) {
+          return out_specs.leaf_specs(result_like, "shard_map's out_specs", site);
+        },
+        args.leaves(), site);
+    return unflatten(result_like.structure(), results, site);
   };
 }
 

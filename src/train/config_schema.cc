@@ -180,315 +180,377 @@ Value sharded_or_not(const TrainConfig& /*config*/) {
   return std::string("any");
 }
 
-std::vector<Section> make_sections() {
+Section experiment_section() {
+  using C = TrainConfig;
+  return {"experiment",
+          "What the run is called and where its directory goes.",
+          {key(&C::experiment, &ExperimentConfig::name, "name",
+               "the run directory is `<runs_dir>/<name>/<run-id>/`", text(true)),
+           key(&C::experiment, &ExperimentConfig::seed, "seed",
+               "seeds parameter init, shuffling and dropout: same seed, same weights", at_least(0),
+               {"random_seed", "rng_seed"}),
+           key(&C::experiment, &ExperimentConfig::runs_dir, "runs_dir",
+               "where run directories are created (relative to the working directory)", text(),
+               {"output_dir", "log_dir", "out_dir"})}};
+}
+
+// data's keys for what happens to bad records, the preprocessing, and the loader.
+std::vector<Key> data_loading_keys() {
+  using C = TrainConfig;
+  return {key(&C::data, &DataConfig::on_violation, "on_violation",
+              "a record that violates a contract: `error` stops before training, `drop` leaves it "
+              "out (counted in run.json)",
+              one_of({"error", "drop"})),
+          key(&C::data, &DataConfig::normalize, "normalize",
+              "features to f32: `divide_255`, `standardize` (per element, the training split's "
+              "mean and deviation), `none`, or `auto` (divide_255 for u8, standardize for csv, "
+              "else none)",
+              one_of({"auto", "none", "divide_255", "standardize"}), {"normalise", "preprocess"}),
+          key(&C::data, &DataConfig::train_limit, "train_limit",
+              "use only the first N training examples (0: all); the rest of the file is not read",
+              at_least(0)),
+          key(&C::data, &DataConfig::test_limit, "test_limit",
+              "use only the first N test examples (0: all); the rest of the file is not read",
+              at_least(0)),
+          key(&C::data, &DataConfig::workers, "workers",
+              "loader threads assembling training batches (any number gives the same batches)",
+              at_most(at_least(1), 64), {"num_workers"}),
+          key(&C::data, &DataConfig::prefetch, "prefetch",
+              "training batches assembled ahead of the step (bounds the loader's memory)",
+              at_most(at_least(1), 1024), {"prefetch_factor"})};
+}
+
+// data's keys for a csv source: the test split, the header, the columns.
+std::vector<Key> data_csv_keys() {
+  using C = TrainConfig;
+  return {key(&C::data, &DataConfig::test_split, "test_split",
+              "csv without test_file: the test records are the `last` ones of the file, or a "
+              "`shuffled` choice keyed by split_seed (for files sorted by class)",
+              one_of({"last", "shuffled"})),
+          key(&C::data, &DataConfig::split_seed, "split_seed",
+              "csv with test_split = `shuffled`: which records form the test split", at_least(0)),
+          key(&C::data, &DataConfig::header, "header",
+              "csv: the first row names the columns (false: columns are named `0`, `1`, ...)"),
+          key(&C::data, &DataConfig::skip_lines, "skip_lines",
+              "csv: lines skipped before the header or the first record", at_most(at_least(0), 1e6),
+              {"skiprows", "skip_rows"}),
+          key(&C::data, &DataConfig::feature_columns, "feature_columns",
+              "csv: the columns read as features, in this order (empty: every column but the "
+              "label)",
+              {}, {"columns", "inputs"}),
+          key(&C::data, &DataConfig::label_column, "label_column", "csv: the column of the labels",
+              text(), {"target", "label_col"}),
+          key(&C::data, &DataConfig::label_names, "label_names",
+              "csv: labels written as text; class i is the i-th name (empty: labels are integers)",
+              {}, {"classes", "class_names"})};
+}
+
+Section data_section() {
+  using C = TrainConfig;
+  Section section{
+      "data",
+      "The dataset: where it is read from, the contracts it must meet (`[data.features]`, "
+      "`[data.label]`), what happens to records that violate them, and the preprocessing. "
+      "See docs/data.md.",
+      {key(&C::data, &DataConfig::dataset, "dataset",
+           "the source: `fashion_mnist` (its four IDX files in `dir`), `idx` or `npy` (a features "
+           "and a labels file per split), `csv` (columns of one or two files), `text` (a text "
+           "file read as bytes) or `tokens` (a token file), cut into examples of `context` "
+           "tokens whose labels are the tokens that follow (docs/transformer.md)",
+           one_of({"fashion_mnist", "idx", "npy", "csv", "text", "tokens"}), {"source", "format"}),
+       key(&C::data, &DataConfig::dir, "dir",
+           "fashion_mnist: the directory holding the four IDX files (Debian package "
+           "`dataset-fashion-mnist`)",
+           text(), {"path", "data_dir", "root"}),
+       key(&C::data, &DataConfig::train_features, "train_features",
+           "idx, npy: the training features (first axis: records)", optional_path()),
+       key(&C::data, &DataConfig::train_labels, "train_labels",
+           "idx, npy: the training labels, one integer per record", optional_path()),
+       key(&C::data, &DataConfig::test_features, "test_features", "idx, npy: the test features",
+           optional_path()),
+       key(&C::data, &DataConfig::test_labels, "test_labels", "idx, npy: the test labels",
+           optional_path()),
+       key(&C::data, &DataConfig::train_file, "train_file",
+           "csv: the file with a header row (the training records, and the test records unless "
+           "test_file is set); text, tokens: the corpus",
+           optional_path(), {"csv", "file"}),
+       key(&C::data, &DataConfig::test_file, "test_file",
+           "csv, text, tokens: a file of test records (empty: the last test_fraction of "
+           "train_file)",
+           optional_path()),
+       key(&C::data, &DataConfig::context, "context",
+           "text, tokens: tokens per example, the model's input length (examples do not "
+           "overlap: example i reads tokens [i * context, (i + 1) * context])",
+           at_most(at_least(0), 1 << 20), {"block_size", "seq_len", "sequence_length"}),
+       key(&C::data, &DataConfig::test_fraction, "test_fraction",
+           "csv, text, tokens without test_file: the fraction of train_file's records (or "
+           "tokens), from its end, that form the test split",
+           [] {
+             Constraint constraint = fraction();
+             constraint.min_exclusive = true;
+             return constraint;
+           }(),
+           {"test_size", "validation_split"})}};
+  for (const std::vector<Key>& more : {data_csv_keys(), data_loading_keys()}) {
+    section.keys.insert(section.keys.end(), more.begin(), more.end());
+  }
+  return section;
+}
+
+Section data_features_section() {
+  using C = TrainConfig;
+  return {
+      "data.features",
+      "The contract of every record's features.",
+      {nested_key(&C::data, &DataConfig::features, &FeaturesConfig::dtype, "dtype",
+                  "the dtype the source holds (csv: f64), or `any`",
+                  one_of({"any", "bool", "u8", "i32", "i64", "u32", "f16", "bf16", "f32", "f64"})),
+       nested_key(&C::data, &DataConfig::features, &FeaturesConfig::shape, "shape",
+                  "each record's shape (empty: any; fashion_mnist: [28, 28])",
+                  at_most(at_least(1), 1 << 20)),
+       nested_key(&C::data, &DataConfig::features, &FeaturesConfig::min, "min",
+                  "every element is >= min (before normalization)", any_bound()),
+       nested_key(&C::data, &DataConfig::features, &FeaturesConfig::max, "max",
+                  "every element is <= max (before normalization)", any_bound()),
+       nested_key(&C::data, &DataConfig::features, &FeaturesConfig::finite, "finite",
+                  "every element is finite (no NaN, no infinity)")}};
+}
+
+Section data_label_section() {
+  using C = TrainConfig;
+  return {
+      "data.label",
+      "The contract of the labels.",
+      {nested_key(&C::data, &DataConfig::label, &LabelConfig::num_classes, "num_classes",
+                  "labels are integers in [0, num_classes) (0: fashion_mnist's 10, or the number "
+                  "of label_names)",
+                  at_most(at_least(0), 1 << 20)),
+       nested_key(&C::data, &DataConfig::label, &LabelConfig::min_per_class, "min_per_class",
+                  "each class has at least this many valid training examples", at_least(0))}};
+}
+
+Section data_augment_section() {
+  using C = TrainConfig;
+  return {"data.augment",
+          "Per-example augmentation of training images, drawn from the seed and the example's "
+          "global index (not from the worker, the batch size or the resume point).",
+          {nested_key(&C::data, &DataConfig::augment, &AugmentConfig::crop_padding, "crop_padding",
+                      "pad each image by this many zero pixels and crop it back at a random "
+                      "offset (0: off)",
+                      at_most(at_least(0), 64)),
+           nested_key(&C::data, &DataConfig::augment, &AugmentConfig::horizontal_flip,
+                      "horizontal_flip", "mirror each image left-right with probability 1/2")}};
+}
+
+Section model_section() {
   using C = TrainConfig;
   Key layers;
   layers.name = "layers";
   layers.type = Type::kLayers;
   layers.help = "the network, first layer first: `[[model.layers]]` tables (below)";
   layers.default_doc = "required";
+  return {"model",
+          "The network: a stack of layers applied in order, or a GPT-2 (`[model.gpt2]`).",
+          {key(&C::model, &ModelConfig::kind, "kind",
+               "`sequential` (the `[[model.layers]]` below) or `gpt2` (a GPT-2 of the sizes in "
+               "`[model.gpt2]`, for `text` and `tokens` data)",
+               one_of({"sequential", "gpt2"}), {"type", "architecture"}),
+           layers}};
+}
+
+Section model_gpt2_section() {
+  using C = TrainConfig;
+  return {"model.gpt2",
+          "The sizes of a GPT-2 (model.kind = `gpt2`; docs/transformer.md). The defaults are a "
+          "small model for bytes; GPT-2 124M is layers 12, heads 12, channels 768, vocab_size "
+          "50257.",
+          {nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::layers, "layers",
+                      "transformer blocks", at_most(at_least(1), 1024), {"n_layer", "num_layers"}),
+           nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::heads, "heads",
+                      "attention heads per block (a divisor of channels)",
+                      at_most(at_least(1), 1024), {"n_head", "num_heads"}),
+           nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::channels, "channels",
+                      "the residual stream's width C", at_most(at_least(1), kMaxFeatures),
+                      {"n_embd", "d_model", "hidden_size"}),
+           nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::vocab_size, "vocab_size",
+                      "tokens the model predicts: at least the data's (256 for text)",
+                      at_most(at_least(1), 1 << 20)),
+           nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::padded_vocab_size,
+                      "padded_vocab_size",
+                      "the embedding's rows, >= vocab_size (0: vocab_size rounded up to a "
+                      "multiple of 128)",
+                      at_most(at_least(0), 1 << 20)),
+           nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::max_context, "max_context",
+                      "the longest input (the position embedding's rows), >= data.context",
+                      at_most(at_least(1), 1 << 20), {"n_positions"}),
+           nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::remat, "remat",
+                      "what the backward pass recomputes rather than keeps: `none`, `blocks` (each "
+                      "block from its input: the least memory), `blocks_save_dots` (each block but "
+                      "its matmuls)",
+                      one_of({"none", "blocks", "blocks_save_dots"}),
+                      {"checkpoint", "gradient_checkpointing"})}};
+}
+
+Section optim_section() {
+  using C = TrainConfig;
   return {
-      {"experiment",
-       "What the run is called and where its directory goes.",
-       {key(&C::experiment, &ExperimentConfig::name, "name",
-            "the run directory is `<runs_dir>/<name>/<run-id>/`", text(true)),
-        key(&C::experiment, &ExperimentConfig::seed, "seed",
-            "seeds parameter init, shuffling and dropout: same seed, same weights", at_least(0),
-            {"random_seed", "rng_seed"}),
-        key(&C::experiment, &ExperimentConfig::runs_dir, "runs_dir",
-            "where run directories are created (relative to the working directory)", text(),
-            {"output_dir", "log_dir", "out_dir"})}},
-      {"data",
-       "The dataset: where it is read from, the contracts it must meet (`[data.features]`, "
-       "`[data.label]`), what happens to records that violate them, and the preprocessing. "
-       "See docs/data.md.",
-       {key(&C::data, &DataConfig::dataset, "dataset",
-            "the source: `fashion_mnist` (its four IDX files in `dir`), `idx` or `npy` (a features "
-            "and a labels file per split), `csv` (columns of one or two files), `text` (a text "
-            "file read as bytes) or `tokens` (a token file), cut into examples of `context` "
-            "tokens whose labels are the tokens that follow (docs/transformer.md)",
-            one_of({"fashion_mnist", "idx", "npy", "csv", "text", "tokens"}), {"source", "format"}),
-        key(&C::data, &DataConfig::dir, "dir",
-            "fashion_mnist: the directory holding the four IDX files (Debian package "
-            "`dataset-fashion-mnist`)",
-            text(), {"path", "data_dir", "root"}),
-        key(&C::data, &DataConfig::train_features, "train_features",
-            "idx, npy: the training features (first axis: records)", optional_path()),
-        key(&C::data, &DataConfig::train_labels, "train_labels",
-            "idx, npy: the training labels, one integer per record", optional_path()),
-        key(&C::data, &DataConfig::test_features, "test_features", "idx, npy: the test features",
-            optional_path()),
-        key(&C::data, &DataConfig::test_labels, "test_labels", "idx, npy: the test labels",
-            optional_path()),
-        key(&C::data, &DataConfig::train_file, "train_file",
-            "csv: the file with a header row (the training records, and the test records unless "
-            "test_file is set); text, tokens: the corpus",
-            optional_path(), {"csv", "file"}),
-        key(&C::data, &DataConfig::test_file, "test_file",
-            "csv, text, tokens: a file of test records (empty: the last test_fraction of "
-            "train_file)",
-            optional_path()),
-        key(&C::data, &DataConfig::context, "context",
-            "text, tokens: tokens per example, the model's input length (examples do not "
-            "overlap: example i reads tokens [i * context, (i + 1) * context])",
-            at_most(at_least(0), 1 << 20), {"block_size", "seq_len", "sequence_length"}),
-        key(&C::data, &DataConfig::test_fraction, "test_fraction",
-            "csv, text, tokens without test_file: the fraction of train_file's records (or "
-            "tokens), from its end, that form the test split",
-            [] {
-              Constraint constraint = fraction();
-              constraint.min_exclusive = true;
-              return constraint;
-            }(),
-            {"test_size", "validation_split"}),
-        key(&C::data, &DataConfig::test_split, "test_split",
-            "csv without test_file: the test records are the `last` ones of the file, or a "
-            "`shuffled` choice keyed by split_seed (for files sorted by class)",
-            one_of({"last", "shuffled"})),
-        key(&C::data, &DataConfig::split_seed, "split_seed",
-            "csv with test_split = `shuffled`: which records form the test split", at_least(0)),
-        key(&C::data, &DataConfig::header, "header",
-            "csv: the first row names the columns (false: columns are named `0`, `1`, ...)"),
-        key(&C::data, &DataConfig::skip_lines, "skip_lines",
-            "csv: lines skipped before the header or the first record", at_most(at_least(0), 1e6),
-            {"skiprows", "skip_rows"}),
-        key(&C::data, &DataConfig::feature_columns, "feature_columns",
-            "csv: the columns read as features, in this order (empty: every column but the "
-            "label)",
-            {}, {"columns", "inputs"}),
-        key(&C::data, &DataConfig::label_column, "label_column", "csv: the column of the labels",
-            text(), {"target", "label_col"}),
-        key(&C::data, &DataConfig::label_names, "label_names",
-            "csv: labels written as text; class i is the i-th name (empty: labels are integers)",
-            {}, {"classes", "class_names"}),
-        key(&C::data, &DataConfig::on_violation, "on_violation",
-            "a record that violates a contract: `error` stops before training, `drop` leaves it "
-            "out (counted in run.json)",
-            one_of({"error", "drop"})),
-        key(&C::data, &DataConfig::normalize, "normalize",
-            "features to f32: `divide_255`, `standardize` (per element, the training split's "
-            "mean and deviation), `none`, or `auto` (divide_255 for u8, standardize for csv, "
-            "else none)",
-            one_of({"auto", "none", "divide_255", "standardize"}), {"normalise", "preprocess"}),
-        key(&C::data, &DataConfig::train_limit, "train_limit",
-            "use only the first N training examples (0: all); the rest of the file is not read",
-            at_least(0)),
-        key(&C::data, &DataConfig::test_limit, "test_limit",
-            "use only the first N test examples (0: all); the rest of the file is not read",
-            at_least(0)),
-        key(&C::data, &DataConfig::workers, "workers",
-            "loader threads assembling training batches (any number gives the same batches)",
-            at_most(at_least(1), 64), {"num_workers"}),
-        key(&C::data, &DataConfig::prefetch, "prefetch",
-            "training batches assembled ahead of the step (bounds the loader's memory)",
-            at_most(at_least(1), 1024), {"prefetch_factor"})}},
-      {"data.features",
-       "The contract of every record's features.",
-       {nested_key(&C::data, &DataConfig::features, &FeaturesConfig::dtype, "dtype",
-                   "the dtype the source holds (csv: f64), or `any`",
-                   one_of({"any", "bool", "u8", "i32", "i64", "u32", "f16", "bf16", "f32", "f64"})),
-        nested_key(&C::data, &DataConfig::features, &FeaturesConfig::shape, "shape",
-                   "each record's shape (empty: any; fashion_mnist: [28, 28])",
-                   at_most(at_least(1), 1 << 20)),
-        nested_key(&C::data, &DataConfig::features, &FeaturesConfig::min, "min",
-                   "every element is >= min (before normalization)", any_bound()),
-        nested_key(&C::data, &DataConfig::features, &FeaturesConfig::max, "max",
-                   "every element is <= max (before normalization)", any_bound()),
-        nested_key(&C::data, &DataConfig::features, &FeaturesConfig::finite, "finite",
-                   "every element is finite (no NaN, no infinity)")}},
-      {"data.label",
-       "The contract of the labels.",
-       {nested_key(&C::data, &DataConfig::label, &LabelConfig::num_classes, "num_classes",
-                   "labels are integers in [0, num_classes) (0: fashion_mnist's 10, or the number "
-                   "of label_names)",
-                   at_most(at_least(0), 1 << 20)),
-        nested_key(&C::data, &DataConfig::label, &LabelConfig::min_per_class, "min_per_class",
-                   "each class has at least this many valid training examples", at_least(0))}},
-      {"data.augment",
-       "Per-example augmentation of training images, drawn from the seed and the example's "
-       "global index (not from the worker, the batch size or the resume point).",
-       {nested_key(&C::data, &DataConfig::augment, &AugmentConfig::crop_padding, "crop_padding",
-                   "pad each image by this many zero pixels and crop it back at a random "
-                   "offset (0: off)",
-                   at_most(at_least(0), 64)),
-        nested_key(&C::data, &DataConfig::augment, &AugmentConfig::horizontal_flip,
-                   "horizontal_flip", "mirror each image left-right with probability 1/2")}},
-      {"model",
-       "The network: a stack of layers applied in order, or a GPT-2 (`[model.gpt2]`).",
-       {key(&C::model, &ModelConfig::kind, "kind",
-            "`sequential` (the `[[model.layers]]` below) or `gpt2` (a GPT-2 of the sizes in "
-            "`[model.gpt2]`, for `text` and `tokens` data)",
-            one_of({"sequential", "gpt2"}), {"type", "architecture"}),
-        layers}},
-      {"model.gpt2",
-       "The sizes of a GPT-2 (model.kind = `gpt2`; docs/transformer.md). The defaults are a "
-       "small model for bytes; GPT-2 124M is layers 12, heads 12, channels 768, vocab_size "
-       "50257.",
-       {nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::layers, "layers",
-                   "transformer blocks", at_most(at_least(1), 1024), {"n_layer", "num_layers"}),
-        nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::heads, "heads",
-                   "attention heads per block (a divisor of channels)", at_most(at_least(1), 1024),
-                   {"n_head", "num_heads"}),
-        nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::channels, "channels",
-                   "the residual stream's width C", at_most(at_least(1), kMaxFeatures),
-                   {"n_embd", "d_model", "hidden_size"}),
-        nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::vocab_size, "vocab_size",
-                   "tokens the model predicts: at least the data's (256 for text)",
-                   at_most(at_least(1), 1 << 20)),
-        nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::padded_vocab_size,
-                   "padded_vocab_size",
-                   "the embedding's rows, >= vocab_size (0: vocab_size rounded up to a "
-                   "multiple of 128)",
-                   at_most(at_least(0), 1 << 20)),
-        nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::max_context, "max_context",
-                   "the longest input (the position embedding's rows), >= data.context",
-                   at_most(at_least(1), 1 << 20), {"n_positions"}),
-        nested_key(&C::model, &ModelConfig::gpt2, &Gpt2ModelConfig::remat, "remat",
-                   "what the backward pass recomputes rather than keeps: `none`, `blocks` (each "
-                   "block from its input: the least memory), `blocks_save_dots` (each block but "
-                   "its matmuls)",
-                   one_of({"none", "blocks", "blocks_save_dots"}),
-                   {"checkpoint", "gradient_checkpointing"})}},
-      {"optim",
-       "The optimizer and its learning-rate schedule.",
-       {key(&C::optim, &OptimConfig::name, "name", "the update rule",
-            one_of({"sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop"}),
-            {"optimizer", "type"}),
-        key(&C::optim, &OptimConfig::lr, "lr",
-            "learning rate: the constant value, or the schedule's initial/peak value",
-            positive_f32(), {"learning_rate", "lr0", "eta"}),
-        key(&C::optim, &OptimConfig::schedule, "schedule",
-            "how the learning rate changes with the step (decays run over all training steps)",
-            one_of({"constant", "linear", "cosine", "warmup_cosine", "exponential", "piecewise"}),
-            {"lr_schedule", "scheduler"}),
-        key(&C::optim, &OptimConfig::warmup_steps, "warmup_steps",
-            "warmup_cosine: steps of linear warmup from 0 to lr", at_most(at_least(0), kMaxSteps),
-            {"warmup"}),
-        key(&C::optim, &OptimConfig::end_lr, "end_lr",
-            "linear, cosine, warmup_cosine: the learning rate at the last step", non_negative_f32(),
-            {"final_lr", "min_lr", "eta_min"}),
-        key(&C::optim, &OptimConfig::decay_rate, "decay_rate",
-            "exponential: lr * decay_rate^(step / transition_steps); piecewise: the factor "
-            "applied at each boundary",
-            positive_f32(), {"gamma"}),
-        key(&C::optim, &OptimConfig::transition_steps, "transition_steps",
-            "exponential: steps per factor of decay_rate", at_most(at_least(1), kMaxSteps)),
-        key(&C::optim, &OptimConfig::boundaries, "boundaries",
-            "piecewise: the steps (increasing) from which the learning rate is lr * "
-            "decay_rate^k, k the number of boundaries reached (PyTorch's MultiStepLR, in steps)",
-            at_most(at_least(1), kMaxSteps), {"milestones"}),
-        key(&C::optim, &OptimConfig::b1, "b1", "adam, adamw: first-moment decay", fraction(),
-            {"beta1"}),
-        key(&C::optim, &OptimConfig::b2, "b2", "adam, adamw: second-moment decay", fraction(),
-            {"beta2"}),
-        key(&C::optim, &OptimConfig::eps, "eps", "adam, adamw, rmsprop: added to the denominator",
-            non_negative_f32(), {"epsilon"}),
-        key(&C::optim, &OptimConfig::momentum, "momentum",
-            "momentum, nesterov: the velocity decay; rmsprop: the squared-gradient decay",
-            fraction(), {"beta", "alpha", "decay"}),
-        key(&C::optim, &OptimConfig::weight_decay, "weight_decay",
-            "adamw: decoupled weight decay (PyTorch's default 0.01)", non_negative_f32(), {"wd"}),
-        key(&C::optim, &OptimConfig::decay_mask, "decay_mask",
-            "adamw: decay `all` parameters, or only `matrices` (rank >= 2: not biases or "
-            "norm scales)",
-            one_of({"all", "matrices"}), {"mask"}),
-        key(&C::optim, &OptimConfig::clip_global_norm, "clip_global_norm",
-            "rescale gradients whose global L2 norm exceeds this (0: no clipping)",
-            non_negative_f32(), {"max_grad_norm", "clip_norm", "grad_clip"})}},
-      {"train",
-       "The training loop.",
-       {key(&C::train, &TrainLoopConfig::epochs, "epochs", "passes over the training set",
-            at_most(at_least(1), kMaxEpochs), {"num_epochs", "n_epochs"}),
-        key(&C::train, &TrainLoopConfig::batch_size, "batch_size", "examples per step",
-            at_most(at_least(1), kMaxBatch), {"batch", "bs"}),
-        key(&C::train, &TrainLoopConfig::eval_batch_size, "eval_batch_size",
-            "examples per evaluation batch (does not change the results)",
-            at_most(at_least(1), kMaxBatch), {"test_batch_size"}),
-        key(&C::train, &TrainLoopConfig::log_every, "log_every",
-            "without a terminal, print a progress line every N steps", at_least(1),
-            {"log_interval", "print_every"}),
-        key(&C::train, &TrainLoopConfig::on_nonfinite, "on_nonfinite",
-            "a NaN or infinite loss or gradient: `stop` the run, or `skip` the step",
-            one_of({"stop", "skip"}), {"on_nan"}),
-        key(&C::train, &TrainLoopConfig::max_skipped_steps, "max_skipped_steps",
-            "with on_nonfinite = `skip`: the run fails (status 2) once more steps than this "
-            "were skipped",
-            at_most(at_least(1), kMaxSteps), {"max_skips"}),
-        key(&C::train, &TrainLoopConfig::max_steps, "max_steps",
-            "stop after N steps in total (0: run all epochs)", at_most(at_least(0), kMaxSteps),
-            {"steps", "num_steps"}),
-        key(&C::train, &TrainLoopConfig::flush_denormals, "flush_denormals",
-            "run the train and eval steps with subnormal floats flushed to zero (faster where "
-            "gradients or optimizer moments underflow; false: IEEE gradual underflow)",
-            {}, {"ftz", "denormals_are_zero"}),
-        key(&C::train, &TrainLoopConfig::drop_remainder, "drop_remainder",
-            "leave out each epoch's last, smaller batch (every step has the same shape: one "
-            "compilation)",
-            {}, {"drop_last"}),
-        key(&C::train, &TrainLoopConfig::pad_remainder, "pad_remainder",
-            "fill each epoch's last, smaller batch up to batch_size with rows that a mask "
-            "leaves out of the loss, the gradient and the metrics (one compilation, and no "
-            "example left out)",
-            {}, {"pad_last"}),
-        key(&C::train, &TrainLoopConfig::savepoint_every, "savepoint_every",
-            "write a savepoint (the whole train state, for `kiln resume`) every N steps (0: "
-            "not by steps); one is always written at the end and on SIGINT/SIGTERM",
-            at_most(at_least(0), kMaxSteps), {"save_every", "save_steps"}),
-        key(&C::train, &TrainLoopConfig::savepoint_every_seconds, "savepoint_every_seconds",
-            "also write a savepoint once this many seconds passed since the last (0: not by "
-            "time)",
-            at_most(at_least(0), kMaxF32), {"save_every_seconds"}),
-        key(&C::train, &TrainLoopConfig::savepoint_keep_last, "savepoint_keep_last",
-            "keep the newest N savepoints", at_most(at_least(1), kMaxSteps),
-            {"keep_last", "save_total_limit", "max_to_keep"}),
-        key(&C::train, &TrainLoopConfig::savepoint_keep_every, "savepoint_keep_every",
-            "also keep every savepoint whose step is a multiple of N (0: none)",
-            at_most(at_least(0), kMaxSteps), {"keep_every"}),
-        key(&C::train, &TrainLoopConfig::savepoint_async, "savepoint_async",
-            "write savepoints on a background thread while training goes on (false: the step "
-            "waits for the write)",
-            {}, {"async_save"}),
-        key(&C::train, &TrainLoopConfig::on_savepoint_error, "on_savepoint_error",
-            "a savepoint that cannot be written (full disk): `stop` the run, or `continue` "
-            "without it (earlier savepoints are kept either way)",
-            one_of({"stop", "continue"}))}},
-      {"mesh",
-       "Data- and tensor-parallel training over logical CPU devices (KILN_CPU_DEVICES); "
-       "docs/training.md.",
-       {key(&C::mesh, &MeshConfig::data, "data",
-            "devices on the mesh axis `data`, each taking an equal share of every batch (0: "
-            "one device, no mesh; 1 runs the data-parallel step on one device)",
-            at_most(at_least(0), 1024), {"data_parallel", "devices", "dp"}, data_parallel),
-        key(&C::mesh, &MeshConfig::chunks, "chunks",
-            "equal parts of each batch whose gradients are added in a fixed tree: a multiple of "
-            "`data`, and the same value gives the same bits on 1, 2, 4... devices",
-            at_most(at_least(1), kMaxBatch), {"num_chunks", "microbatches"}),
-        key(&C::mesh, &MeshConfig::shard_params, "shard_params",
-            "split params and optimizer state over the devices along their first dimension "
-            "(FSDP, ZeRO-3: each device holds 1/data of them); the same bits as replicated",
-            {}, {"fsdp", "zero3", "shard_optimizer_state"}, sharded_or_not),
-        key(&C::mesh, &MeshConfig::model, "model",
-            "devices on the mesh axis `model`, over which dense layers with `parallel = "
-            "\"column\"` / `\"row\"` split their kernels (Megatron-style tensor parallelism); "
-            "the mesh then has data x model devices",
-            at_most(at_least(1), 1024), {"tensor_parallel", "tp"})}},
-      {"tracking",
-       "Where the run is recorded besides its directory (docs/tracking.md). Not part of the run "
-       "identity.",
-       {key(&C::tracking, &TrackingConfig::catalog, "catalog",
-            "record the run in the catalog `<runs_dir>/kiln.db` (`kiln runs`)"),
-        key(&C::tracking, &TrackingConfig::tensorboard, "tensorboard",
-            "write TensorBoard scalar event files in the run directory"),
-        key(&C::tracking, &TrackingConfig::mlflow_uri, "mlflow_uri",
-            "mirror the run to this MLflow tracking server (`http://host:port`; empty: none)",
-            optional_path()),
-        key(&C::tracking, &TrackingConfig::mlflow_experiment, "mlflow_experiment",
-            "the MLflow experiment (empty: `experiment.name`)", optional_path()),
-        key(&C::tracking, &TrackingConfig::wait_seconds, "wait_seconds",
-            "at the end of the run, wait at most this long for records not yet sent",
-            at_most(at_least(0), 3600))},
-       false},
-  };
+      "optim",
+      "The optimizer and its learning-rate schedule.",
+      {key(&C::optim, &OptimConfig::name, "name", "the update rule",
+           one_of({"sgd", "momentum", "nesterov", "adam", "adamw", "rmsprop"}),
+           {"optimizer", "type"}),
+       key(&C::optim, &OptimConfig::lr, "lr",
+           "learning rate: the constant value, or the schedule's initial/peak value",
+           positive_f32(), {"learning_rate", "lr0", "eta"}),
+       key(&C::optim, &OptimConfig::schedule, "schedule",
+           "how the learning rate changes with the step (decays run over all training steps)",
+           one_of({"constant", "linear", "cosine", "warmup_cosine", "exponential", "piecewise"}),
+           {"lr_schedule", "scheduler"}),
+       key(&C::optim, &OptimConfig::warmup_steps, "warmup_steps",
+           "warmup_cosine: steps of linear warmup from 0 to lr", at_most(at_least(0), kMaxSteps),
+           {"warmup"}),
+       key(&C::optim, &OptimConfig::end_lr, "end_lr",
+           "linear, cosine, warmup_cosine: the learning rate at the last step", non_negative_f32(),
+           {"final_lr", "min_lr", "eta_min"}),
+       key(&C::optim, &OptimConfig::decay_rate, "decay_rate",
+           "exponential: lr * decay_rate^(step / transition_steps); piecewise: the factor "
+           "applied at each boundary",
+           positive_f32(), {"gamma"}),
+       key(&C::optim, &OptimConfig::transition_steps, "transition_steps",
+           "exponential: steps per factor of decay_rate", at_most(at_least(1), kMaxSteps)),
+       key(&C::optim, &OptimConfig::boundaries, "boundaries",
+           "piecewise: the steps (increasing) from which the learning rate is lr * "
+           "decay_rate^k, k the number of boundaries reached (PyTorch's MultiStepLR, in steps)",
+           at_most(at_least(1), kMaxSteps), {"milestones"}),
+       key(&C::optim, &OptimConfig::b1, "b1", "adam, adamw: first-moment decay", fraction(),
+           {"beta1"}),
+       key(&C::optim, &OptimConfig::b2, "b2", "adam, adamw: second-moment decay", fraction(),
+           {"beta2"}),
+       key(&C::optim, &OptimConfig::eps, "eps", "adam, adamw, rmsprop: added to the denominator",
+           non_negative_f32(), {"epsilon"}),
+       key(&C::optim, &OptimConfig::momentum, "momentum",
+           "momentum, nesterov: the velocity decay; rmsprop: the squared-gradient decay",
+           fraction(), {"beta", "alpha", "decay"}),
+       key(&C::optim, &OptimConfig::weight_decay, "weight_decay",
+           "adamw: decoupled weight decay (PyTorch's default 0.01)", non_negative_f32(), {"wd"}),
+       key(&C::optim, &OptimConfig::decay_mask, "decay_mask",
+           "adamw: decay `all` parameters, or only `matrices` (rank >= 2: not biases or "
+           "norm scales)",
+           one_of({"all", "matrices"}), {"mask"}),
+       key(&C::optim, &OptimConfig::clip_global_norm, "clip_global_norm",
+           "rescale gradients whose global L2 norm exceeds this (0: no clipping)",
+           non_negative_f32(), {"max_grad_norm", "clip_norm", "grad_clip"})}};
+}
+
+Section train_section() {
+  using C = TrainConfig;
+  return {"train",
+          "The training loop.",
+          {key(&C::train, &TrainLoopConfig::epochs, "epochs", "passes over the training set",
+               at_most(at_least(1), kMaxEpochs), {"num_epochs", "n_epochs"}),
+           key(&C::train, &TrainLoopConfig::batch_size, "batch_size", "examples per step",
+               at_most(at_least(1), kMaxBatch), {"batch", "bs"}),
+           key(&C::train, &TrainLoopConfig::eval_batch_size, "eval_batch_size",
+               "examples per evaluation batch (does not change the results)",
+               at_most(at_least(1), kMaxBatch), {"test_batch_size"}),
+           key(&C::train, &TrainLoopConfig::log_every, "log_every",
+               "without a terminal, print a progress line every N steps", at_least(1),
+               {"log_interval", "print_every"}),
+           key(&C::train, &TrainLoopConfig::on_nonfinite, "on_nonfinite",
+               "a NaN or infinite loss or gradient: `stop` the run, or `skip` the step",
+               one_of({"stop", "skip"}), {"on_nan"}),
+           key(&C::train, &TrainLoopConfig::max_skipped_steps, "max_skipped_steps",
+               "with on_nonfinite = `skip`: the run fails (status 2) once more steps than this "
+               "were skipped",
+               at_most(at_least(1), kMaxSteps), {"max_skips"}),
+           key(&C::train, &TrainLoopConfig::max_steps, "max_steps",
+               "stop after N steps in total (0: run all epochs)", at_most(at_least(0), kMaxSteps),
+               {"steps", "num_steps"}),
+           key(&C::train, &TrainLoopConfig::flush_denormals, "flush_denormals",
+               "run the train and eval steps with subnormal floats flushed to zero (faster where "
+               "gradients or optimizer moments underflow; false: IEEE gradual underflow)",
+               {}, {"ftz", "denormals_are_zero"}),
+           key(&C::train, &TrainLoopConfig::drop_remainder, "drop_remainder",
+               "leave out each epoch's last, smaller batch (every step has the same shape: one "
+               "compilation)",
+               {}, {"drop_last"}),
+           key(&C::train, &TrainLoopConfig::pad_remainder, "pad_remainder",
+               "fill each epoch's last, smaller batch up to batch_size with rows that a mask "
+               "leaves out of the loss, the gradient and the metrics (one compilation, and no "
+               "example left out)",
+               {}, {"pad_last"}),
+           key(&C::train, &TrainLoopConfig::savepoint_every, "savepoint_every",
+               "write a savepoint (the whole train state, for `kiln resume`) every N steps (0: "
+               "not by steps); one is always written at the end and on SIGINT/SIGTERM",
+               at_most(at_least(0), kMaxSteps), {"save_every", "save_steps"}),
+           key(&C::train, &TrainLoopConfig::savepoint_every_seconds, "savepoint_every_seconds",
+               "also write a savepoint once this many seconds passed since the last (0: not by "
+               "time)",
+               at_most(at_least(0), kMaxF32), {"save_every_seconds"}),
+           key(&C::train, &TrainLoopConfig::savepoint_keep_last, "savepoint_keep_last",
+               "keep the newest N savepoints", at_most(at_least(1), kMaxSteps),
+               {"keep_last", "save_total_limit", "max_to_keep"}),
+           key(&C::train, &TrainLoopConfig::savepoint_keep_every, "savepoint_keep_every",
+               "also keep every savepoint whose step is a multiple of N (0: none)",
+               at_most(at_least(0), kMaxSteps), {"keep_every"}),
+           key(&C::train, &TrainLoopConfig::savepoint_async, "savepoint_async",
+               "write savepoints on a background thread while training goes on (false: the step "
+               "waits for the write)",
+               {}, {"async_save"}),
+           key(&C::train, &TrainLoopConfig::on_savepoint_error, "on_savepoint_error",
+               "a savepoint that cannot be written (full disk): `stop` the run, or `continue` "
+               "without it (earlier savepoints are kept either way)",
+               one_of({"stop", "continue"}))}};
+}
+
+Section mesh_section() {
+  using C = TrainConfig;
+  return {"mesh",
+          "Data- and tensor-parallel training over logical CPU devices (KILN_CPU_DEVICES); "
+          "docs/training.md.",
+          {key(&C::mesh, &MeshConfig::data, "data",
+               "devices on the mesh axis `data`, each taking an equal share of every batch (0: "
+               "one device, no mesh; 1 runs the data-parallel step on one device)",
+               at_most(at_least(0), 1024), {"data_parallel", "devices", "dp"}, data_parallel),
+           key(&C::mesh, &MeshConfig::chunks, "chunks",
+               "equal parts of each batch whose gradients are added in a fixed tree: a multiple of "
+               "`data`, and the same value gives the same bits on 1, 2, 4... devices",
+               at_most(at_least(1), kMaxBatch), {"num_chunks", "microbatches"}),
+           key(&C::mesh, &MeshConfig::shard_params, "shard_params",
+               "split params and optimizer state over the devices along their first dimension "
+               "(FSDP, ZeRO-3: each device holds 1/data of them); the same bits as replicated",
+               {}, {"fsdp", "zero3", "shard_optimizer_state"}, sharded_or_not),
+           key(&C::mesh, &MeshConfig::model, "model",
+               "devices on the mesh axis `model`, over which dense layers with `parallel = "
+               "\"column\"` / `\"row\"` split their kernels (Megatron-style tensor parallelism); "
+               "the mesh then has data x model devices",
+               at_most(at_least(1), 1024), {"tensor_parallel", "tp"})}};
+}
+
+Section tracking_section() {
+  using C = TrainConfig;
+  return {"tracking",
+          "Where the run is recorded besides its directory (docs/tracking.md). Not part of the run "
+          "identity.",
+          {key(&C::tracking, &TrackingConfig::catalog, "catalog",
+               "record the run in the catalog `<runs_dir>/kiln.db` (`kiln runs`)"),
+           key(&C::tracking, &TrackingConfig::tensorboard, "tensorboard",
+               "write TensorBoard scalar event files in the run directory"),
+           key(&C::tracking, &TrackingConfig::mlflow_uri, "mlflow_uri",
+               "mirror the run to this MLflow tracking server (`http://host:port`; empty: none)",
+               optional_path()),
+           key(&C::tracking, &TrackingConfig::mlflow_experiment, "mlflow_experiment",
+               "the MLflow experiment (empty: `experiment.name`)", optional_path()),
+           key(&C::tracking, &TrackingConfig::wait_seconds, "wait_seconds",
+               "at the end of the run, wait at most this long for records not yet sent",
+               at_most(at_least(0), 3600))},
+          false};
+}
+
+std::vector<Section> make_sections() {
+  return {experiment_section(),   data_section(),  data_features_section(), data_label_section(),
+          data_augment_section(), model_section(), model_gpt2_section(),    optim_section(),
+          train_section(),        mesh_section(),  tracking_section()};
 }
 
 }  // namespace

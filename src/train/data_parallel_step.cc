@@ -135,6 +135,61 @@ Tree tree_psum(const Tree& t) {
   return tree_map([](const Array& x) { return psum(x, kDataAxis); }, t);
 }
 
+// The summed gradient of each param on the device: its block where the param is split
+// over `data` (FSDP), else the whole sum; with tensor parallelism, summed over `model` too
+// where every device along it holds the param.
+Tree summed_gradients(const Tree& grads, const std::vector<bool>& param_split,
+                      const StateLayout& layout, bool tensor_parallel) {
+  std::vector<Array> leaves = grads.leaves();
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    leaves[i] =
+        param_split[i] ? psum_scatter(leaves[i], kDataAxis, 0, true) : psum(leaves[i], kDataAxis);
+    // Each device along `model` differentiated 1 / model_devices of the loss: a param they
+    // all hold gets the sum of their shares. After the data axis's sum, so that the order
+    // over the chunks is the same on any data size.
+    if (tensor_parallel && !splits_over_axis(layout.params[i], kModelAxis)) {
+      leaves[i] = psum(leaves[i], kModelAxis);
+    }
+  }
+  return unflatten(grads.structure(), leaves);
+}
+
+// What one device runs: its chunks' sums, summed over the mesh, then the update. `in` is
+// [params, model state, optimizer state, images, labels, keys(, mask)], the result
+// [params, model state, optimizer state, metrics].
+Tree device_step(const nn::Module& model, const optim::GradientTransformation& optimizer,
+                 const StepOptions& options, const StateLayout& layout, const Tree& in) {
+  const bool tensor_parallel = options.model_devices > 1;
+  const Tree& params = in[0];
+  // FSDP: the leaves split over `data`, gathered whole for the forward pass.
+  std::vector<bool> param_split;
+  std::vector<Array> whole = params.leaves();
+  for (size_t i = 0; i < whole.size(); ++i) {
+    param_split.push_back(splits_over_axis(layout.params[i], kDataAxis));
+    if (param_split[i]) whole[i] = all_gather(whole[i], kDataAxis, 0, true);
+  }
+  ChunkSums local = device_chunk_sums(
+      model, unflatten(params.structure(), whole), in[1], in[3].leaf(), in[4].leaf(), in[5].leaf(),
+      options.masked ? in[6].leaf() : Array(), 1.0 / static_cast<double>(options.model_devices));
+  ChunkSums global{
+      psum(local.loss, kDataAxis), psum(local.correct, kDataAxis), psum(local.count, kDataAxis),
+      summed_gradients(local.grads, param_split, layout, tensor_parallel), tree_psum(local.state)};
+  // Blocks of one gradient on several devices: non-finite anywhere is non-finite.
+  // (The config refuses FSDP and tensor parallelism together.)
+  const char* split_axis = options.shard_params ? kDataAxis
+                           : tensor_parallel    ? kModelAxis
+                                                : nullptr;
+  auto everywhere = [split_axis](const Array& flags) {
+    if (split_axis == nullptr || flags.size() == 0) return flags;
+    return greater(psum(astype(flags, DType::i32), split_axis), zeros({}, DType::i32));
+  };
+  auto [new_params, next_state, new_opt, metrics] = apply_sums(
+      optimizer, options.skip_nonfinite, params, in[1], in[2], global, options.chunks, everywhere);
+  KILN_CHECK(new_opt.structure() == in[2].structure(),
+             "the optimizer changed its state's structure");
+  return Tree::list({new_params, next_state, new_opt, metrics});
+}
+
 }  // namespace
 
 StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation optimizer,
@@ -143,115 +198,29 @@ StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation 
   return [model, optimizer, options](const Tree& params, const Tree& model_state,
                                      const Tree& opt_state, const Array& images,
                                      const Array& labels, const Array& key, const Array& mask) {
-    const int64_t devices = options.data_devices;
-    const int64_t chunks = options.chunks;
-    const bool masked = options.masked;
-    TreeDef params_def = params.structure(), state_def = model_state.structure(),
-            opt_def = opt_state.structure();
-    const auto num_params = static_cast<size_t>(params_def.num_leaves());
-    const auto num_state = static_cast<size_t>(state_def.num_leaves());
-    const auto num_opt = static_cast<size_t>(opt_def.num_leaves());
-    const int64_t model_devices = options.model_devices;
-    const bool tensor_parallel = model_devices > 1;
     StateLayout layout = state_layout(params, opt_state, options);
-    // FSDP: the leaves split over `data`, gathered whole for the forward pass.
-    std::vector<bool> param_split;
-    for (const PartitionSpec& spec : layout.params) {
-      param_split.push_back(splits_over_axis(spec, kDataAxis));
-    }
-
-    SpmdFunction body = [=](const std::vector<Array>& in) {
-      auto tree_at = [&in](const TreeDef& def, size_t begin, size_t count) {
-        return unflatten(def, std::span(in).subspan(begin, count));
-      };
-      Tree p = tree_at(params_def, 0, num_params);
-      // The whole params, for the forward and backward passes.
-      std::vector<Array> whole(in.begin(), in.begin() + static_cast<std::ptrdiff_t>(num_params));
-      for (size_t i = 0; i < num_params; ++i) {
-        if (param_split[i]) whole[i] = all_gather(whole[i], kDataAxis, 0, true);
-      }
-      Tree p_whole = unflatten(params_def, whole);
-      Tree state = tree_at(state_def, num_params, num_state);
-      Tree opt = tree_at(opt_def, num_params + num_state, num_opt);
-      size_t at = num_params + num_state + num_opt;
-      const Array& x = in[at];
-      const Array& y = in[at + 1];
-      const Array& keys = in[at + 2];
-      ChunkSums local =
-          device_chunk_sums(model, p_whole, state, x, y, keys, masked ? in[at + 3] : Array(),
-                            1.0 / static_cast<double>(model_devices));
-      // Each device's block of the summed gradient where its params are split.
-      std::vector<Array> grad_leaves = local.grads.leaves();
-      for (size_t i = 0; i < grad_leaves.size(); ++i) {
-        grad_leaves[i] = param_split[i] ? psum_scatter(grad_leaves[i], kDataAxis, 0, true)
-                                        : psum(grad_leaves[i], kDataAxis);
-        // Each device along `model` differentiated 1 / model_devices of the loss: a param
-        // they all hold gets the sum of their shares. After the data axis's sum, so that
-        // the order over the chunks is the same on any data size.
-        if (tensor_parallel && !splits_over_axis(layout.params[i], kModelAxis)) {
-          grad_leaves[i] = psum(grad_leaves[i], kModelAxis);
-        }
-      }
-      ChunkSums global{psum(local.loss, kDataAxis), psum(local.correct, kDataAxis),
-                       psum(local.count, kDataAxis), unflatten(params_def, grad_leaves),
-                       tree_psum(local.state)};
-      // Blocks of one gradient on several devices: non-finite anywhere is non-finite.
-      // (The config refuses FSDP and tensor parallelism together.)
-      const char* split_axis = options.shard_params ? kDataAxis
-                               : tensor_parallel    ? kModelAxis
-                                                    : nullptr;
-      auto everywhere = [split_axis](const Array& flags) {
-        if (split_axis == nullptr || flags.size() == 0) return flags;
-        return greater(psum(astype(flags, DType::i32), split_axis), zeros({}, DType::i32));
-      };
-      auto [new_params, next_state, new_opt, metrics] =
-          apply_sums(optimizer, options.skip_nonfinite, p, state, opt, global, chunks, everywhere);
-      KILN_CHECK(new_opt.structure() == opt_def, "the optimizer changed its state's structure");
-      std::vector<Array> out = new_params.leaves();
-      for (const Tree* t : {&next_state, &new_opt}) {
-        std::vector<Array> leaves = t->leaves();
-        out.insert(out.end(), leaves.begin(), leaves.end());
-      }
-      for (const char* name : {"correct", "loss", "lr", "nonfinite"}) {
-        out.push_back(metrics[name].leaf());
-      }
-      return out;
-    };
-
-    std::vector<Array> args = params.leaves();
-    for (const Tree* t : {&model_state, &opt_state}) {
-      std::vector<Array> leaves = t->leaves();
-      args.insert(args.end(), leaves.begin(), leaves.end());
-    }
-    std::vector<PartitionSpec> in_specs = layout.params;
-    in_specs.resize(num_params + num_state, PartitionSpec());
-    in_specs.insert(in_specs.end(), layout.opt.begin(), layout.opt.end());
-    args.push_back(images);
-    in_specs.push_back(split_rows(images.rank()));
-    args.push_back(labels);
-    in_specs.push_back(split_rows(labels.rank()));
-    args.push_back(random::split(key, chunks));
-    in_specs.push_back(split_rows(2));
-    if (masked) {
+    SpecTree params_specs = SpecTree::of_leaves(params, layout.params);
+    SpecTree opt_specs = SpecTree::of_leaves(opt_state, layout.opt);
+    std::vector<Tree> args = {params, model_state, opt_state,
+                              images, labels,      random::split(key, options.chunks)};
+    std::vector<SpecTree> in_specs = {params_specs,
+                                      PartitionSpec(),
+                                      opt_specs,
+                                      split_rows(images.rank()),
+                                      split_rows(labels.rank()),
+                                      split_rows(2)};
+    if (options.masked) {
       args.push_back(mask);
       in_specs.push_back(split_rows(mask.rank()));
     }
-    std::vector<PartitionSpec> out_specs(
-        in_specs.begin(),
-        in_specs.begin() + static_cast<std::ptrdiff_t>(num_params + num_state + num_opt));
-    out_specs.resize(out_specs.size() + 4, PartitionSpec());
-    std::vector<Array> out =
-        shard_map(body, step_mesh(devices, model_devices), in_specs, out_specs)(args);
-    auto tree_at = [&out](const TreeDef& def, size_t begin, size_t count) {
-      return unflatten(def, std::span(out).subspan(begin, count));
+    TreeSpmdFunction body = [=](const Tree& in) {
+      return device_step(model, optimizer, options, layout, in);
     };
-    size_t at = num_params + num_state + num_opt;
-    Tree metrics = Tree::dict({{"correct", out[at]},
-                               {"loss", out[at + 1]},
-                               {"lr", out[at + 2]},
-                               {"nonfinite", out[at + 3]}});
-    return StepResult(tree_at(params_def, 0, num_params), tree_at(state_def, num_params, num_state),
-                      tree_at(opt_def, num_params + num_state, num_opt), metrics);
+    Tree out = shard_map(
+        body, step_mesh(options.data_devices, options.model_devices), SpecTree::list(in_specs),
+        SpecTree::list({params_specs, PartitionSpec(), opt_specs, PartitionSpec()}))(
+        Tree::list(args));
+    return StepResult(out[0], out[1], out[2], out[3]);
   };
 }
 

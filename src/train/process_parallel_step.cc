@@ -19,15 +19,6 @@
 namespace kiln::train {
 namespace {
 
-std::vector<Array> leaves_of(const std::vector<const Tree*>& trees) {
-  std::vector<Array> out;
-  for (const Tree* t : trees) {
-    std::vector<Array> leaves = t->leaves();
-    out.insert(out.end(), leaves.begin(), leaves.end());
-  }
-  return out;
-}
-
 JitStats combined(const JitStats& a, const JitStats& b) {
   JitStats out = a;
   out.calls += b.calls;
@@ -88,81 +79,37 @@ ProcessParallelStep::ProcessParallelStep(nn::Module model, optim::GradientTransf
       sums_(SumsFn([model, mesh = mesh_, masked = options.masked](
                        const Tree& params, const Tree& model_state, const Array& images,
                        const Array& labels, const Array& keys, const Array& mask) {
-              TreeDef params_def = params.structure(), state_def = model_state.structure();
-              const auto num_params = static_cast<size_t>(params_def.num_leaves());
-              const auto num_state = static_cast<size_t>(state_def.num_leaves());
-              // The structure of the body's result, known once shard_map has traced it.
-              auto sums_like = std::make_shared<Tree>();
-              SpmdFunction body = [=](const std::vector<Array>& in) {
-                std::span<const Array> all(in);
-                Tree p = unflatten(params_def, all.subspan(0, num_params));
-                Tree state = unflatten(state_def, all.subspan(num_params, num_state));
-                size_t at = num_params + num_state;
-                ChunkSums local = device_chunk_sums(model, p, state, in[at], in[at + 1], in[at + 2],
-                                                    masked ? in[at + 3] : Array());
-                Tree summed =
-                    tree_map([](const Array& x) { return psum(x, kDataAxis); }, to_tree(local));
-                *sums_like = summed;
-                return summed.leaves();
+              TreeSpmdFunction body = [=](const Tree& in) {
+                ChunkSums local = device_chunk_sums(model, in[0], in[1], in[2].leaf(), in[3].leaf(),
+                                                    in[4].leaf(), masked ? in[5].leaf() : Array());
+                return tree_map([](const Array& x) { return psum(x, kDataAxis); }, to_tree(local));
               };
-              std::vector<Array> args = leaves_of({&params, &model_state});
-              std::vector<PartitionSpec> in_specs(args.size(), PartitionSpec());
-              for (const Array* x : {&images, &labels, &keys}) {
-                args.push_back(*x);
-                in_specs.push_back(split_rows(x->rank()));
-              }
+              std::vector<Tree> args = {params, model_state, images, labels, keys};
+              std::vector<SpecTree> in_specs = {PartitionSpec(), PartitionSpec(),
+                                                split_rows(images.rank()),
+                                                split_rows(labels.rank()), split_rows(keys.rank())};
               if (masked) {
                 args.push_back(mask);
                 in_specs.push_back(split_rows(mask.rank()));
               }
-              // One replicated result per leaf of the sums: as many as params + state
-              // leaves plus loss, correct and count.
-              std::vector<PartitionSpec> out_specs(num_params + num_state + 3, PartitionSpec());
-              std::vector<Array> out = shard_map(body, mesh, in_specs, out_specs)(args);
-              return unflatten(sums_like->structure(), out);
+              // The sums are replicated: every device holds them whole.
+              return shard_map(body, mesh, SpecTree::list(in_specs),
+                               PartitionSpec())(Tree::list(args));
             }),
             JitOptions().named("train_step_sums").flushing_denormals(options.flush_denormals)),
       apply_(ApplyFn([optimizer, mesh = mesh_, skip = options.skip_nonfinite,
                       chunks = options.chunks](const Tree& params, const Tree& model_state,
                                                const Tree& opt_state, const Tree& sums) {
-               TreeDef params_def = params.structure(), state_def = model_state.structure(),
-                       opt_def = opt_state.structure(), sums_def = sums.structure();
-               const auto num_params = static_cast<size_t>(params_def.num_leaves());
-               const auto num_state = static_cast<size_t>(state_def.num_leaves());
-               const auto num_opt = static_cast<size_t>(opt_def.num_leaves());
-               const auto num_sums = static_cast<size_t>(sums_def.num_leaves());
-               SpmdFunction body = [=](const std::vector<Array>& in) {
-                 std::span<const Array> all(in);
-                 Tree p = unflatten(params_def, all.subspan(0, num_params));
-                 Tree state = unflatten(state_def, all.subspan(num_params, num_state));
-                 Tree opt = unflatten(opt_def, all.subspan(num_params + num_state, num_opt));
-                 Tree s = unflatten(sums_def, all.subspan(num_params + num_state + num_opt));
+               TreeSpmdFunction body = [=](const Tree& in) {
                  auto [new_params, next_state, new_opt, metrics] =
-                     apply_sums(optimizer, skip, p, state, opt, from_tree(s), chunks);
-                 KILN_CHECK(new_opt.structure() == opt_def,
+                     apply_sums(optimizer, skip, in[0], in[1], in[2], from_tree(in[3]), chunks);
+                 KILN_CHECK(new_opt.structure() == in[2].structure(),
                             "the optimizer changed its state's structure");
-                 std::vector<Array> out = leaves_of({&new_params, &next_state, &new_opt});
-                 for (const char* name : {"correct", "loss", "lr", "nonfinite"}) {
-                   out.push_back(metrics[name].leaf());
-                 }
-                 return out;
+                 return Tree::list({new_params, next_state, new_opt, metrics});
                };
-               std::vector<Array> args = leaves_of({&params, &model_state, &opt_state, &sums});
-               std::vector<PartitionSpec> in_specs(args.size(), PartitionSpec());
-               std::vector<PartitionSpec> out_specs(num_params + num_state + num_opt + 4,
-                                                    PartitionSpec());
-               KILN_CHECK(args.size() == num_params + num_state + num_opt + num_sums);
-               std::vector<Array> out = shard_map(body, mesh, in_specs, out_specs)(args);
-               std::span<const Array> all(out);
-               size_t at = num_params + num_state + num_opt;
-               Tree metrics = Tree::dict({{"correct", out[at]},
-                                          {"loss", out[at + 1]},
-                                          {"lr", out[at + 2]},
-                                          {"nonfinite", out[at + 3]}});
-               return StepResult(unflatten(params_def, all.subspan(0, num_params)),
-                                 unflatten(state_def, all.subspan(num_params, num_state)),
-                                 unflatten(opt_def, all.subspan(num_params + num_state, num_opt)),
-                                 metrics);
+               Tree out = shard_map(body, mesh, PartitionSpec(), PartitionSpec())(
+                   Tree::list({params, model_state, opt_state, sums}));
+               return StepResult(out[0], out[1], out[2], out[3]);
              }),
              JitOptions()
                  .named("train_step_apply")
