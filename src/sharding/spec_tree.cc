@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "kiln/sharding.h"
+#include "tree/tree_node.h"
 
 namespace kiln {
 
@@ -20,20 +21,6 @@ namespace {
 
 std::string child_path(const std::string& path, std::string_view key) {
   return path.empty() ? std::string(key) : fmt::format("{}/{}", path, key);
-}
-
-std::string describe(const Tree& tree) {
-  switch (tree.kind()) {
-    case Tree::Kind::kNone:
-      return "none";
-    case Tree::Kind::kLeaf:
-      return fmt::format("a leaf {}", tree.leaf().aval().to_string());
-    case Tree::Kind::kDict:
-      return fmt::format("a dict with keys {{{}}}", fmt::join(tree.keys(), ", "));
-    case Tree::Kind::kList:
-      return fmt::format("a list of {}", tree.size());
-  }
-  return "?";
 }
 
 }  // namespace
@@ -87,9 +74,10 @@ std::vector<PartitionSpec> SpecTree::leaf_specs(const Tree& tree, std::string_vi
       [&](const SpecTree& spec, const Tree& node, const std::string& path) {
         auto mismatch = [&](const std::string& expected) {
           fail(site,
-               fmt::format("{}: the specs do not match the tree at '{}': the specs have {}, "
+               fmt::format("{}: the specs do not match the tree at {}: the specs have {}, "
                            "the tree has {}",
-                           what, path, expected, describe(node)),
+                           what, tree_detail::quote_path(path), expected,
+                           tree_detail::describe(node)),
                "give one PartitionSpec for a whole subtree, or a SpecTree of the tree's shape");
         };
         if (const auto* whole = std::get_if<PartitionSpec>(&spec.node_->value)) {
@@ -100,7 +88,7 @@ std::vector<PartitionSpec> SpecTree::leaf_specs(const Tree& tree, std::string_vi
           std::vector<std::string> keys;
           for (const auto& item : *items) keys.push_back(item.first);
           if (!node.is_dict() || node.keys() != keys) {
-            mismatch(fmt::format("a dict with keys {{{}}}", fmt::join(keys, ", ")));
+            mismatch("a dict with keys " + tree_detail::format_keys(keys));
           }
           for (size_t i = 0; i < items->size(); ++i) {
             walk((*items)[i].second, node.items()[i].second, child_path(path, keys[i]));

@@ -96,7 +96,7 @@ TEST(ShardMapTree, SpecsThatDoNotMatchTheTreeNameThePath) {
   Tree args = step_args();
   SpecTree wrong_keys = SpecTree::dict({{"params", kWhole}, {"data", kRows}});
   EXPECT_TRUE(fails_with([&] { shard_map(step_body, line(), wrong_keys, step_out_specs())(args); },
-                         {"shard_map's in_specs", "at ''", "a dict with keys {data, params}",
+                         {"shard_map's in_specs", "at the root", "a dict with keys {data, params}",
                           "a dict with keys {batch, params}"}));
   SpecTree wrong_length = SpecTree::dict({{"params", kWhole}, {"batch", SpecTree::list({})}});
   EXPECT_TRUE(
