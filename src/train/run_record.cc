@@ -64,7 +64,18 @@ std::vector<track::ArtifactEntry> artifacts_of(const fs::path& run_dir,
 
 }  // namespace
 
+std::map<std::string, std::string> config_params_of(const fs::path& run_dir) {
+  std::optional<std::string> config =
+      io::read_regular_file_if_present(run_dir / "config.toml", io::kMaxRecordBytes);
+  return config ? config_keys(*config) : std::map<std::string, std::string>();
+}
+
 track::RunRecord run_record(const fs::path& run_dir, const track::RunInfo& info) {
+  return run_record(run_dir, info, config_params_of(run_dir));
+}
+
+track::RunRecord run_record(const fs::path& run_dir, const track::RunInfo& info,
+                            std::map<std::string, std::string> config_params) {
   track::RunRecord run;
   run.experiment = info.experiment;
   run.run_id = info.run_id;
@@ -75,10 +86,7 @@ track::RunRecord run_record(const fs::path& run_dir, const track::RunInfo& info)
   run.started_at = info.started_at;
   run.finished_at = info.finished_at;
   run.info = info;
-  if (std::optional<std::string> config =
-          io::read_regular_file_if_present(run_dir / "config.toml", io::kMaxRecordBytes)) {
-    run.params = config_keys(*config);
-  }
+  run.params = std::move(config_params);
   run.tags = identity_tags(info);
   for (const track::ResumeRecord& resume : info.resumes) {
     std::string from =

@@ -4,6 +4,8 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "track/catalog.h"
@@ -15,6 +17,11 @@ namespace kiln::train {
 // (from config.toml; none when it is missing), identity as tags, resumes as lineage, the
 // weights as artifacts.
 track::RunRecord run_record(const std::filesystem::path& run_dir, const track::RunInfo& info);
+// The same with the config keys given (a run's config.toml does not change while it runs).
+track::RunRecord run_record(const std::filesystem::path& run_dir, const track::RunInfo& info,
+                            std::map<std::string, std::string> config_params);
+// The keys of `run_dir`/config.toml ("section.key" -> value); none when it is missing.
+std::map<std::string, std::string> config_params_of(const std::filesystem::path& run_dir);
 
 // Every point of `run_dir`/metrics.jsonl (track::metric_points of each line). A last line
 // that is not JSON (torn by a crash) is left out; any other is an error naming the file and

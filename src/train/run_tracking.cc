@@ -71,12 +71,12 @@ RunTracking::~RunTracking() {
 
 void RunTracking::info_written(const fs::path& run_dir, const track::RunInfo& info) {
   std::lock_guard lock(mutex_);
+  if (run_dir != run_dir_ || !config_params_) config_params_ = config_params_of(run_dir);
   run_dir_ = run_dir;
   last_info_ = info;
-  // config.toml is read once per run.json write, for the catalog and a starting MLflow run.
   const bool starts_mlflow = !config_.mlflow_uri.empty() && !mlflow_started_;
   std::optional<track::RunRecord> recorded;
-  if (catalog_ || starts_mlflow) recorded = run_record(run_dir, info);
+  if (catalog_ || starts_mlflow) recorded = run_record(run_dir, info, *config_params_);
   if (catalog_) catalog_->record_run(*recorded);
   if (starts_mlflow) {
     mlflow_started_ = true;

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -53,6 +54,8 @@ class RunTracking : public RunObserver {
   bool mlflow_started_ = false;
   std::filesystem::path run_dir_;
   track::RunInfo last_info_;  // run.json as last written: the final status and times
+  // The run's config.toml as catalog params, read once: it does not change while the run runs.
+  std::optional<std::map<std::string, std::string>> config_params_;
   bool tensorboard_reported_ = false;
   std::vector<std::string> problems_;
   std::optional<track::MlflowMirrorRecord> mlflow_summary_;

@@ -795,13 +795,14 @@ void Run::agree_on_resume_step() const {
 
 void Run::reopen_as_writer(track::RunInfo info, int64_t metrics_lines, bool identity_changed) {
   run_.emplace(RunDirectory::reopen(resume_->run_dir, std::move(info), metrics_lines));
+  // The config the run continues with (--allow-changed), before tracking records it.
+  if (identity_changed) io::write_file_atomically(run_->path() / "config.toml", to_toml(config_));
   // The catalog beside the run: <runs_dir>/<experiment>/<run-id> -> <runs_dir>/kiln.db.
   fs::path run_dir = resume_->run_dir.lexically_normal();
   if (run_dir.filename().empty()) run_dir = run_dir.parent_path();
   tracking_.emplace(config_.tracking, run_dir.parent_path().parent_path());
   run_->observe(&*tracking_);
   tracking_->reopened(run_->path(), run_->info());
-  if (identity_changed) io::write_file_atomically(run_->path() / "config.toml", to_toml(config_));
   summary_.run_dir = run_->path();
   for (const std::string& note : summary_.notes) print(note + "\n");
   print(fmt::format("resuming {} from step {} of {}\n", run_->path().string(),
