@@ -17,5 +17,7 @@ Runner add_resume_command(CLI::App& app);
 Runner add_runs_command(CLI::App& app);
 Runner add_report_command(CLI::App& app);
 Runner add_generate_command(CLI::App& app);
+Runner add_export_command(CLI::App& app);
+Runner add_predict_command(CLI::App& app);
 
 }  // namespace kiln::cli

@@ -116,6 +116,8 @@ int run_command(int argc, char** argv) {
   kiln::cli::Runner runs = kiln::cli::add_runs_command(app);
   kiln::cli::Runner report = kiln::cli::add_report_command(app);
   kiln::cli::Runner generate = kiln::cli::add_generate_command(app);
+  kiln::cli::Runner export_run = kiln::cli::add_export_command(app);
+  kiln::cli::Runner predict = kiln::cli::add_predict_command(app);
   if (unknown_command(app, argc, argv)) return 1;
   try {
     app.parse(argc, argv);
@@ -131,6 +133,8 @@ int run_command(int argc, char** argv) {
     if (app.got_subcommand("runs")) return runs();
     if (app.got_subcommand("report")) return report();
     if (app.got_subcommand("generate")) return generate();
+    if (app.got_subcommand("export")) return export_run();
+    if (app.got_subcommand("predict")) return predict();
   } catch (const kiln::Error& error) {
     std::fprintf(stderr, "%serror: %s\n", rank_prefix().c_str(), error.what());
     return 1;

@@ -20,6 +20,7 @@
 #include "base/wall_clock.h"
 #include "io/atomic_file.h"
 #include "io/bounded_read.h"
+#include "io/sha256.h"
 #include "kiln/error.h"
 
 namespace kiln::train {

@@ -18,7 +18,7 @@
 #include "kiln/safetensors.h"
 #include "train/builders.h"
 #include "train/config.h"
-#include "train/run_directory.h"
+#include "train/run_weights.h"
 
 namespace kiln::train {
 namespace {
@@ -46,46 +46,6 @@ TrainConfig run_config(const fs::path& run_dir) {
   return config;
 }
 
-// The final weights, which must be the ones run.json records.
-std::map<std::string, Array> final_weights(const fs::path& run_dir) {
-  fs::path params = run_dir / "params.safetensors";
-  std::error_code error;
-  if (!fs::is_regular_file(params, error)) {
-    fail(kUnknownSite,
-         fmt::format("run '{}' has no final weights (params.safetensors): it has not completed",
-                     io::printable_path(run_dir)),
-         "finish it with `kiln resume RUN`, or lower train.max_steps for a shorter run");
-  }
-  track::RunInfo info = track::read_run_info(run_dir);
-  if (std::string problem = final_weights_problem(run_dir, info); !problem.empty()) {
-    fail(kUnknownSite, fmt::format("run '{}': {}", io::printable_path(run_dir), problem),
-         "the weights were changed after the run ended; train the config again");
-  }
-  std::map<std::string, Array> weights;
-  for (auto& [name, array] : load_safetensors(params).arrays) weights.emplace(name, array);
-  return weights;
-}
-
-// The params tree of `model` (its structure from init) with the saved leaves.
-Tree params_from(const nn::Module& model, const AbstractValue& input,
-                 std::map<std::string, Array> weights, const fs::path& run_dir) {
-  Tree like = model.init(random::key(0), input).params;
-  std::vector<Array> leaves;
-  for (const auto& [path, leaf] : like.leaves_with_paths()) {
-    auto found = weights.find(path);
-    if (found == weights.end() || found->second.shape() != leaf.shape()) {
-      fail(kUnknownSite,
-           fmt::format("'{}': params.safetensors has {} for '{}', the config's model needs {}",
-                       io::printable_path(run_dir),
-                       found == weights.end() ? "no tensor" : found->second.aval().to_string(),
-                       path, leaf.aval().to_string()),
-           "the weights are not this config's model");
-    }
-    leaves.push_back(found->second);
-  }
-  return unflatten(like.structure(), leaves);
-}
-
 }  // namespace
 
 std::string generate_text(const fs::path& run_dir, const GenerateOptions& options,
@@ -103,7 +63,7 @@ std::string generate_text(const fs::path& run_dir, const GenerateOptions& option
   const int64_t window = config.data.context;
   nn::Module model = build_model(config.model);
   AbstractValue input(Shape{1, window}, DType::i32);
-  Tree params = params_from(model, input, final_weights(run_dir), run_dir);
+  Tree params = final_variables(run_dir, model, input).params;
 
   const int64_t vocab = gpt2.vocab_size;
   const int64_t k = options.top_k > 0 ? std::min(options.top_k, vocab) : 0;

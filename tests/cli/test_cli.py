@@ -228,6 +228,39 @@ class TrainCli(unittest.TestCase):
         self.assertIn("test loss", result.stderr)
         self.assertIn("done: 8 steps", result.stdout)
 
+    def test_export_then_predict_with_the_artifact_alone(self):
+        run_dir = self.train().stdout.strip().splitlines()[-1]
+        artifacts = os.path.join(self.runs, "artifacts")
+        out = run("export", run_dir, "--artifacts", artifacts).stdout
+        self.assertIn("exported version 1.0.0+", out)
+        self.assertIn("bit for bit", out)
+        artifact = out.strip().splitlines()[-1]
+        again = run("export", run_dir, "--artifacts", artifacts).stdout
+        self.assertIn("already exported", again)
+        # Three raw test images as a .npy file of u8 [3, 28, 28], written by hand.
+        import gzip
+        with gzip.open("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz") as f:
+            pixels = f.read()[16:16 + 3 * 28 * 28]
+        header = "{'descr': '|u1', 'fortran_order': False, 'shape': (3, 28, 28), }"
+        header += " " * (63 - (10 + len(header)) % 64) + "\n"
+        images = os.path.join(self.runs, "images.npy")
+        with open(images, "wb") as f:
+            f.write(b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + header.encode())
+            f.write(pixels)
+        classes = run("predict", artifact, images).stdout.split()
+        self.assertEqual(len(classes), 3)
+        self.assertTrue(all(c.isdigit() and 0 <= int(c) <= 9 for c in classes), classes)
+        # Another run's directory is not an artifact; damaged weights are refused.
+        result = run("predict", run_dir, images, check=False)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("is not an artifact", result.stderr)
+        with open(os.path.join(artifact, "weights.safetensors"), "r+b") as f:
+            f.seek(-1, os.SEEK_END)
+            f.write(b"\x7f")
+        result = run("predict", artifact, images, check=False)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("the SHA-256 of weights.safetensors", result.stderr)
+
     def test_print_config_applies_overrides(self):
         out = run("train", MLP, "--print-config", "--set", "optim.lr=3e-4").stdout
         self.assertIn("lr = 0.0003", out)

@@ -4,7 +4,7 @@ the example configs, the program-text golden files, the first records of Debian'
 Fashion-MNIST IDX files (plain and gzip), safetensors files of every dtype written by the
 `safetensors` package and one written by kiln, NPY files of every dtype from NumPy's
 writer, the heads of scikit-learn's bundled CSVs with hand-made quoting cases, and a
-savepoint manifest. kiln's files come from the savepoint the savepoint_manifest target
+savepoint manifest and an artifact manifest. kiln's files come from the savepoint the savepoint_manifest target
 builds (so the fuzz build must exist). The corpus is committed; run this again when those
 sources change.
 
@@ -123,6 +123,9 @@ def main():
                        env={**os.environ, "KILN_FUZZ_SEED_DIR": out})
         shutil.copy(pathlib.Path(out) / "manifest.json", manifests / "manifest.json")
         shutil.copy(pathlib.Path(out) / "params.safetensors", tensors / "kiln_params.safetensors")
+    # The artifact_manifest target's seed: a manifest as `kiln export` writes one.
+    artifact = fresh("artifact_manifest")
+    shutil.copy(ROOT / "tests" / "artifact" / "manifest_seed.json", artifact / "manifest.json")
     for target in sorted(p.name for p in CORPUS.iterdir()):
         files = list((CORPUS / target).iterdir())
         print(f"{target}: {len(files)} seeds, {sum(f.stat().st_size for f in files)} bytes")

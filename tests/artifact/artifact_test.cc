@@ -1,0 +1,228 @@
+// Model artifacts (src/artifact, docs/artifacts.md): a trained run exported, loaded back
+// alone and run. A small run with batch norm (state) and dropout (off in evaluation) on
+// 512 Fashion-MNIST images, evaluated on 250 in batches of 100 (the last one partial).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+
+#include "artifact/artifact.h"
+#include "artifact/export.h"
+#include "io/bounded_read.h"
+#include "io/sha256.h"
+#include "kiln/ops.h"
+#include "kiln/random.h"
+#include "support/arrays.h"
+#include "support/errors.h"
+#include "train/batches.h"
+#include "train/run_test_util.h"
+#include "train/trainer.h"
+
+namespace kiln::artifact {
+namespace {
+
+namespace fs = std::filesystem;
+using kiln::testing::fails_with;
+using ::testing::HasSubstr;
+
+const char* const kConfig = R"(
+[experiment]
+name = "tiny"
+seed = SEED
+[data]
+dataset = "fashion_mnist"
+dir = "/usr/share/datasets/fashion-mnist"
+train_limit = 512
+test_limit = 250
+[[model.layers]]
+type = "flatten"
+[[model.layers]]
+type = "dense"
+features = 32
+[[model.layers]]
+type = "batch_norm"
+[[model.layers]]
+type = "relu"
+[[model.layers]]
+type = "dropout"
+rate = 0.5
+[[model.layers]]
+type = "dense"
+features = 10
+[optim]
+name = "adamw"
+lr = 1e-3
+[train]
+epochs = 1
+batch_size = 64
+eval_batch_size = 100
+)";
+
+// A completed run of the config above with `seed`, under `root`.
+fs::path trained_run(const fs::path& root, int seed) {
+  fs::create_directories(root);
+  std::string text = kConfig;
+  text.replace(text.find("SEED"), 4, std::to_string(seed));
+  fs::path config_path = root / fmt::format("tiny_{}.toml", seed);
+  std::ofstream(config_path) << text;
+  fs::path runs = root / fmt::format("runs_{}", seed);
+  train::TrainConfig config =
+      train::load_config(config_path, {fmt::format("experiment.runs_dir=\"{}\"", runs.string())});
+  return train::train(config, train::run_test::quiet()).run_dir;
+}
+
+class Artifacts : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    root_ = new fs::path(train::run_test::fresh_dir("artifact", "suite"));
+    run_ = new fs::path(trained_run(*root_, 0));
+    first_ = new ExportResult(export_run(*run_, {"tiny", *root_ / "artifacts"}));
+  }
+  static void TearDownTestSuite() {
+    delete first_;
+    delete run_;
+    delete root_;
+  }
+  // A copy of the exported artifact to damage.
+  fs::path copy_of_artifact(const std::string& name) {
+    fs::path copy = *root_ / name;
+    fs::remove_all(copy);
+    fs::copy(first_->dir, copy);
+    return copy;
+  }
+  static fs::path* root_;
+  static fs::path* run_;
+  static ExportResult* first_;
+};
+fs::path* Artifacts::root_ = nullptr;
+fs::path* Artifacts::run_ = nullptr;
+ExportResult* Artifacts::first_ = nullptr;
+
+TEST_F(Artifacts, ExportMatchesTheTrainerBitForBitOnTheWholeEvaluationSet) {
+  EXPECT_FALSE(first_->already_exported);
+  EXPECT_EQ(first_->parity_examples, 250);
+  EXPECT_THAT(first_->version, ::testing::StartsWith("1.0.0+"));
+  EXPECT_EQ(first_->dir, *root_ / "artifacts" / "tiny" / first_->version);
+  Artifact model = Artifact::load(first_->dir);
+  const Manifest& m = model.manifest();
+  EXPECT_EQ(m.input.shape, (std::vector<int64_t>{100, 28, 28, 1}));
+  EXPECT_EQ(m.output.shape, (std::vector<int64_t>{100, 10}));
+  EXPECT_EQ(m.raw_dtype, DType::u8);
+  EXPECT_EQ(m.normalize, "divide_255");
+  EXPECT_THAT(m.program_inputs, ::testing::Contains("state/batch_norm_2/mean"));
+  EXPECT_EQ(m.program_inputs.back(), "input");
+  EXPECT_EQ(m.version, first_->version);
+  EXPECT_EQ(m.run, "tiny/" + run_->filename().string());
+  // Evaluation mode: no random numbers in the program (dropout is off).
+  std::string program = io::read_regular_file(first_->dir / "program.txt", io::kMaxRecordBytes);
+  EXPECT_THAT(program, Not(HasSubstr("threefry")));
+  EXPECT_THAT(program, Not(HasSubstr("random")));
+}
+
+TEST_F(Artifacts, ExportingTheSameRunAgainWritesNothingAndSaysSo) {
+  std::string before = io::sha256_file(first_->dir / "manifest.json");
+  ExportResult again = export_run(*run_, {"tiny", *root_ / "artifacts"});
+  EXPECT_TRUE(again.already_exported);
+  EXPECT_EQ(again.dir, first_->dir);
+  EXPECT_EQ(io::sha256_file(first_->dir / "manifest.json"), before);
+  // Nothing left beside it either (no staging directory).
+  for (const auto& entry : fs::directory_iterator(*root_ / "artifacts" / "tiny")) {
+    EXPECT_FALSE(entry.path().filename().string().starts_with(".")) << entry.path();
+  }
+}
+
+TEST_F(Artifacts, AnotherRunOfTheSameSignatureIsTheNextMinorVersion) {
+  fs::path other = trained_run(*root_, 1);
+  ExportResult second = export_run(other, {"tiny", *root_ / "artifacts"});
+  EXPECT_FALSE(second.already_exported);
+  EXPECT_THAT(second.version, ::testing::StartsWith("1.1.0+"));
+  EXPECT_NE(second.dir, first_->dir);
+  EXPECT_TRUE(fs::exists(first_->dir / "manifest.json")) << "never overwritten";
+}
+
+TEST_F(Artifacts, PredictingRawRecordsEqualsRunningTheTrainersInputs) {
+  Artifact model = Artifact::load(first_->dir);
+  train::TrainConfig config = train::load_config(*run_ / "config.toml");
+  train::RunData data(config, random::key(0));
+  data::HostBatch host;
+  data.test->assemble(0, 0, host);
+  Array preprocessed = train::to_arrays(host, DType::f32).images;  // [100, 28, 28, 1]
+  const data::RawArray& raw = data.dataset.test.features;
+  Array raw_u8 = from_host_bytes(raw.bytes.data(), AbstractValue(Shape{100, 28, 28}, DType::u8),
+                                 nullptr, CallSite());
+  Array from_raw = model.predict(raw_u8);
+  EXPECT_EQ(from_raw.shape(), (Shape{100, 10}));
+  EXPECT_TRUE(kiln::testing::same_bits(from_raw, model.run(preprocessed)));
+  // Any number of rows: 7 (one padded batch) and 0.
+  Array seven = model.run(slice(preprocessed, {0, 0, 0, 0}, {7, 28, 28, 1}));
+  EXPECT_TRUE(kiln::testing::same_bits(seven, slice(from_raw, {0, 0}, {7, 10})));
+  EXPECT_EQ(model.run(zeros({0, 28, 28, 1})).shape(), (Shape{0, 10}));
+}
+
+TEST_F(Artifacts, InputsThatDoNotFitAreRefusedSayingWhatItTakes) {
+  Artifact model = Artifact::load(first_->dir);
+  EXPECT_TRUE(fails_with(
+      [&] {
+        model.run(zeros({5, 28, 28}));
+      },
+      {"the input is f32[5,28,28]", "it takes f32[n,28,28,1]"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        model.run(zeros({5, 28, 28, 1}, DType::f64));
+      },
+      {"it takes f32[n,28,28,1]"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        model.predict(zeros({5, 28, 28}));
+      },
+      {"the records are f32[5,28,28]", "the training data's were u8[n,28,28]"}));
+}
+
+TEST_F(Artifacts, ChangedOrMissingFilesAreRefusedByName) {
+  fs::path tampered = copy_of_artifact("tampered");
+  {
+    std::fstream weights(tampered / "weights.safetensors",
+                         std::ios::in | std::ios::out | std::ios::binary);
+    weights.seekp(-1, std::ios::end);
+    weights.put('\x7f');
+  }
+  EXPECT_TRUE(fails_with([&] { Artifact::load(tampered); },
+                         {"the SHA-256 of weights.safetensors is", "changed after export"}));
+  fs::path missing = copy_of_artifact("missing");
+  fs::remove(missing / "program.txt");
+  EXPECT_TRUE(fails_with([&] { Artifact::load(missing); }, {"program.txt is missing"}));
+  EXPECT_TRUE(fails_with([&] { Artifact::load(*root_); }, {"is not an artifact"}));
+}
+
+TEST_F(Artifacts, AManifestOfALaterFormatOrEditedIsRefused) {
+  fs::path later = copy_of_artifact("later");
+  std::string text = io::read_regular_file(later / "manifest.json", io::kMaxRecordBytes);
+  std::string newer = text;
+  newer.replace(newer.find("\"format_version\": 1"), 19, "\"format_version\": 2");
+  std::ofstream(later / "manifest.json") << newer;
+  EXPECT_TRUE(fails_with([&] { Artifact::load(later); },
+                         {"artifact format 2 is newer than this kiln reads (1)"}));
+  std::string edited = text;
+  edited.replace(edited.find("\"shape\": ["), 10, "\"shape\": \"x\", \"old\": [");
+  std::ofstream(later / "manifest.json") << edited;
+  EXPECT_TRUE(fails_with([&] { Artifact::load(later); }, {"\"input.shape\" must be a list"}));
+}
+
+TEST_F(Artifacts, OnlyACompletedRunIsExported) {
+  fs::path unfinished = *root_ / "unfinished";
+  fs::remove_all(unfinished);
+  fs::copy(*run_, unfinished, fs::copy_options::recursive);
+  std::string text = io::read_regular_file(unfinished / "run.json", io::kMaxRecordBytes);
+  text.replace(text.find("\"completed\""), 11, "\"failed\"");
+  std::ofstream(unfinished / "run.json") << text;
+  EXPECT_TRUE(fails_with(
+      [&] {
+        export_run(unfinished, {"tiny", *root_ / "other"});
+      },
+      {"is failed: only a completed run has final weights to export"}));
+  EXPECT_FALSE(fs::exists(*root_ / "other" / "tiny")) << "nothing written";
+}
+
+}  // namespace
+}  // namespace kiln::artifact
