@@ -82,7 +82,9 @@ struct Artifact::Compiled {
 
 std::string content_hash(const std::map<std::string, std::string>& file_hashes) {
   std::string lines;
-  for (const auto& [file, sha] : file_hashes) lines += file + " " + sha + "\n";
+  for (const auto& [file, sha] : file_hashes) {
+    if (file != kModelCard) lines += file + " " + sha + "\n";
+  }
   return io::sha256_hex(lines);
 }
 

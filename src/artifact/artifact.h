@@ -3,6 +3,8 @@
 //   program.txt          the inference program (eval mode) in kiln's program text
 //   weights.safetensors  the program's inputs but the last (params, state, constants) and
 //                        the preprocessing's scale and offset
+//   config.toml          the run's resolved config (`kiln train config.toml` trains it again)
+//   MODEL_CARD.md        intended use, data, evaluation, limitations (model_card.h)
 //   manifest.json        the signature, the preprocessing, each file's SHA-256, the source
 // load() checks every file against the manifest before it parses anything, parses and
 // verifies the program, and refuses what does not fit (a tampered file, a newer format).
@@ -12,7 +14,9 @@
 #pragma once
 
 #include <filesystem>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "artifact/manifest.h"
@@ -39,8 +43,13 @@ class Artifact {
   std::shared_ptr<const Compiled> compiled_;
 };
 
+// The model card: derived from the model, its run and its evaluation, so listed (and
+// checked) among the files but not part of the content hash that names the model.
+inline constexpr const char* kModelCard = "MODEL_CARD.md";
+
 // The SHA-256 of an artifact's content: of "<file> <sha256>\n" for each file but the
-// manifest, in name order. Two exports with the same content have the same hash.
+// manifest and the model card, in name order. Two exports of the same model, config and
+// preprocessing have the same hash.
 std::string content_hash(const std::map<std::string, std::string>& file_hashes);
 
 }  // namespace kiln::artifact

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "artifact/artifact.h"
+#include "artifact/model_card.h"
 #include "data/batch.h"
 #include "io/atomic_file.h"
 #include "io/bounded_read.h"
@@ -89,9 +90,10 @@ void add_preprocessing(const data::Dataset& dataset, const std::vector<int64_t>&
 
 // The trainer's evaluation outputs against the artifact's, batch by batch over the whole
 // evaluation set; the number of examples compared.
+// The evaluation of the artifact's own outputs is gathered on the way (the model card's).
 int64_t check_parity(const Artifact& artifact, const Inference& inference,
                      const nn::Variables& variables, const data::BatchAssembler& batches,
-                     DType input_dtype, const fs::path& run_dir) {
+                     DType input_dtype, const fs::path& run_dir, Evaluation& evaluation) {
   auto reference = jit(inference, JitOptions().named("export_reference"));
   int64_t examples = 0;
   data::HostBatch host;
@@ -108,6 +110,7 @@ int64_t check_parity(const Artifact& artifact, const Inference& inference,
                        io::printable_path(run_dir), index, a.aval.to_string(), e.aval.to_string()),
            "this is a bug in kiln's program text or weights round trip; please report it");
     }
+    evaluation.add(actual, host.labels, host.examples());
     examples += host.examples();
   }
   return examples;
@@ -216,11 +219,13 @@ ExportResult export_run(const fs::path& run_dir, const ExportOptions& options) {
   fs::remove_all(staging);
   fs::create_directories(staging);
   try {
+    std::string config_toml = io::read_regular_file(run_dir / "config.toml", io::kMaxRecordBytes);
     io::write_file_atomically(staging / "program.txt", exported.program_text);
+    io::write_file_atomically(staging / "config.toml", config_toml);
     save_safetensors(staging / "weights.safetensors", exported.weights,
                      {{"format", "kiln artifact weights"}});
     Manifest manifest = describe(info, run_dir, name, data.dataset, input, exported);
-    for (const char* file : {"program.txt", "weights.safetensors"}) {
+    for (const char* file : {"config.toml", "program.txt", "weights.safetensors"}) {
       manifest.files[file] = io::sha256_file(staging / file);
     }
     manifest.content_sha256 = content_hash(manifest.files);
@@ -233,8 +238,14 @@ ExportResult export_run(const fs::path& run_dir, const ExportOptions& options) {
     manifest.version = next_version(name_dir, manifest);
     io::write_file_atomically(staging / "manifest.json", manifest_text(manifest));
     ExportResult result;
+    Evaluation evaluation;
     result.parity_examples = check_parity(Artifact::load(staging), inference, variables, *data.test,
-                                          input_dtype, run_dir);
+                                          input_dtype, run_dir, evaluation);
+    // The card, from the evaluation just made, joins the files the manifest checks.
+    io::write_file_atomically(staging / kModelCard,
+                              model_card(manifest, evaluation, info, data.dataset, config_toml));
+    manifest.files[kModelCard] = io::sha256_file(staging / kModelCard);
+    io::write_file_atomically(staging / "manifest.json", manifest_text(manifest));
     result.dir = name_dir / manifest.version;
     result.version = manifest.version;
     fs::rename(staging, result.dir);  // fails rather than replace an existing directory

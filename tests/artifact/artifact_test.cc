@@ -4,17 +4,20 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <string>
 
 #include "artifact/artifact.h"
 #include "artifact/export.h"
+#include "artifact/model_card.h"
 #include "io/bounded_read.h"
 #include "io/sha256.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
 #include "support/arrays.h"
 #include "support/errors.h"
+#include "track/run_info.h"
 #include "train/batches.h"
 #include "train/run_test_util.h"
 #include "train/trainer.h"
@@ -118,6 +121,52 @@ TEST_F(Artifacts, ExportMatchesTheTrainerBitForBitOnTheWholeEvaluationSet) {
   std::string program = io::read_regular_file(first_->dir / "program.txt", io::kMaxRecordBytes);
   EXPECT_THAT(program, Not(HasSubstr("threefry")));
   EXPECT_THAT(program, Not(HasSubstr("random")));
+}
+
+TEST_F(Artifacts, TheModelCardStatesTheArtifactsOwnEvaluation) {
+  Artifact model = Artifact::load(first_->dir);
+  EXPECT_TRUE(model.manifest().files.count(kModelCard));
+  std::string card = io::read_regular_file(first_->dir / kModelCard, io::kMaxRecordBytes);
+  track::RunInfo info = track::read_run_info(*run_);
+  ASSERT_TRUE(info.final_metrics.has_value());
+  // The trainer's accuracy on the test split, measured again on the artifact's outputs.
+  EXPECT_THAT(card, HasSubstr(fmt::format("Accuracy: **{:.2f}%**",
+                                          100 * info.final_metrics->test_accuracy)));
+  EXPECT_THAT(card, HasSubstr("on the run's whole test split (250 predictions)"));
+  EXPECT_THAT(card, HasSubstr("95% Wilson interval"));
+  EXPECT_THAT(card, HasSubstr("| class | support | precision | recall |"));
+  EXPECT_THAT(card, HasSubstr("Confusion matrix (rows: label, columns: predicted class)"));
+  EXPECT_THAT(card, HasSubstr(info.identity->data_sha256));
+  EXPECT_THAT(card, HasSubstr("## Limitations"));
+  EXPECT_THAT(card, HasSubstr("kiln train config.toml"));
+  EXPECT_EQ(io::read_regular_file(first_->dir / "config.toml", io::kMaxRecordBytes),
+            io::read_regular_file(*run_ / "config.toml", io::kMaxRecordBytes));
+  fs::path edited = copy_of_artifact("edited_card");
+  std::ofstream(edited / kModelCard, std::ios::app) << "\nAccuracy: 100%\n";
+  EXPECT_TRUE(fails_with([&] { Artifact::load(edited); }, {"the SHA-256 of MODEL_CARD.md"}));
+}
+
+TEST(ModelCard, WilsonIntervalsMatchTheirDefinition) {
+  auto [low, high] = wilson_interval(50, 100);
+  EXPECT_NEAR(low, 0.4038, 1e-4);
+  EXPECT_NEAR(high, 0.5962, 1e-4);
+  auto [none_low, none_high] = wilson_interval(0, 20);
+  EXPECT_EQ(none_low, 0.0);
+  EXPECT_NEAR(none_high, 0.1611, 1e-4);
+  auto [all_low, all_high] = wilson_interval(20, 20);
+  EXPECT_NEAR(all_low, 0.8389, 1e-4);
+  EXPECT_EQ(all_high, 1.0);
+  EXPECT_TRUE(std::isnan(wilson_interval(0, 0).first));
+}
+
+TEST(ModelCard, EvaluationCountsOnlyTheRealRowsOfABatch) {
+  Evaluation evaluation;
+  // Three rows, the last padding: predictions 1, 0, (2).
+  Array outputs = from_host<float>({0, 1, 0, 5, 1, 0, 0, 0, 9}, Shape{3, 3});
+  evaluation.add(outputs, {1, 2, 2}, 2);
+  EXPECT_EQ(evaluation.predictions, 2);
+  EXPECT_EQ(evaluation.correct, 1);
+  EXPECT_EQ(evaluation.confusion, (std::vector<int64_t>{0, 0, 0, 0, 1, 0, 1, 0, 0}));
 }
 
 TEST_F(Artifacts, ExportingTheSameRunAgainWritesNothingAndSaysSo) {
