@@ -11,12 +11,14 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "artifact/artifact.h"
 #include "artifact/model_card.h"
 #include "data/batch.h"
 #include "io/atomic_file.h"
 #include "io/bounded_read.h"
+#include "io/json_fields.h"
 #include "io/sha256.h"
 #include "ir/printer.h"
 #include "ir/program.h"
@@ -178,6 +180,14 @@ Manifest describe(const track::RunInfo& info, const fs::path& run_dir, const std
   m.params_sha256 = info.params_sha256;
   m.kernels = info.kernels;
   m.kiln_version = kVersion;
+  // The code kiln was built from, as the run's environment recorded it.
+  std::optional<nlohmann::json> environment = io::parse_json_if_valid(info.section("environment"));
+  if (environment && environment->contains("code") && (*environment)["code"].is_object()) {
+    const nlohmann::json& code = (*environment)["code"];
+    m.code_commit = io::string_field(code, "commit");
+    auto dirty = code.find("dirty");
+    m.code_dirty = dirty != code.end() && dirty->is_boolean() && dirty->get<bool>();
+  }
   if (info.final_metrics && !std::isnan(info.final_metrics->test_accuracy)) {
     m.test_accuracy = info.final_metrics->test_accuracy;
   }
@@ -245,6 +255,8 @@ ExportResult export_run(const fs::path& run_dir, const ExportOptions& options) {
     io::write_file_atomically(staging / kModelCard,
                               model_card(manifest, evaluation, info, data.dataset, config_toml));
     manifest.files[kModelCard] = io::sha256_file(staging / kModelCard);
+    manifest.evaluated = evaluation.predictions;
+    manifest.correct = evaluation.correct;
     io::write_file_atomically(staging / "manifest.json", manifest_text(manifest));
     result.dir = name_dir / manifest.version;
     result.version = manifest.version;

@@ -109,6 +109,8 @@ std::string manifest_text(const Manifest& m) {
         {"kiln_version", m.kiln_version}}},
   };
   if (m.test_accuracy) out["source"]["test_accuracy"] = *m.test_accuracy;
+  out["source"]["code"] = {{"commit", m.code_commit}, {"dirty", m.code_dirty}};
+  out["evaluation"] = {{"predictions", m.evaluated}, {"correct", m.correct}};
   return io::json_text(out, 2) + "\n";
 }
 
@@ -146,6 +148,12 @@ Manifest parse_manifest(std::string_view text, const std::string& where) {
   m.params_sha256 = source.text("params_sha256");
   m.kernels = source.text("kernels");
   m.kiln_version = source.text("kiln_version");
+  Fields code = source.object("code");
+  m.code_commit = code.text("commit");
+  m.code_dirty = code.at("dirty", &json::is_boolean, "true or false").get<bool>();
+  Fields evaluation = fields.object("evaluation");
+  m.evaluated = evaluation.integer("predictions");
+  m.correct = evaluation.integer("correct");
   if (source.raw().contains("test_accuracy")) {
     m.test_accuracy = source.at("test_accuracy", &json::is_number, "a number").get<double>();
   }

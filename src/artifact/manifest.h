@@ -47,6 +47,12 @@ struct Manifest {
   std::string kernels;
   std::string kiln_version;             // that exported it
   std::optional<double> test_accuracy;  // as the run recorded it
+  std::string code_commit;              // the git commit kiln was built from ("" unknown)
+  bool code_dirty = false;              // with uncommitted changes
+  // The artifact's own evaluation at export (MODEL_CARD.md's figures): predictions on the
+  // run's test split and how many were right. `kiln verify` measures them again.
+  int64_t evaluated = 0;
+  int64_t correct = 0;
 };
 
 // manifest.json's text (pretty, keys sorted) and back; parse errors name `where` and the

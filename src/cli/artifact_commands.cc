@@ -10,6 +10,7 @@
 
 #include "artifact/artifact.h"
 #include "artifact/export.h"
+#include "artifact/verify.h"
 #include "cli/commands.h"
 #include "cli/output.h"
 #include "data/npy.h"
@@ -59,7 +60,78 @@ int run_predict(const PredictCommandOptions& options) {
   return 0;
 }
 
+int run_verify(const std::string& artifact) {
+  bool ok = true;
+  std::string text;
+  for (const artifact::Check& check : artifact::verify_artifact(artifact)) {
+    text += fmt::format("{}  {}\n", check.ok ? "ok  " : "FAIL", check.what);
+    ok = ok && check.ok;
+  }
+  text += ok ? "verified\n" : "not verified\n";
+  print_result(text);
+  return ok ? 0 : 1;
+}
+
+struct ReproduceCommandOptions {
+  std::string artifact;
+  std::string runs_dir = "runs/reproduce";
+};
+
+int run_reproduce(const ReproduceCommandOptions& options) {
+  std::fprintf(stderr, "training %s/config.toml again (under %s)...\n", options.artifact.c_str(),
+               options.runs_dir.c_str());
+  artifact::Reproduction result = artifact::reproduce_artifact(options.artifact, options.runs_dir);
+  std::string text;
+  if (result.same()) {
+    text = fmt::format("reproduced: the same weights bit for bit (params SHA-256 {})\n{}\n",
+                       result.params_sha256, result.run_dir.string());
+  } else {
+    text = fmt::format("NOT reproduced: params SHA-256 {}, the artifact's {}\n",
+                       result.params_sha256, result.expected_sha256);
+    for (const std::string& difference : result.differences) text += "  " + difference + "\n";
+    text += result.run_dir.string() + "\n";
+  }
+  print_result(text);
+  return result.same() ? 0 : 1;
+}
+
 }  // namespace
+
+Runner add_verify_command(CLI::App& app) {
+  auto* command = app.add_subcommand(
+      "verify", "Check an artifact: its files, its program, its data and its stated evaluation");
+  command->footer(
+      "Checks every file against the manifest's SHA-256, parses and verifies the program,\n"
+      "loads the data its config names and compares the data's identity with the one it\n"
+      "was evaluated on, and evaluates the artifact again: the same predictions must be\n"
+      "right as the manifest and MODEL_CARD.md state. Exit status 0 verified, 1 not.\n"
+      "Example:\n"
+      "  kiln verify artifacts/fashion_mnist_mlp/1.0.0+0123456789ab");
+  auto artifact = std::make_shared<std::string>();
+  command->add_option("ARTIFACT", *artifact, "The artifact directory")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  return [artifact] { return run_verify(*artifact); };
+}
+
+Runner add_reproduce_command(CLI::App& app) {
+  auto* command = app.add_subcommand(
+      "reproduce", "Train an artifact's config again and confirm the same weights bit for bit");
+  command->footer(
+      "Trains the artifact's config.toml again (a new run under --runs-dir) and compares the\n"
+      "final weights' SHA-256 with the artifact's. When they differ it says what else\n"
+      "differs: the data's identity, kiln's version, the kernels, the code's commit. Exit\n"
+      "status 0 the same bits, 1 not.\n"
+      "Example:\n"
+      "  kiln reproduce artifacts/fashion_mnist_mlp/1.0.0+0123456789ab");
+  auto options = std::make_shared<ReproduceCommandOptions>();
+  command->add_option("ARTIFACT", options->artifact, "The artifact directory")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  command->add_option("--runs-dir", options->runs_dir, "Where the new run goes")
+      ->capture_default_str();
+  return [options] { return run_reproduce(*options); };
+}
 
 Runner add_export_command(CLI::App& app) {
   auto* command = app.add_subcommand(

@@ -19,5 +19,7 @@ Runner add_report_command(CLI::App& app);
 Runner add_generate_command(CLI::App& app);
 Runner add_export_command(CLI::App& app);
 Runner add_predict_command(CLI::App& app);
+Runner add_verify_command(CLI::App& app);
+Runner add_reproduce_command(CLI::App& app);
 
 }  // namespace kiln::cli

@@ -118,6 +118,8 @@ int run_command(int argc, char** argv) {
   kiln::cli::Runner generate = kiln::cli::add_generate_command(app);
   kiln::cli::Runner export_run = kiln::cli::add_export_command(app);
   kiln::cli::Runner predict = kiln::cli::add_predict_command(app);
+  kiln::cli::Runner verify = kiln::cli::add_verify_command(app);
+  kiln::cli::Runner reproduce = kiln::cli::add_reproduce_command(app);
   if (unknown_command(app, argc, argv)) return 1;
   try {
     app.parse(argc, argv);
@@ -135,6 +137,8 @@ int run_command(int argc, char** argv) {
     if (app.got_subcommand("generate")) return generate();
     if (app.got_subcommand("export")) return export_run();
     if (app.got_subcommand("predict")) return predict();
+    if (app.got_subcommand("verify")) return verify();
+    if (app.got_subcommand("reproduce")) return reproduce();
   } catch (const kiln::Error& error) {
     std::fprintf(stderr, "%serror: %s\n", rank_prefix().c_str(), error.what());
     return 1;

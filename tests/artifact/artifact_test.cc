@@ -11,6 +11,7 @@
 #include "artifact/artifact.h"
 #include "artifact/export.h"
 #include "artifact/model_card.h"
+#include "artifact/verify.h"
 #include "io/bounded_read.h"
 #include "io/sha256.h"
 #include "kiln/ops.h"
@@ -144,6 +145,39 @@ TEST_F(Artifacts, TheModelCardStatesTheArtifactsOwnEvaluation) {
   fs::path edited = copy_of_artifact("edited_card");
   std::ofstream(edited / kModelCard, std::ios::app) << "\nAccuracy: 100%\n";
   EXPECT_TRUE(fails_with([&] { Artifact::load(edited); }, {"the SHA-256 of MODEL_CARD.md"}));
+}
+
+TEST_F(Artifacts, VerifyMeasuresTheStatedEvaluationAgain) {
+  std::vector<Check> checks = verify_artifact(first_->dir);
+  ASSERT_EQ(checks.size(), 4u);
+  for (const Check& check : checks) EXPECT_TRUE(check.ok) << check.what;
+  EXPECT_THAT(checks[3].what, HasSubstr("of 250 predictions right, as the manifest"));
+  // A manifest that overstates the evaluation is caught.
+  fs::path inflated = copy_of_artifact("inflated");
+  std::string text = io::read_regular_file(inflated / "manifest.json", io::kMaxRecordBytes);
+  Manifest manifest = parse_manifest(text, "manifest.json");
+  manifest.correct = manifest.evaluated;
+  std::ofstream(inflated / "manifest.json") << manifest_text(manifest);
+  checks = verify_artifact(inflated);
+  EXPECT_FALSE(checks.back().ok);
+  EXPECT_THAT(checks.back().what, HasSubstr(fmt::format("the manifest states {} of {}",
+                                                        manifest.evaluated, manifest.evaluated)));
+}
+
+TEST_F(Artifacts, ReproduceTrainsTheSameBitsAgainOrSaysWhatDiffers) {
+  Reproduction again = reproduce_artifact(first_->dir, *root_ / "reproduced");
+  EXPECT_TRUE(again.same()) << again.params_sha256 << " vs " << again.expected_sha256;
+  EXPECT_EQ(again.params_sha256, Artifact::load(first_->dir).manifest().params_sha256);
+  // An artifact that claims other weights: not reproduced, and nothing recorded explains it.
+  fs::path claimed = copy_of_artifact("claimed");
+  Manifest manifest = parse_manifest(
+      io::read_regular_file(claimed / "manifest.json", io::kMaxRecordBytes), "manifest.json");
+  manifest.params_sha256 = std::string(64, '0');
+  std::ofstream(claimed / "manifest.json") << manifest_text(manifest);
+  Reproduction other = reproduce_artifact(claimed, *root_ / "reproduced_other");
+  EXPECT_FALSE(other.same());
+  ASSERT_EQ(other.differences.size(), 1u);
+  EXPECT_THAT(other.differences[0], HasSubstr("nothing recorded differs"));
 }
 
 TEST(ModelCard, WilsonIntervalsMatchTheirDefinition) {

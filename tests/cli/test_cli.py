@@ -250,6 +250,9 @@ class TrainCli(unittest.TestCase):
         classes = run("predict", artifact, images).stdout.split()
         self.assertEqual(len(classes), 3)
         self.assertTrue(all(c.isdigit() and 0 <= int(c) <= 9 for c in classes), classes)
+        verified = run("verify", artifact).stdout
+        self.assertIn("verified", verified)
+        self.assertNotIn("FAIL", verified)
         # Another run's directory is not an artifact; damaged weights are refused.
         result = run("predict", run_dir, images, check=False)
         self.assertEqual(result.returncode, 1)
