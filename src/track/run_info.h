@@ -89,7 +89,8 @@ struct RunInfo {
   std::optional<MlflowMirrorRecord> mlflow;
   // Every other key of run.json: its value as JSON text, by key. A key above whose value
   // has another type than the field's (an edited or damaged file) is kept here, verbatim,
-  // and its field stays absent.
+  // and its field stays absent. Inside the typed records (identity, a resume, final,
+  // mlflow) only their own fields are kept (a resume's environment as JSON text).
   std::map<std::string, std::string> sections;
 
   // "<experiment>/<run id>".
