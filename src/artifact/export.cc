@@ -207,7 +207,7 @@ void check_completed(const track::RunInfo& info, const fs::path& run_dir) {
 
 ExportResult export_run(const fs::path& run_dir, const ExportOptions& options) {
   track::RunInfo info = track::read_run_info(run_dir);
-  check_completed(info, run_dir);
+  if (!options.checkpoint) check_completed(info, run_dir);
   train::TrainConfig config = train::load_config(run_dir / "config.toml");
   train::RunData data(config, random::key(0));
   Inference inference{train::build_model(config.model)};
@@ -216,8 +216,11 @@ ExportResult export_run(const fs::path& run_dir, const ExportOptions& options) {
   one.insert(one.begin(), 1);
   batch.insert(batch.begin(), config.train.eval_batch_size);
   DType input_dtype = data.dataset.input_dtype;
-  nn::Variables variables = train::final_variables(
-      run_dir, inference.model, AbstractValue(Shape{std::span<const int64_t>(one)}, input_dtype));
+  AbstractValue one_example(Shape{std::span<const int64_t>(one)}, input_dtype);
+  nn::Variables variables =
+      options.checkpoint
+          ? train::savepoint_variables(run_dir, inference.model, one_example, *options.checkpoint)
+          : train::final_variables(run_dir, inference.model, one_example);
   AbstractValue input(Shape{std::span<const int64_t>(batch)}, input_dtype);
   Exported exported = trace_inference(inference, variables, input);
   add_preprocessing(data.dataset, example, exported.weights);
@@ -235,6 +238,12 @@ ExportResult export_run(const fs::path& run_dir, const ExportOptions& options) {
     save_safetensors(staging / "weights.safetensors", exported.weights,
                      {{"format", "kiln artifact weights"}});
     Manifest manifest = describe(info, run_dir, name, data.dataset, input, exported);
+    if (options.checkpoint) {
+      // Not the run's final weights: their hash and test accuracy are not this model's.
+      manifest.checkpoint_step = options.checkpoint;
+      manifest.params_sha256.clear();
+      manifest.test_accuracy.reset();
+    }
     for (const char* file : {"config.toml", "program.txt", "weights.safetensors"}) {
       manifest.files[file] = io::sha256_file(staging / file);
     }

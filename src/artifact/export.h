@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 
 namespace kiln::artifact {
@@ -24,6 +25,9 @@ namespace kiln::artifact {
 struct ExportOptions {
   std::string name;  // empty: the run's experiment name
   std::filesystem::path artifacts_dir = "artifacts";
+  // Export the weights of this savepoint of the run (which need not have completed)
+  // instead of its final weights.
+  std::optional<int64_t> checkpoint;
 };
 
 struct ExportResult {

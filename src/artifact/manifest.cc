@@ -109,6 +109,7 @@ std::string manifest_text(const Manifest& m) {
         {"kiln_version", m.kiln_version}}},
   };
   if (m.test_accuracy) out["source"]["test_accuracy"] = *m.test_accuracy;
+  if (m.checkpoint_step) out["source"]["checkpoint_step"] = *m.checkpoint_step;
   out["source"]["code"] = {{"commit", m.code_commit}, {"dirty", m.code_dirty}};
   out["evaluation"] = {{"predictions", m.evaluated}, {"correct", m.correct}};
   return io::json_text(out, 2) + "\n";
@@ -154,6 +155,8 @@ Manifest parse_manifest(std::string_view text, const std::string& where) {
   Fields evaluation = fields.object("evaluation");
   m.evaluated = evaluation.integer("predictions");
   m.correct = evaluation.integer("correct");
+  if (source.raw().contains("checkpoint_step"))
+    m.checkpoint_step = source.integer("checkpoint_step");
   if (source.raw().contains("test_accuracy")) {
     m.test_accuracy = source.at("test_accuracy", &json::is_number, "a number").get<double>();
   }

@@ -43,7 +43,8 @@ struct Manifest {
   std::string run_dir;
   std::string config_sha256;
   std::string data_sha256;
-  std::string params_sha256;
+  std::string params_sha256;               // of the run's final weights ("" for a savepoint's)
+  std::optional<int64_t> checkpoint_step;  // exported from this savepoint of the run
   std::string kernels;
   std::string kiln_version;             // that exported it
   std::optional<double> test_accuracy;  // as the run recorded it

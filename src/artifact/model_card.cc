@@ -144,11 +144,13 @@ std::string model_card(const Manifest& m, const Evaluation& evaluation, const tr
                        const data::Dataset& dataset, const std::string& config_toml) {
   std::string card = fmt::format(
       "# Model card: {}\n\n"
-      "Exported by kiln {} from run `{}` (kernels: {}). Input {}[{}], output {}[{}] (the "
+      "Exported by kiln {} from run `{}`{} (kernels: {}). Input {}[{}], output {}[{}] (the "
       "first axis is the batch; `kiln predict` takes any number of records). The artifact's "
       "version and the SHA-256 of its files are in manifest.json.\n\n",
-      m.name, m.kiln_version, m.run, m.kernels, dtype_name(m.input.dtype),
-      fmt::join(m.input.shape, ","), dtype_name(m.output.dtype), fmt::join(m.output.shape, ","));
+      m.name, m.kiln_version, m.run,
+      m.checkpoint_step ? fmt::format(", its savepoint of step {}", *m.checkpoint_step) : "",
+      m.kernels, dtype_name(m.input.dtype), fmt::join(m.input.shape, ","),
+      dtype_name(m.output.dtype), fmt::join(m.output.shape, ","));
   card += intended_use(m, dataset);
   card += training_data(info, dataset);
   card += evaluation_section(evaluation, info);
@@ -156,13 +158,22 @@ std::string model_card(const Manifest& m, const Evaluation& evaluation, const tr
       "## Training config\n\n"
       "The resolved config (every key; the hash of what in it changes the weights, the "
       "run's `config_sha256`: `{}`), also in this artifact as config.toml:\n\n"
-      "```toml\n{}```\n\n"
-      "## Reproducing it\n\n"
-      "```sh\nkiln train config.toml\n```\n\n"
-      "trains it again from the same config{}; with the same data (identity above), kiln "
-      "version and kernels, the weights are the same bits (params SHA-256 `{}`).\n",
-      m.config_sha256, config_toml, info.seed ? fmt::format(" (seed {})", *info.seed) : "",
-      m.params_sha256);
+      "```toml\n{}```\n\n## Reproducing it\n\n",
+      m.config_sha256, config_toml);
+  if (m.checkpoint_step) {
+    card += fmt::format(
+        "These are the weights of the run's savepoint of step {}: `kiln resume` of the run "
+        "continues from there, bit for bit, and `kiln train config.toml` trains the whole run "
+        "again (its savepoint of step {} is this model).\n",
+        *m.checkpoint_step, *m.checkpoint_step);
+  } else {
+    card += fmt::format(
+        "```sh\nkiln train config.toml\n```\n\n"
+        "trains it again from the same config{}; with the same data (identity above), kiln "
+        "version and kernels, the weights are the same bits (params SHA-256 `{}`; `kiln "
+        "reproduce` checks it).\n",
+        info.seed ? fmt::format(" (seed {})", *info.seed) : "", m.params_sha256);
+  }
   return card;
 }
 

@@ -11,6 +11,7 @@
 #include "artifact/model_card.h"
 #include "io/bounded_read.h"
 #include "io/json_fields.h"
+#include "kiln/error.h"
 #include "kiln/random.h"
 #include "kiln/version.h"
 #include "track/run_info.h"
@@ -76,6 +77,14 @@ std::vector<Check> verify_artifact(const fs::path& dir) {
 Reproduction reproduce_artifact(const fs::path& dir, const fs::path& runs_dir) {
   Artifact artifact = Artifact::load(dir);
   const Manifest& m = artifact.manifest();
+  if (m.checkpoint_step) {
+    fail(kUnknownSite,
+         fmt::format("artifact {} holds the weights of step {} of its run, not the final ones "
+                     "that reproduce compares",
+                     dir.string(), *m.checkpoint_step),
+         "reproduce an artifact exported without --checkpoint; a savepoint is reproduced by "
+         "`kiln resume` of its run");
+  }
   train::TrainConfig config = train::load_config(
       dir / "config.toml", {fmt::format("experiment.runs_dir=\"{}\"", runs_dir.string())});
   train::TrainOptions options;

@@ -41,6 +41,7 @@ int run_export(const ExportCommandOptions& options) {
 struct PredictCommandOptions {
   std::string artifact;
   std::string input;
+  std::string output;  // the outputs as .npy; empty: print the classes
 };
 
 int run_predict(const PredictCommandOptions& options) {
@@ -51,7 +52,19 @@ int run_predict(const PredictCommandOptions& options) {
                             AbstractValue(Shape{std::span<const int64_t>(shape)}, raw.dtype),
                             nullptr, CallSite());
   Array outputs = model.predict(x);
-  // One line per record: the predicted class (the largest output) and its output.
+  if (!options.output.empty()) {
+    HostArray host = outputs.to_host();
+    data::RawArray out;
+    out.dtype = host.aval.dtype;
+    out.shape.assign(host.aval.shape.dims().begin(), host.aval.shape.dims().end());
+    out.bytes.assign(reinterpret_cast<const uint8_t*>(host.bytes.data()),
+                     reinterpret_cast<const uint8_t*>(host.bytes.data()) + host.bytes.size());
+    data::write_npy(options.output, out);
+    print_result(fmt::format("{} {} written to {}\n", host.aval.to_string(), "outputs (logits)",
+                             options.output));
+    return 0;
+  }
+  // One line per record: the predicted class (the largest output).
   Array classes = argmax(outputs, -1, DType::i32);
   std::vector<int32_t> chosen = classes.to_vector<int32_t>();
   std::string text;
@@ -158,6 +171,9 @@ Runner add_export_command(CLI::App& app) {
       ->add_option("--artifacts", options->export_options.artifacts_dir,
                    "Where artifacts are written")
       ->capture_default_str();
+  command->add_option("--checkpoint", options->export_options.checkpoint,
+                      "Export the weights of the run's savepoint of this step (the run need not "
+                      "have completed) instead of its final weights");
   return [options] { return run_export(*options); };
 }
 
@@ -168,7 +184,8 @@ Runner add_predict_command(CLI::App& app) {
       "Loads the artifact (every file checked against its manifest's SHA-256, the program\n"
       "parsed and verified), preprocesses the records as the training data was, runs the\n"
       "program and prints the predicted class of each record, one per line. INPUT is a .npy\n"
-      "file of records in the training data's dtype and shape, e.g. u8 [n,28,28] images.\n"
+      "file of records in the training data's dtype and shape, e.g. u8 [n,28,28] images;\n"
+      "--output writes the outputs themselves as .npy.\n"
       "Example:\n"
       "  kiln predict artifacts/fashion_mnist_mlp/1.0.0+0123456789ab images.npy");
   auto options = std::make_shared<PredictCommandOptions>();
@@ -178,6 +195,9 @@ Runner add_predict_command(CLI::App& app) {
   command->add_option("INPUT", options->input, "Records to predict (.npy)")
       ->required()
       ->check(CLI::ExistingFile);
+  command->add_option("-o,--output", options->output,
+                      "Write the outputs (the logits, f32) to this .npy file instead of printing "
+                      "the classes");
   return [options] { return run_predict(*options); };
 }
 

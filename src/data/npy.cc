@@ -14,6 +14,7 @@
 
 #include <fmt/format.h>
 
+#include "io/atomic_file.h"
 #include "kiln/error.h"
 #include "kiln/shape.h"
 
@@ -159,6 +160,33 @@ std::optional<DType> dtype_of_descr(std::string_view descr) {
 }
 
 }  // namespace
+
+void write_npy(const fs::path& path, const RawArray& array) {
+  std::string descr;
+  for (const char* candidate : {"|b1", "|u1", "<i4", "<i8", "<u4", "<f2", "<f4", "<f8"}) {
+    if (dtype_of_descr(candidate) == array.dtype) descr = candidate;
+  }
+  if (descr.empty()) {
+    fail(kUnknownSite, fmt::format("cannot write {}: NumPy has no dtype for {}", path.string(),
+                                   dtype_name(array.dtype)));
+  }
+  std::string shape;
+  for (int64_t dim : array.shape) shape += fmt::format("{}, ", dim);
+  if (array.shape.size() > 1) shape.resize(shape.size() - 2);  // (3,) keeps its comma
+  std::string header =
+      fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': ({}), }}", descr, shape);
+  // The magic, version and length (10 bytes) and the header end on a multiple of 64 bytes.
+  header.append(63 - (10 + header.size()) % 64, ' ');
+  header += '\n';
+  std::string bytes = "\x93NUMPY";
+  bytes += '\x01';
+  bytes += '\x00';
+  bytes += static_cast<char>(header.size() & 0xff);
+  bytes += static_cast<char>(header.size() >> 8);
+  bytes += header;
+  bytes.append(reinterpret_cast<const char*>(array.bytes.data()), array.bytes.size());
+  io::write_file_atomically(path, bytes);
+}
 
 RawArray read_npy(const fs::path& path) {
   std::error_code code;

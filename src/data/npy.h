@@ -15,4 +15,9 @@ namespace kiln::data {
 // size overflows, data shorter or longer than the shape says.
 RawArray read_npy(const std::filesystem::path& path);
 
+// Writes `array` as a version 1.0 .npy file that NumPy (and read_npy) reads, atomically (a
+// reader never sees half a file). Every dtype read_npy reads; bf16 has no descr and is an
+// error.
+void write_npy(const std::filesystem::path& path, const RawArray& array);
+
 }  // namespace kiln::data

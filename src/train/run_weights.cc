@@ -1,14 +1,17 @@
 // A run's final weights as its model's trees (run_weights.h).
 #include "train/run_weights.h"
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <system_error>
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "io/bounded_read.h"
+#include "io/savepoint.h"
 #include "kiln/error.h"
 #include "kiln/random.h"
 #include "kiln/safetensors.h"
@@ -60,6 +63,34 @@ nn::Variables final_variables(const fs::path& run_dir, const nn::Module& model,
   nn::Variables variables{tree_from(like.params, run_dir / "params.safetensors", run_dir), Tree()};
   if (like.state.num_leaves() > 0) {
     variables.state = tree_from(like.state, run_dir / "state.safetensors", run_dir);
+  }
+  return variables;
+}
+
+nn::Variables savepoint_variables(const fs::path& run_dir, const nn::Module& model,
+                                  const AbstractValue& input, int64_t step) {
+  std::vector<savepoint::Committed> committed = savepoint::list_committed(run_dir / "savepoints");
+  auto found = std::find_if(committed.begin(), committed.end(),
+                            [&](const savepoint::Committed& c) { return c.step == step; });
+  if (found == committed.end()) {
+    std::vector<int64_t> steps;
+    for (const savepoint::Committed& c : committed) steps.push_back(c.step);
+    fail(
+        kUnknownSite,
+        fmt::format("run '{}' has no savepoint of step {}; it has {}", io::printable_path(run_dir),
+                    step, steps.empty() ? "none" : fmt::format("steps {}", fmt::join(steps, ", "))),
+        "give one of those steps, or leave --checkpoint out for the final weights");
+  }
+  savepoint::Loaded loaded = savepoint::load(found->path);
+  track::RunInfo info = track::read_run_info(run_dir);
+  if (!loaded.run_id.empty() && !info.run_id.empty() && loaded.run_id != info.run_id) {
+    fail(kUnknownSite, fmt::format("savepoint '{}' is of run {}, not of this run ({})",
+                                   io::printable_path(found->path), loaded.run_id, info.run_id));
+  }
+  nn::Variables like = model.init(random::key(0), input);
+  nn::Variables variables{savepoint::restore_tree(loaded, "params", like.params), Tree()};
+  if (like.state.num_leaves() > 0) {
+    variables.state = savepoint::restore_tree(loaded, "model_state", like.state);
   }
   return variables;
 }

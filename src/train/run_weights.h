@@ -18,4 +18,11 @@ namespace kiln::train {
 nn::Variables final_variables(const std::filesystem::path& run_dir, const nn::Module& model,
                               const AbstractValue& input);
 
+// The variables of `model` at the committed savepoint of `step` of the run (params and
+// model state, as the trainer saved them). Errors name the run and the steps it has when
+// there is no such savepoint, and the savepoint when it belongs to another run or does not
+// fit the model.
+nn::Variables savepoint_variables(const std::filesystem::path& run_dir, const nn::Module& model,
+                                  const AbstractValue& input, int64_t step);
+
 }  // namespace kiln::train

@@ -63,10 +63,11 @@ batch_size = 64
 eval_batch_size = 100
 )";
 
-// A completed run of the config above with `seed`, under `root`.
-fs::path trained_run(const fs::path& root, int seed) {
+// A completed run of the config above with `seed` (and `train_keys` added to [train]),
+// under `root`.
+fs::path trained_run(const fs::path& root, int seed, const std::string& train_keys = "") {
   fs::create_directories(root);
-  std::string text = kConfig;
+  std::string text = kConfig + train_keys;
   text.replace(text.find("SEED"), 4, std::to_string(seed));
   fs::path config_path = root / fmt::format("tiny_{}.toml", seed);
   std::ofstream(config_path) << text;
@@ -178,6 +179,28 @@ TEST_F(Artifacts, ReproduceTrainsTheSameBitsAgainOrSaysWhatDiffers) {
   EXPECT_FALSE(other.same());
   ASSERT_EQ(other.differences.size(), 1u);
   EXPECT_THAT(other.differences[0], HasSubstr("nothing recorded differs"));
+}
+
+TEST_F(Artifacts, ASavepointIsExportedWithItsStepAndCheckedLikeTheFinalWeights) {
+  fs::path run = trained_run(*root_ / "with_savepoints", 2, "savepoint_every = 4\n");
+  ExportOptions options{"tiny_steps", *root_ / "artifacts", 4};
+  ExportResult step4 = export_run(run, options);
+  EXPECT_EQ(step4.parity_examples, 250);
+  Artifact model = Artifact::load(step4.dir);
+  EXPECT_EQ(model.manifest().checkpoint_step, 4);
+  EXPECT_EQ(model.manifest().params_sha256, "");
+  std::string card = io::read_regular_file(step4.dir / kModelCard, io::kMaxRecordBytes);
+  EXPECT_THAT(card, HasSubstr("its savepoint of step 4"));
+  // The final weights are another model: the next version.
+  ExportResult final_weights = export_run(run, {"tiny_steps", *root_ / "artifacts"});
+  EXPECT_THAT(final_weights.version, ::testing::StartsWith("1.1.0+"));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        export_run(run, {"tiny_steps", *root_ / "artifacts", 5});
+      },
+      {"has no savepoint of step 5; it has steps 4, 8"}));
+  EXPECT_TRUE(fails_with([&] { reproduce_artifact(step4.dir, *root_ / "never"); },
+                         {"holds the weights of step 4 of its run"}));
 }
 
 TEST(ModelCard, WilsonIntervalsMatchTheirDefinition) {

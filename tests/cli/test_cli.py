@@ -250,6 +250,14 @@ class TrainCli(unittest.TestCase):
         classes = run("predict", artifact, images).stdout.split()
         self.assertEqual(len(classes), 3)
         self.assertTrue(all(c.isdigit() and 0 <= int(c) <= 9 for c in classes), classes)
+        logits = os.path.join(self.runs, "logits.npy")
+        self.assertIn("f32[3,10]", run("predict", artifact, images, "--output", logits).stdout)
+        with open(logits, "rb") as f:
+            written = f.read()
+        self.assertTrue(written.startswith(b"\x93NUMPY\x01\x00"))
+        self.assertIn(b"'descr': '<f4'", written)
+        self.assertIn(b"'shape': (3, 10)", written)
+        self.assertEqual(len(written) % 64, (3 * 10 * 4) % 64)
         verified = run("verify", artifact).stdout
         self.assertIn("verified", verified)
         self.assertNotIn("FAIL", verified)

@@ -147,3 +147,42 @@ TEST(ReadNpy, NamesEveryMalformedFile) {
 
 }  // namespace
 }  // namespace kiln::data
+
+namespace kiln::data {
+namespace {
+
+// write_npy writes what read_npy (and NumPy) read back: every dtype, rank 0 to 3, and an
+// empty array; a dtype NumPy lacks is refused by name.
+TEST(WriteNpy, WritesWhatReadsBackInEveryDtype) {
+  ::kiln::testing::ScratchDir dir;
+  for (DType dtype : {DType::bool_, DType::u8, DType::i32, DType::i64, DType::u32, DType::f16,
+                      DType::f32, DType::f64}) {
+    for (const std::vector<int64_t>& shape :
+         std::vector<std::vector<int64_t>>{{}, {3}, {2, 3}, {2, 1, 4}, {0, 5}}) {
+      RawArray array;
+      array.dtype = dtype;
+      array.shape = shape;
+      int64_t count = 1;
+      for (int64_t dim : shape) count *= dim;
+      array.bytes.resize(static_cast<size_t>(count * dtype_size(dtype)));
+      for (size_t i = 0; i < array.bytes.size(); ++i) array.bytes[i] = static_cast<uint8_t>(i % 2);
+      std::filesystem::path path = dir / "out.npy";
+      write_npy(path, array);
+      RawArray back = read_npy(path);
+      EXPECT_EQ(back.dtype, dtype) << dtype_name(dtype);
+      EXPECT_EQ(back.shape, shape) << dtype_name(dtype);
+      EXPECT_EQ(back.bytes, array.bytes) << dtype_name(dtype);
+      EXPECT_EQ(std::filesystem::file_size(path) % 64, array.bytes.size() % 64)
+          << "the header ends on a multiple of 64 bytes";
+    }
+  }
+  RawArray bf16;
+  bf16.dtype = DType::bf16;
+  bf16.shape = {1};
+  bf16.bytes.resize(2);
+  EXPECT_TRUE(::kiln::testing::fails_with([&] { write_npy(dir / "bf16.npy", bf16); },
+                                          {"NumPy has no dtype for bf16"}));
+}
+
+}  // namespace
+}  // namespace kiln::data
