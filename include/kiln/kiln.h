@@ -4,6 +4,7 @@
 
 #include "kiln/array.h"
 #include "kiln/array_functions.h"
+#include "kiln/artifact.h"
 #include "kiln/checkpoint.h"
 #include "kiln/control_flow.h"
 #include "kiln/cost.h"

@@ -1,6 +1,8 @@
 // Model artifacts (src/artifact, docs/artifacts.md): a trained run exported, loaded back
 // alone and run. A small run with batch norm (state) and dropout (off in evaluation) on
 // 512 Fashion-MNIST images, evaluated on 250 in batches of 100 (the last one partial).
+#include "kiln/artifact.h"  // first: the public header compiles on its own
+
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
