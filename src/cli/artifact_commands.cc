@@ -13,6 +13,7 @@
 #include "artifact/verify.h"
 #include "cli/commands.h"
 #include "cli/output.h"
+#include "data/idx.h"
 #include "data/npy.h"
 #include "kiln/ops.h"
 
@@ -44,9 +45,24 @@ struct PredictCommandOptions {
   std::string output;  // the outputs as .npy; empty: print the classes
 };
 
+// Records from a .npy file, or an IDX file (plain or .gz, as the MNIST sets come).
+data::RawArray read_records(const std::string& path) {
+  std::string name = std::filesystem::path(path).filename().string();
+  if (name.find(".idx") == std::string::npos && name.find("-idx") == std::string::npos) {
+    return data::read_npy(path);
+  }
+  data::IdxArray idx = data::read_idx(path);
+  data::RawArray raw;
+  raw.dtype = DType::u8;
+  raw.shape = idx.dims;
+  raw.bytes = std::move(idx.values);
+  raw.file = path;
+  return raw;
+}
+
 int run_predict(const PredictCommandOptions& options) {
   artifact::Artifact model = artifact::Artifact::load(options.artifact);
-  data::RawArray raw = data::read_npy(options.input);
+  data::RawArray raw = read_records(options.input);
   std::vector<int64_t> shape = raw.shape;
   Array x = from_host_bytes(raw.bytes.data(),
                             AbstractValue(Shape{std::span<const int64_t>(shape)}, raw.dtype),
@@ -184,7 +200,8 @@ Runner add_predict_command(CLI::App& app) {
       "Loads the artifact (every file checked against its manifest's SHA-256, the program\n"
       "parsed and verified), preprocesses the records as the training data was, runs the\n"
       "program and prints the predicted class of each record, one per line. INPUT is a .npy\n"
-      "file of records in the training data's dtype and shape, e.g. u8 [n,28,28] images;\n"
+      "or IDX file of records in the training data's dtype and shape, e.g. u8 [n,28,28]\n"
+      "images;\n"
       "--output writes the outputs themselves as .npy.\n"
       "Example:\n"
       "  kiln predict artifacts/fashion_mnist_mlp/1.0.0+0123456789ab images.npy");
@@ -192,7 +209,10 @@ Runner add_predict_command(CLI::App& app) {
   command->add_option("ARTIFACT", options->artifact, "The artifact directory")
       ->required()
       ->check(CLI::ExistingDirectory);
-  command->add_option("INPUT", options->input, "Records to predict (.npy)")
+  command
+      ->add_option("INPUT", options->input,
+                   "Records to predict: a .npy file, or an IDX file (.idx, -idx..., plain or "
+                   ".gz)")
       ->required()
       ->check(CLI::ExistingFile);
   command->add_option("-o,--output", options->output,

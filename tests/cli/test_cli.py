@@ -250,6 +250,10 @@ class TrainCli(unittest.TestCase):
         classes = run("predict", artifact, images).stdout.split()
         self.assertEqual(len(classes), 3)
         self.assertTrue(all(c.isdigit() and 0 <= int(c) <= 9 for c in classes), classes)
+        # The IDX file itself (gzip), as Fashion-MNIST ships: one class per test image.
+        idx = run("predict", artifact, "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")
+        self.assertEqual(idx.stdout.split()[:3], classes)
+        self.assertEqual(len(idx.stdout.split()), 10000)
         logits = os.path.join(self.runs, "logits.npy")
         self.assertIn("f32[3,10]", run("predict", artifact, images, "--output", logits).stdout)
         with open(logits, "rb") as f:
