@@ -11,14 +11,12 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include "artifact/artifact.h"
 #include "artifact/model_card.h"
 #include "data/batch.h"
 #include "io/atomic_file.h"
 #include "io/bounded_read.h"
-#include "io/json_fields.h"
 #include "io/sha256.h"
 #include "ir/printer.h"
 #include "ir/program.h"
@@ -29,10 +27,12 @@
 #include "kiln/safetensors.h"
 #include "kiln/tracing.h"
 #include "kiln/version.h"
+#include "track/run_environment.h"
 #include "track/run_info.h"
 #include "train/batches.h"
 #include "train/builders.h"
 #include "train/config.h"
+#include "train/evaluation.h"
 #include "train/run_weights.h"
 
 namespace kiln::artifact {
@@ -98,23 +98,24 @@ int64_t check_parity(const Artifact& artifact, const Inference& inference,
                      DType input_dtype, const fs::path& run_dir, Evaluation& evaluation) {
   auto reference = jit(inference, JitOptions().named("export_reference"));
   int64_t examples = 0;
-  data::HostBatch host;
-  for (int64_t index = 0; index < batches.batches_per_epoch(); ++index) {
-    batches.assemble(0, index, host);
-    Array x = train::to_arrays(host, input_dtype).images;
-    Array expected = reference(variables.params, variables.state, x);
-    Array actual = artifact.run(x);
-    HostArray e = expected.to_host(), a = actual.to_host();
-    if (e.aval != a.aval || e.bytes != a.bytes) {
-      fail(kUnknownSite,
-           fmt::format("export of {}: the reloaded artifact's outputs differ from the trainer's on "
-                       "evaluation batch {} ({} vs {}); nothing was written",
-                       io::printable_path(run_dir), index, a.aval.to_string(), e.aval.to_string()),
-           "this is a bug in kiln's program text or weights round trip; please report it");
-    }
-    evaluation.add(actual, host.labels, host.examples());
-    examples += host.examples();
-  }
+  int64_t index = 0;
+  train::for_each_batch(
+      batches, input_dtype, [&](const train::Batch& batch, const data::HostBatch& host) {
+        Array expected = reference(variables.params, variables.state, batch.images);
+        Array actual = artifact.run(batch.images);
+        HostArray e = expected.to_host(), a = actual.to_host();
+        if (e.aval != a.aval || e.bytes != a.bytes) {
+          fail(kUnknownSite,
+               fmt::format(
+                   "export of {}: the reloaded artifact's outputs differ from the trainer's on "
+                   "evaluation batch {} ({} vs {}); nothing was written",
+                   io::printable_path(run_dir), index, a.aval.to_string(), e.aval.to_string()),
+               "this is a bug in kiln's program text or weights round trip; please report it");
+        }
+        evaluation.add(actual, host.labels, host.examples());
+        examples += host.examples();
+        ++index;
+      });
   return examples;
 }
 
@@ -146,8 +147,8 @@ bool same_signature(const Manifest& a, const Manifest& b) {
 
 // The next version of `manifest` among those exported: 1.0.0, then a minor bump for the
 // same signature and a major bump for another.
-std::string next_version(const fs::path& name_dir, const Manifest& manifest) {
-  auto versions = existing_versions(name_dir);
+std::string next_version(const std::vector<std::pair<SemVer, fs::path>>& versions,
+                         const Manifest& manifest) {
   SemVer next{1, 0, 0};
   if (!versions.empty()) {
     const auto& [latest, dir] = versions.back();
@@ -180,14 +181,9 @@ Manifest describe(const track::RunInfo& info, const fs::path& run_dir, const std
   m.params_sha256 = info.params_sha256;
   m.kernels = info.kernels;
   m.kiln_version = kVersion;
-  // The code kiln was built from, as the run's environment recorded it.
-  std::optional<nlohmann::json> environment = io::parse_json_if_valid(info.section("environment"));
-  if (environment && environment->contains("code") && (*environment)["code"].is_object()) {
-    const nlohmann::json& code = (*environment)["code"];
-    m.code_commit = io::string_field(code, "commit");
-    auto dirty = code.find("dirty");
-    m.code_dirty = dirty != code.end() && dirty->is_boolean() && dirty->get<bool>();
-  }
+  track::RecordedCode code = track::recorded_code(info);
+  m.code_commit = code.commit;
+  m.code_dirty = code.dirty();
   if (info.final_metrics && !std::isnan(info.final_metrics->test_accuracy)) {
     m.test_accuracy = info.final_metrics->test_accuracy;
   }
@@ -248,13 +244,14 @@ ExportResult export_run(const fs::path& run_dir, const ExportOptions& options) {
       manifest.files[file] = io::sha256_file(staging / file);
     }
     manifest.content_sha256 = content_hash(manifest.files);
-    for (const auto& [version, dir] : existing_versions(name_dir)) {
+    std::vector<std::pair<SemVer, fs::path>> versions = existing_versions(name_dir);
+    for (const auto& [version, dir] : versions) {
       if (dir.filename().string().ends_with("+" + manifest.content_sha256.substr(0, 12))) {
         fs::remove_all(staging);
         return ExportResult{dir, dir.filename().string(), true, 0};
       }
     }
-    manifest.version = next_version(name_dir, manifest);
+    manifest.version = next_version(versions, manifest);
     io::write_file_atomically(staging / "manifest.json", manifest_text(manifest));
     ExportResult result;
     Evaluation evaluation;

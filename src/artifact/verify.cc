@@ -5,18 +5,18 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
-#include <nlohmann/json.hpp>
 
 #include "artifact/artifact.h"
 #include "artifact/model_card.h"
 #include "io/bounded_read.h"
-#include "io/json_fields.h"
 #include "kiln/error.h"
 #include "kiln/random.h"
 #include "kiln/version.h"
+#include "track/run_environment.h"
 #include "track/run_info.h"
 #include "train/batches.h"
 #include "train/config.h"
+#include "train/evaluation.h"
 #include "train/run_identity.h"
 #include "train/trainer.h"
 
@@ -28,12 +28,10 @@ namespace fs = std::filesystem;
 Check evaluation_check(const Artifact& artifact, const train::RunData& data) {
   const Manifest& m = artifact.manifest();
   Evaluation evaluation;
-  data::HostBatch host;
-  for (int64_t index = 0; index < data.test->batches_per_epoch(); ++index) {
-    data.test->assemble(0, index, host);
-    Array x = train::to_arrays(host, data.dataset.input_dtype).images;
-    evaluation.add(artifact.run(x), host.labels, host.examples());
-  }
+  train::for_each_batch(*data.test, data.dataset.input_dtype,
+                        [&](const train::Batch& batch, const data::HostBatch& host) {
+                          evaluation.add(artifact.run(batch.images), host.labels, host.examples());
+                        });
   bool same = evaluation.predictions == m.evaluated && evaluation.correct == m.correct;
   return {same, fmt::format(
                     "evaluation: {} of {} predictions right{}", evaluation.correct,
@@ -99,11 +97,7 @@ Reproduction reproduce_artifact(const fs::path& dir, const fs::path& runs_dir) {
   differs("data identity", m.data_sha256, info.identity ? info.identity->data_sha256 : "?");
   differs("kiln version", m.kiln_version, kVersion);
   differs("kernels", m.kernels, info.kernels);
-  std::optional<nlohmann::json> environment = io::parse_json_if_valid(info.section("environment"));
-  std::string commit;
-  if (environment && environment->contains("code") && (*environment)["code"].is_object()) {
-    commit = io::string_field((*environment)["code"], "commit");
-  }
+  std::string commit = track::recorded_code(info).commit;
   differs("code commit", m.code_commit.empty() ? "unknown" : m.code_commit,
           commit.empty() ? "unknown" : commit);
   if (out.differences.empty()) {

@@ -13,6 +13,8 @@
 
 #include <code_identity.h>  // generated in the build tree
 #include "base/trimmed.h"
+#include "io/bounded_read.h"
+#include "io/json_fields.h"
 #include "kernels/cpu/elementwise_simd.h"
 #include "kiln/device.h"
 #include "kiln/version.h"
@@ -48,6 +50,19 @@ json operating_system() {
 }
 
 }  // namespace
+
+RecordedCode recorded_code(const RunInfo& info) {
+  RecordedCode code;
+  std::optional<json> environment = io::parse_json_if_valid(info.section("environment"));
+  if (!environment || !environment->is_object() || !environment->contains("code")) return code;
+  const json& recorded = (*environment)["code"];
+  if (!recorded.is_object()) return code;
+  code.commit = io::string_field(recorded, "commit");
+  if (auto dirty = recorded.find("dirty"); dirty != recorded.end()) {
+    code.dirty_text = dirty->is_string() ? dirty->get<std::string>() : dirty->dump();
+  }
+  return code;
+}
 
 json run_environment() {
   const dnnl_version_t* dnnl = dnnl_version();

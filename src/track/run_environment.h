@@ -5,10 +5,23 @@
 // runs of one config on different machines or builds need not give the same bits.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include <nlohmann/json.hpp>
+
+#include "track/run_info.h"
 
 namespace kiln::track {
 
 nlohmann::json run_environment();
+
+// The code a run was built from, as its run.json's environment recorded it.
+struct RecordedCode {
+  std::string commit;      // "" when not recorded
+  std::string dirty_text;  // the "dirty" value as text ("true", "false"), "" when absent
+  bool dirty() const { return dirty_text == "true"; }
+};
+RecordedCode recorded_code(const RunInfo& info);
 
 }  // namespace kiln::track

@@ -4,7 +4,10 @@
 
 #include <cstdint>
 
+#include <functional>
+
 #include "data/batch.h"
+#include "train/batches.h"
 #include "train/train_savepoint.h"
 #include "train/train_step.h"
 
@@ -26,6 +29,12 @@ struct EvalResult {
   double loss = 0;
   double accuracy = 0;
 };
+
+// Each batch of `batches` (epoch 0, in order) as the model takes it, with the host batch it
+// came from (its labels, and how many of its rows are real examples): what an evaluation
+// walks, in the trainer, at export and in `kiln verify`.
+void for_each_batch(const data::BatchAssembler& batches, DType input_dtype,
+                    const std::function<void(const Batch& batch, const data::HostBatch& host)>& fn);
 
 // Every batch of `batches` through `eval`; the loss is the mean over labels (a language
 // model predicts one per token).

@@ -14,6 +14,7 @@
 #include "io/json_fields.h"
 #include "kiln/error.h"
 #include "track/metrics_line.h"
+#include "track/run_environment.h"
 #include "train/run_directory.h"
 #include "train/run_identity.h"
 
@@ -34,17 +35,9 @@ std::map<std::string, std::string> identity_tags(const track::RunInfo& info) {
   tag("host", info.host);
   if (info.seed) tag("seed", std::to_string(*info.seed));
   if (info.identity) tag("data_sha256", info.identity->data_sha256);
-  // The code's commit, from the environment section (track/run_environment.h).
-  std::optional<json> environment = io::parse_json_if_valid(info.section("environment"));
-  if (environment && environment->is_object() && environment->contains("code")) {
-    const json& code = (*environment)["code"];
-    if (code.is_object()) {
-      tag("code_commit", io::string_field(code, "commit"));
-      if (auto dirty = code.find("dirty"); dirty != code.end()) {
-        tags["code_dirty"] = dirty->is_string() ? dirty->get<std::string>() : dirty->dump();
-      }
-    }
-  }
+  track::RecordedCode code = track::recorded_code(info);
+  tag("code_commit", code.commit);
+  tag("code_dirty", code.dirty_text);
   return tags;
 }
 
