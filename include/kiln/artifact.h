@@ -37,6 +37,16 @@ struct TensorSignature {
   std::vector<int64_t> shape;  // shape[0] is the batch: the program runs batches of it
 };
 
+// How the training data's CSV file was laid out, for a model trained on CSV records:
+// `kiln predict` reads a CSV file of records the same way.
+struct CsvLayout {
+  // The feature columns in the model's order: by name, or by position ("0", "1", ...) in a
+  // file without a header. Other columns of a file (the label) are ignored.
+  std::vector<std::string> feature_columns;
+  bool header = true;
+  int64_t skip_lines = 0;  // lines before the header or the first record
+};
+
 struct Manifest {
   int64_t format_version = kFormatVersion;
   std::string name;
@@ -49,6 +59,7 @@ struct Manifest {
   std::string normalize;
   DType raw_dtype = DType::f32;    // the dtype the training data came in
   std::vector<int64_t> raw_shape;  // one raw record's shape (an image's [28, 28])
+  std::optional<CsvLayout> csv;    // the training data was a CSV file laid out so
   // The program's inputs, in order: the weights file's tensor names ("params/dense_1/kernel",
   // "state/...", "constants/0") and last "input".
   std::vector<std::string> program_inputs;

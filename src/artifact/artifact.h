@@ -13,6 +13,8 @@ namespace kiln::artifact {
 // The model card: derived from the model, its run and its evaluation, so listed (and
 // checked) among the files but not part of the content hash that names the model.
 inline constexpr const char* kModelCard = "MODEL_CARD.md";
+// The ONNX translation of the program, when exported with --onnx (onnx_export.h).
+inline constexpr const char* kOnnxModel = "model.onnx";
 
 // The SHA-256 of an artifact's content: of "<file> <sha256>\n" for each file but the
 // manifest and the model card, in name order. Two exports of the same model, config and

@@ -14,6 +14,7 @@
 
 #include "artifact/artifact.h"
 #include "artifact/model_card.h"
+#include "artifact/onnx_export.h"
 #include "data/batch.h"
 #include "io/atomic_file.h"
 #include "io/bounded_read.h"
@@ -49,6 +50,7 @@ struct Inference {
 };
 
 struct Exported {
+  std::shared_ptr<const Program> program;
   std::string program_text;
   NamedArrays weights;  // the program's inputs but the last, then the preprocessing
   std::vector<std::string> program_inputs;
@@ -61,6 +63,7 @@ Exported trace_inference(const Inference& inference, const nn::Variables& variab
       make_program(inference, variables.params, variables.state, zeros(input.shape, input.dtype));
   const Program& program = *traced.program;
   Exported out;
+  out.program = traced.program;
   out.program_text = print_program(program);
   for (const char* part : {"params", "state"}) {
     const Tree& tree = std::string_view(part) == "params" ? variables.params : variables.state;
@@ -79,6 +82,22 @@ Exported trace_inference(const Inference& inference, const nn::Variables& variab
   }
   out.output = program.aval(program.outputs.at(0));
   return out;
+}
+
+// The inference program in ONNX, with the weights (not the preprocessing) as initializers.
+std::string onnx_of(const Exported& exported, const std::string& name, const track::RunInfo& info) {
+  OnnxGraph graph;
+  graph.name = name;
+  graph.doc = fmt::format(
+      "{} exported by kiln {} from run {}: the inference program of "
+      "program.txt; inputs are preprocessed as manifest.json says",
+      name, kVersion, info.key());
+  const size_t weights = exported.program_inputs.size() - 1;
+  for (size_t i = 0; i < weights; ++i) {
+    graph.weight_names.push_back(exported.program_inputs[i]);
+    graph.weights.push_back(exported.weights.at(i).second);
+  }
+  return onnx_model(*exported.program, graph);
 }
 
 // The preprocessing of the training data, as arrays: [1] each, or per element in the
@@ -162,8 +181,8 @@ std::string next_version(const std::vector<std::pair<SemVer, fs::path>>& version
 }
 
 Manifest describe(const track::RunInfo& info, const fs::path& run_dir, const std::string& name,
-                  const data::Dataset& dataset, const AbstractValue& input,
-                  const Exported& exported) {
+                  const train::DataConfig& data_config, const data::Dataset& dataset,
+                  const AbstractValue& input, const Exported& exported) {
   Manifest m;
   m.name = name;
   m.input = {input.dtype,
@@ -173,6 +192,9 @@ Manifest describe(const track::RunInfo& info, const fs::path& run_dir, const std
   m.normalize = dataset.input_dtype == DType::i32 ? "none" : dataset.normalize;
   m.raw_dtype = dataset.input_dtype == DType::i32 ? DType::i32 : dataset.train.features.dtype;
   m.raw_shape = dataset.record_shape;
+  if (data_config.dataset == "csv") {
+    m.csv = CsvLayout{dataset.feature_columns, data_config.header, data_config.skip_lines};
+  }
   m.program_inputs = exported.program_inputs;
   m.run = info.key();
   m.run_dir = fs::weakly_canonical(run_dir).string();
@@ -233,16 +255,19 @@ ExportResult export_run(const fs::path& run_dir, const ExportOptions& options) {
     io::write_file_atomically(staging / "config.toml", config_toml);
     save_safetensors(staging / "weights.safetensors", exported.weights,
                      {{"format", "kiln artifact weights"}});
-    Manifest manifest = describe(info, run_dir, name, data.dataset, input, exported);
+    std::vector<std::string> files = {"config.toml", "program.txt", "weights.safetensors"};
+    if (options.onnx) {
+      io::write_file_atomically(staging / kOnnxModel, onnx_of(exported, name, info));
+      files.push_back(kOnnxModel);
+    }
+    Manifest manifest = describe(info, run_dir, name, config.data, data.dataset, input, exported);
     if (options.checkpoint) {
       // Not the run's final weights: their hash and test accuracy are not this model's.
       manifest.checkpoint_step = options.checkpoint;
       manifest.params_sha256.clear();
       manifest.test_accuracy.reset();
     }
-    for (const char* file : {"config.toml", "program.txt", "weights.safetensors"}) {
-      manifest.files[file] = io::sha256_file(staging / file);
-    }
+    for (const std::string& file : files) manifest.files[file] = io::sha256_file(staging / file);
     manifest.content_sha256 = content_hash(manifest.files);
     std::vector<std::pair<SemVer, fs::path>> versions = existing_versions(name_dir);
     for (const auto& [version, dir] : versions) {

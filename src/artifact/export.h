@@ -28,6 +28,9 @@ struct ExportOptions {
   // Export the weights of this savepoint of the run (which need not have completed)
   // instead of its final weights.
   std::optional<int64_t> checkpoint;
+  // Also write model.onnx, the inference program translated to ONNX (onnx_export.h); it is
+  // one of the model's files, so it is hashed and part of the content that names the version.
+  bool onnx = false;
 };
 
 struct ExportResult {

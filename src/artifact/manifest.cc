@@ -108,6 +108,11 @@ std::string manifest_text(const Manifest& m) {
         {"kernels", m.kernels},
         {"kiln_version", m.kiln_version}}},
   };
+  if (m.csv) {
+    out["preprocessing"]["csv"] = {{"feature_columns", m.csv->feature_columns},
+                                   {"header", m.csv->header},
+                                   {"skip_lines", m.csv->skip_lines}};
+  }
   if (m.test_accuracy) out["source"]["test_accuracy"] = *m.test_accuracy;
   if (m.checkpoint_step) out["source"]["checkpoint_step"] = *m.checkpoint_step;
   out["source"]["code"] = {{"commit", m.code_commit}, {"dirty", m.code_dirty}};
@@ -135,6 +140,12 @@ Manifest parse_manifest(std::string_view text, const std::string& where) {
   m.normalize = preprocessing.text("normalize");
   m.raw_dtype = preprocessing.dtype("raw_dtype");
   m.raw_shape = preprocessing.dims("raw_shape");
+  if (preprocessing.raw().contains("csv")) {
+    Fields csv = preprocessing.object("csv");
+    m.csv = CsvLayout{csv.texts("feature_columns"),
+                      csv.at("header", &json::is_boolean, "true or false").get<bool>(),
+                      csv.integer("skip_lines")};
+  }
   m.program_inputs = fields.texts("program_inputs");
   Fields files = fields.object("files");
   for (const auto& [file, sha] : files.raw().items()) {

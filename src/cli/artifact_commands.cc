@@ -10,10 +10,10 @@
 
 #include "artifact/artifact.h"
 #include "artifact/export.h"
+#include "artifact/records.h"
 #include "artifact/verify.h"
 #include "cli/commands.h"
 #include "cli/output.h"
-#include "data/idx.h"
 #include "data/npy.h"
 #include "kiln/ops.h"
 
@@ -45,24 +45,9 @@ struct PredictCommandOptions {
   std::string output;  // the outputs as .npy; empty: print the classes
 };
 
-// Records from a .npy file, or an IDX file (plain or .gz, as the MNIST sets come).
-data::RawArray read_records(const std::string& path) {
-  std::string name = std::filesystem::path(path).filename().string();
-  if (name.find(".idx") == std::string::npos && name.find("-idx") == std::string::npos) {
-    return data::read_npy(path);
-  }
-  data::IdxArray idx = data::read_idx(path);
-  data::RawArray raw;
-  raw.dtype = DType::u8;
-  raw.shape = idx.dims;
-  raw.bytes = std::move(idx.values);
-  raw.file = path;
-  return raw;
-}
-
 int run_predict(const PredictCommandOptions& options) {
   artifact::Artifact model = artifact::Artifact::load(options.artifact);
-  data::RawArray raw = read_records(options.input);
+  data::RawArray raw = artifact::read_records(options.input, model.manifest());
   std::vector<int64_t> shape = raw.shape;
   Array x = from_host_bytes(raw.bytes.data(),
                             AbstractValue(Shape{std::span<const int64_t>(shape)}, raw.dtype),
@@ -172,11 +157,13 @@ Runner add_export_command(CLI::App& app) {
       "manifest.json (signature, file hashes, the run, config, data and kiln it came from).\n"
       "The artifact is loaded back alone and run on the run's evaluation set before it is\n"
       "moved into place: its outputs must equal the trainer's bit for bit. The version is\n"
-      "<semver>+<content hash>; exporting the same content again writes nothing. See\n"
-      "docs/artifacts.md.\n"
+      "<semver>+<content hash>; exporting the same content again writes nothing. With --onnx\n"
+      "the artifact also holds model.onnx, which takes the same preprocessed input batch.\n"
+      "See docs/artifacts.md.\n"
       "Examples:\n"
       "  kiln export runs/fashion_mnist_mlp/RUN\n"
-      "  kiln export runs/fashion_mnist_mlp/RUN --name fashion_classifier --artifacts /srv/models");
+      "  kiln export runs/fashion_mnist_mlp/RUN --name fashion_classifier --artifacts /srv/models\n"
+      "  kiln export runs/fashion_mnist_cnn/RUN --onnx");
   auto options = std::make_shared<ExportCommandOptions>();
   command->add_option("RUN", options->run, "The run directory (<runs_dir>/<experiment>/<run-id>)")
       ->required()
@@ -190,6 +177,10 @@ Runner add_export_command(CLI::App& app) {
   command->add_option("--checkpoint", options->export_options.checkpoint,
                       "Export the weights of the run's savepoint of this step (the run need not "
                       "have completed) instead of its final weights");
+  command->add_flag("--onnx", options->export_options.onnx,
+                    "Also write model.onnx: the inference program in ONNX (opset 17), checked "
+                    "by ONNX's checker; a program with a primitive it cannot translate is "
+                    "refused by name");
   return [options] { return run_export(*options); };
 }
 
@@ -201,7 +192,8 @@ Runner add_predict_command(CLI::App& app) {
       "parsed and verified), preprocesses the records as the training data was, runs the\n"
       "program and prints the predicted class of each record, one per line. INPUT is a .npy\n"
       "or IDX file of records in the training data's dtype and shape, e.g. u8 [n,28,28]\n"
-      "images;\n"
+      "images, or for a model trained on a CSV file a .csv file laid out like it (the same\n"
+      "header and feature columns; other columns such as the label are ignored);\n"
       "--output writes the outputs themselves as .npy.\n"
       "Example:\n"
       "  kiln predict artifacts/fashion_mnist_mlp/1.0.0+0123456789ab images.npy");
@@ -211,8 +203,8 @@ Runner add_predict_command(CLI::App& app) {
       ->check(CLI::ExistingDirectory);
   command
       ->add_option("INPUT", options->input,
-                   "Records to predict: a .npy file, or an IDX file (.idx, -idx..., plain or "
-                   ".gz)")
+                   "Records to predict: a .npy file, an IDX file (.idx, -idx..., plain or "
+                   ".gz), or a .csv file laid out like the model's training data")
       ->required()
       ->check(CLI::ExistingFile);
   command->add_option("-o,--output", options->output,

@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <iterator>
 #include <limits>
@@ -204,6 +205,45 @@ std::vector<double> numeric_column(const CsvTable& table, size_t column, const C
     values[row] = value;
   }
   return values;
+}
+
+RawArray read_csv_records(const std::filesystem::path& path, const CsvOptions& options,
+                          const std::vector<std::string>& columns) {
+  CsvTable table = read_csv(path, options);
+  if (!table.malformed.empty()) {
+    const CsvMalformedRow& row = table.malformed.front();
+    fail(
+        kUnknownSite,
+        fmt::format("'{}' line {} (record {}): {}{}", table.file, row.line, row.record, row.problem,
+                    table.malformed.size() > 1
+                        ? fmt::format(" (and {} more malformed rows)", table.malformed.size() - 1)
+                        : ""),
+        "every record needs the header's number of fields");
+  }
+  const size_t rows = table.rows.size();
+  std::vector<double> values(rows * columns.size());
+  for (size_t c = 0; c < columns.size(); ++c) {
+    size_t column = table.column(columns[c]);
+    std::vector<CsvCellProblem> problems;
+    std::vector<double> cells = numeric_column(table, column, options, problems);
+    if (!problems.empty()) {
+      const CsvCellProblem& problem = problems.front();
+      fail(kUnknownSite,
+           fmt::format(
+               "'{}' line {} (record {}), column '{}': {}", table.file, table.lines[problem.row],
+               table.records[problem.row], columns[c],
+               problem.missing ? "no value" : fmt::format("'{}' is not a number", problem.text)),
+           "a record to predict on needs a number in every feature column");
+    }
+    for (size_t row = 0; row < rows; ++row) values[row * columns.size() + c] = cells[row];
+  }
+  RawArray records;
+  records.dtype = DType::f64;
+  records.shape = {static_cast<int64_t>(rows), static_cast<int64_t>(columns.size())};
+  records.bytes.resize(values.size() * sizeof(double));
+  std::memcpy(records.bytes.data(), values.data(), records.bytes.size());
+  records.file = table.file;
+  return records;
 }
 
 }  // namespace kiln::data

@@ -10,6 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "data/raw_array.h"
+
 namespace kiln::data {
 
 struct CsvOptions {
@@ -59,5 +61,13 @@ CsvTable read_csv(const std::filesystem::path& path, const CsvOptions& options =
 // `problems`).
 std::vector<double> numeric_column(const CsvTable& table, size_t column, const CsvOptions& options,
                                    std::vector<CsvCellProblem>& problems);
+
+// The named numeric `columns` of the CSV file at `path`, as f64 records [rows, columns]:
+// records laid out like a model's training data, to predict on. Other columns (a label)
+// are ignored. An unknown column, a malformed row, or a cell that is missing or not a
+// number is a kiln::Error naming the file, line and column: a prediction is never made
+// from a guessed value.
+RawArray read_csv_records(const std::filesystem::path& path, const CsvOptions& options,
+                          const std::vector<std::string>& columns);
 
 }  // namespace kiln::data

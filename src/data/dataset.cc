@@ -40,6 +40,7 @@ struct RawSplit {
   std::vector<std::tuple<Rule, int64_t, std::string>> read_problems;
   // The file's record index of each of the split's records (empty: the same).
   std::vector<int64_t> source_records;
+  std::vector<std::string> feature_columns;  // csv: the columns read, in order
 };
 
 void keep_first(RawArray& array, int64_t limit) {
@@ -104,6 +105,7 @@ RawSplit csv_split(const CsvTable& table, const std::vector<int64_t>& members,
     for (const std::string& name : spec.feature_columns) columns.push_back(table.column(name));
   }
   RawSplit split;
+  for (size_t column : columns) split.feature_columns.push_back(table.columns[column]);
   auto count = static_cast<int64_t>(members.size());
   // Position of each file record in the split (-1: not in it).
   int64_t total = static_cast<int64_t>(table.rows.size() + table.malformed.size());
@@ -515,6 +517,7 @@ Dataset load_dataset(const DatasetSpec& given, ViolationPolicy policy) {
   }
   const std::vector<int64_t>& shape = dataset.train.features.shape;
   dataset.record_shape.assign(shape.begin() + 1, shape.end());
+  dataset.feature_columns = raw.first.feature_columns;
   for (const auto& [role, path] : source_files(spec)) {
     dataset.files.push_back({role, path, io::sha256_file(path)});
   }

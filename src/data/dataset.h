@@ -66,6 +66,9 @@ struct Dataset {
   Split test;
   int64_t num_classes = 0;
   std::vector<int64_t> record_shape;  // features per record
+  // csv: the columns the features were read from, in the model's order (by name, or by
+  // position "0", "1", ... in a file without a header).
+  std::vector<std::string> feature_columns;
   // What the model receives: f32 features, or i32 token ids (text, tokens).
   DType input_dtype = DType::f32;
   std::vector<float> scale{1.0f};

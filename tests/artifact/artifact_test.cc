@@ -13,11 +13,13 @@
 #include "artifact/artifact.h"
 #include "artifact/export.h"
 #include "artifact/model_card.h"
+#include "artifact/onnx_export.h"
 #include "artifact/verify.h"
 #include "io/bounded_read.h"
 #include "io/sha256.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
+#include "kiln/tracing.h"
 #include "support/arrays.h"
 #include "support/errors.h"
 #include "track/run_info.h"
@@ -330,6 +332,58 @@ TEST_F(Artifacts, OnlyACompletedRunIsExported) {
       },
       {"is failed: only a completed run has final weights to export"}));
   EXPECT_FALSE(fs::exists(*root_ / "other" / "tiny")) << "nothing written";
+}
+
+TEST_F(Artifacts, AnOnnxExportHoldsModelOnnxAmongItsCheckedFiles) {
+  ExportOptions options{"tiny", *root_ / "with_onnx"};
+  options.onnx = true;
+  ExportResult with_onnx = export_run(*run_, options);
+  ASSERT_FALSE(with_onnx.already_exported);
+  EXPECT_EQ(with_onnx.parity_examples, 250);
+  Artifact model = Artifact::load(with_onnx.dir);
+  ASSERT_TRUE(model.manifest().files.count(kOnnxModel));
+  // model.onnx is content: another version than the export without it.
+  EXPECT_NE(model.manifest().content_sha256, Artifact::load(first_->dir).manifest().content_sha256);
+  // The translation is deterministic: the same checkpoint again is the same bytes.
+  EXPECT_TRUE(export_run(*run_, options).already_exported);
+  options.artifacts_dir = *root_ / "with_onnx_again";
+  ExportResult again = export_run(*run_, options);
+  EXPECT_EQ(io::sha256_file(again.dir / kOnnxModel), io::sha256_file(with_onnx.dir / kOnnxModel));
+  EXPECT_EQ(again.version, with_onnx.version);
+  {
+    std::fstream onnx(with_onnx.dir / kOnnxModel, std::ios::in | std::ios::out | std::ios::binary);
+    onnx.seekp(-1, std::ios::end);
+    onnx.put('\x01');
+  }
+  EXPECT_TRUE(fails_with([&] { Artifact::load(with_onnx.dir); },
+                         {"the SHA-256 of model.onnx is", "changed after export"}));
+}
+
+TEST(OnnxExport, APrimitiveWithoutATranslationIsRefusedByName) {
+  TracedProgram inverse = make_program([](const Array& x) { return erf_inv(x); }, zeros({3}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        onnx_model(*inverse.program, {"inverse", "", {}, {}});
+      },
+      {"ONNX export: erf_inv f32[3] has no ONNX translation",
+       "the exporter translates abs, add,"}));
+  // Integer division rounds differently across frameworks: refused, not guessed.
+  TracedProgram halves = make_program([](const Array& x) { return x / full({}, 2, DType::i32); },
+                                      zeros({4}, DType::i32));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        onnx_model(*halves.program, {"halves", "", {}, {}});
+      },
+      {"div", "only floating-point operands are translated"}));
+  // A weight for each program input but the last.
+  TracedProgram sum_of =
+      make_program([](const Array& w, const Array& x) { return w + x; }, zeros({2}), zeros({2}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        onnx_model(*sum_of.program, {"sum", "", {}, {}});
+      },
+      {"the program takes 2 inputs and gives 1 outputs"}));
+  EXPECT_NO_THROW(onnx_model(*sum_of.program, {"sum", "", {"w"}, {zeros({2})}}));
 }
 
 }  // namespace

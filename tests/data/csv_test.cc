@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 
 #include "data/csv.h"
@@ -88,6 +89,39 @@ TEST(ReadCsv, SkipsLinesAndNamesHeaderlessColumnsByPosition) {
   options.skip_lines = 10;
   EXPECT_TRUE(
       fails_with([&] { read_csv(path, options); }, {"s.csv", "is empty; expected records"}));
+}
+
+TEST(ReadCsvRecords, PicksTheNamedColumnsInTheirOrderAsF64Records) {
+  ScratchDir dir;
+  auto path = write_text(dir, "r.csv", "label,b,a\n0,2.5,-1\n1,+3,1e2\n");
+  RawArray records = read_csv_records(path, {}, {"a", "b"});
+  EXPECT_EQ(records.dtype, DType::f64);
+  EXPECT_THAT(records.shape, ElementsAre(2, 2));
+  std::vector<double> values(4);
+  std::memcpy(values.data(), records.bytes.data(), records.bytes.size());
+  EXPECT_THAT(values, ElementsAre(-1, 2.5, 100, 3));
+  CsvOptions headerless;
+  headerless.header = false;
+  headerless.skip_lines = 1;
+  RawArray by_position = read_csv_records(path, headerless, {"1"});
+  EXPECT_THAT(by_position.shape, ElementsAre(2, 1));
+}
+
+TEST(ReadCsvRecords, RefusesWhatItWouldHaveToGuess) {
+  ScratchDir dir;
+  auto missing = write_text(dir, "m.csv", "a,b\n1,2\n3,\n");
+  EXPECT_TRUE(fails_with(
+      [&] {
+        read_csv_records(missing, {}, {"a", "b"});
+      },
+      {"m.csv' line 3 (record 1), column 'b': no value"}));
+  auto text = write_text(dir, "t.csv", "a,b\n1,two\n");
+  EXPECT_TRUE(fails_with([&] { read_csv_records(text, {}, {"b"}); },
+                         {"line 2 (record 0), column 'b': 'two' is not a number"}));
+  auto ragged = write_text(dir, "g.csv", "a,b\n1,2\n3\n4,5,6\n");
+  EXPECT_TRUE(fails_with([&] { read_csv_records(ragged, {}, {"a"}); },
+                         {"g.csv' line 3 (record 1)", "and 1 more malformed rows"}));
+  EXPECT_TRUE(fails_with([&] { read_csv_records(missing, {}, {"c"}); }, {"no column 'c'"}));
 }
 
 TEST(ReadCsv, StopsAtFilesItCannotRead) {

@@ -126,6 +126,9 @@ def main():
     # The artifact_manifest target's seed: a manifest as `kiln export` writes one.
     artifact = fresh("artifact_manifest")
     shutil.copy(ROOT / "tests" / "artifact" / "manifest_seed.json", artifact / "manifest.json")
+    # ...and one of a model trained on a CSV file, with its layout.
+    shutil.copy(ROOT / "tests" / "artifact" / "manifest_csv_seed.json",
+                artifact / "manifest_csv.json")
     for target in sorted(p.name for p in CORPUS.iterdir()):
         files = list((CORPUS / target).iterdir())
         print(f"{target}: {len(files)} seeds, {sum(f.stat().st_size for f in files)} bytes")
