@@ -14,12 +14,12 @@
 
 namespace kiln::train {
 
-void agree_on_identity(const nlohmann::json& identity) {
-  std::vector<std::string> every = dist::all_gather("run identity", identity.dump());
-  nlohmann::json first = nlohmann::json::parse(every[0]);
+void agree_on_identity(const RunIdentity& identity) {
+  std::vector<std::string> every = dist::all_gather("run identity", identity_json_text(identity));
+  RunIdentity first = parse_identity(every[0]);
   std::string problems;
   for (size_t r = 1; r < every.size(); ++r) {
-    for (const std::string& change : identity_differences(first, nlohmann::json::parse(every[r]))) {
+    for (const std::string& change : identity_differences(first, parse_identity(every[r]))) {
       problems += fmt::format("\n  rank {}: {}", r, change);
     }
   }

@@ -7,15 +7,14 @@
 #include <string>
 #include <string_view>
 
-#include <nlohmann/json.hpp>
-
 #include "kiln/tree.h"
+#include "train/run_identity.h"
 
 namespace kiln::train {
 
 // Fails on every rank, naming each rank whose identity (run_identity) differs from rank
 // 0's and how ("rank 1: config train.epochs: 2 -> 3"), before anything is written.
-void agree_on_identity(const nlohmann::json& identity);
+void agree_on_identity(const RunIdentity& identity);
 
 // Rank 0's `text` on every rank (the others' own is ignored).
 std::string from_rank_zero(std::string_view what, const std::string& text);

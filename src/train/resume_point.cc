@@ -29,22 +29,15 @@ void refuse_changes(const fs::path& run_dir, const ResumePoint& point) {
       "anyway (recorded in run.json)");
 }
 
+// The identity a savepoint was written under (its manifest's "identity").
+RunIdentity saved_identity(const savepoint::Loaded& loaded) {
+  return parse_identity(loaded.manifest.value("identity", nlohmann::json::object()).dump());
+}
+
 }  // namespace
 
-track::RunIdentityRecord identity_record(const nlohmann::json& identity) {
-  return {identity["config_sha256"].get<std::string>(), identity["data_sha256"].get<std::string>(),
-          identity["kernels"].get<std::string>(), kKilnVersion};
-}
-
-nlohmann::json identity_json(const track::RunIdentityRecord& identity) {
-  return {{"config_sha256", identity.config_sha256},
-          {"data_sha256", identity.data_sha256},
-          {"kernels", identity.kernels},
-          {"kiln_version", identity.kiln_version}};
-}
-
 ResumePoint find_resume_point(const fs::path& run_dir, const track::RunInfo& info,
-                              const nlohmann::json& identity, const TrainState& like,
+                              const RunIdentity& identity, const TrainState& like,
                               const RunKeys& keys_like, int64_t batch_size, bool allow_changed) {
   fs::path dir = run_dir / "savepoints";
   ResumePoint point;
@@ -58,8 +51,7 @@ ResumePoint find_resume_point(const fs::path& run_dir, const track::RunInfo& inf
       fail(kUnknownSite, fmt::format("it is a savepoint of run {}, not of this run ({})",
                                      candidate.run_id, info.run_id));
     }
-    if (!identity_differences(candidate.manifest.value("identity", nlohmann::json()), identity)
-             .empty()) {
+    if (!identity_differences(saved_identity(candidate), identity).empty()) {
       return;
     }
     point.restored = restore(candidate, like, keys_like);
@@ -71,10 +63,10 @@ ResumePoint find_resume_point(const fs::path& run_dir, const track::RunInfo& inf
       // Every one damaged (listed in `skipped`): start again from the config.
     }
   }
-  nlohmann::json saved_identity = point.loaded    ? point.loaded->manifest["identity"]
-                                  : info.identity ? identity_json(*info.identity)
-                                                  : nlohmann::json();
-  point.changes = identity_differences(saved_identity, identity);
+  RunIdentity saved = point.loaded    ? saved_identity(*point.loaded)
+                      : info.identity ? RunIdentity::from_record(*info.identity)
+                                      : RunIdentity();
+  point.changes = identity_differences(saved, identity);
   if (!point.loaded && !info.identity) point.changes.clear();  // older run.json
   if (!point.changes.empty() && !allow_changed) refuse_changes(run_dir, point);
   if (point.loaded) {

@@ -8,10 +8,9 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "io/savepoint.h"
 #include "track/run_info.h"
+#include "train/run_identity.h"
 #include "train/train_savepoint.h"
 
 namespace kiln::train {
@@ -28,15 +27,11 @@ struct ResumePoint {
 // compared is the chosen savepoint's, else run.json's (`info`). A difference is an error
 // naming each, unless `allow_changed`; a savepoint saved with another batch size is one.
 ResumePoint find_resume_point(const std::filesystem::path& run_dir, const track::RunInfo& info,
-                              const nlohmann::json& identity, const TrainState& like,
+                              const RunIdentity& identity, const TrainState& like,
                               const RunKeys& keys_like, int64_t batch_size, bool allow_changed);
 
 // The record of this resume in run.json (its environment, what it continues from).
 track::ResumeRecord resume_record(const std::filesystem::path& run_dir, const track::RunInfo& info,
                                   const ResumePoint& point);
-
-// run.json's identity as run_identity.h makes it, and back.
-track::RunIdentityRecord identity_record(const nlohmann::json& identity);
-nlohmann::json identity_json(const track::RunIdentityRecord& identity);
 
 }  // namespace kiln::train

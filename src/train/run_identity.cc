@@ -6,7 +6,9 @@
 #include <sstream>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include "io/json_text.h"
 #include "io/sha256.h"
 
 namespace kiln::train {
@@ -57,24 +59,44 @@ std::map<std::string, std::string> config_keys(const std::string& toml) {
   return keys;
 }
 
-json run_identity(const std::string& resolved_config, const std::string& data_sha256,
-                  const std::string& kernels) {
-  return {{"config", resolved_config},
-          {"config_sha256", io::sha256_hex(resolved_config)},
-          {"data_sha256", data_sha256},
-          {"kiln_version", kKilnVersion},
-          {"kernels", kernels}};
+track::RunIdentityRecord RunIdentity::record() const {
+  return {config_sha256, data_sha256, kernels, kiln_version};
 }
 
-std::vector<std::string> identity_differences(const json& saved, const json& now) {
-  std::vector<std::string> differences;
-  auto text = [](const json& identity, const char* key) {
-    return identity.contains(key) && identity[key].is_string() ? identity[key].get<std::string>()
-                                                               : std::string("(none)");
+RunIdentity RunIdentity::from_record(const track::RunIdentityRecord& record) {
+  return {"", record.config_sha256, record.data_sha256, record.kiln_version, record.kernels};
+}
+
+RunIdentity run_identity(const std::string& resolved_config, const std::string& data_sha256,
+                         const std::string& kernels) {
+  return {resolved_config, io::sha256_hex(resolved_config), data_sha256, kKilnVersion, kernels};
+}
+
+std::string identity_json_text(const RunIdentity& identity) {
+  return io::json_text(json{{"config", identity.config},
+                            {"config_sha256", identity.config_sha256},
+                            {"data_sha256", identity.data_sha256},
+                            {"kiln_version", identity.kiln_version},
+                            {"kernels", identity.kernels}});
+}
+
+RunIdentity parse_identity(std::string_view json_text) {
+  json object = json::parse(json_text, nullptr, false);
+  auto text = [&](const char* key) {
+    return object.is_object() && object.contains(key) && object[key].is_string()
+               ? object[key].get<std::string>()
+               : std::string();
   };
-  if (text(saved, "config_sha256") != text(now, "config_sha256")) {
-    auto before = config_keys(text(saved, "config"));
-    auto after = config_keys(text(now, "config"));
+  return {text("config"), text("config_sha256"), text("data_sha256"), text("kiln_version"),
+          text("kernels")};
+}
+
+std::vector<std::string> identity_differences(const RunIdentity& saved, const RunIdentity& now) {
+  std::vector<std::string> differences;
+  auto shown = [](const std::string& value) { return value.empty() ? "(none)" : value; };
+  if (saved.config_sha256 != now.config_sha256) {
+    auto before = config_keys(saved.config);
+    auto after = config_keys(now.config);
     std::set<std::string> names;
     for (const auto& [name, value] : before) names.insert(name);
     for (const auto& [name, value] : after) names.insert(name);
@@ -89,9 +111,14 @@ std::vector<std::string> identity_differences(const json& saved, const json& now
     }
     if (differences.empty()) differences.push_back("config: the resolved text differs");
   }
-  for (const char* key : {"data_sha256", "kiln_version", "kernels"}) {
-    if (text(saved, key) != text(now, key)) {
-      differences.push_back(fmt::format("{}: {} -> {}", key, text(saved, key), text(now, key)));
+  const std::pair<const char*, std::string RunIdentity::*> fields[] = {
+      {"data_sha256", &RunIdentity::data_sha256},
+      {"kiln_version", &RunIdentity::kiln_version},
+      {"kernels", &RunIdentity::kernels}};
+  for (const auto& [key, field] : fields) {
+    if (saved.*field != now.*field) {
+      differences.push_back(
+          fmt::format("{}: {} -> {}", key, shown(saved.*field), shown(now.*field)));
     }
   }
   return differences;

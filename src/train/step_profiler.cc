@@ -4,8 +4,10 @@
 #include <charconv>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "base/trace_events.h"
+#include "io/json_text.h"
 #include "jit/compiled_shard_map.h"
 #include "kiln/device.h"
 #include "kiln/error.h"
@@ -131,10 +133,12 @@ void StepProfiler::after_step(int64_t step_number, const TrainState& state,
         {{"kiln_trace_steps", {window_->first, window_->last}}, {"executable", executable.name()}},
         "kiln train");
     trace_json["file"] = trace_path_.filename().string();
+    trace_written_ = true;
   }
-  report_ = {{"roofline", roofline.to_json()},
-             {"memory", profile::memory_report_json(estimate, observed_peak, allocator)},
-             {"trace", std::move(trace_json)}};
+  sections_ = {
+      {"roofline", io::json_text(roofline.to_json())},
+      {"memory", io::json_text(profile::memory_report_json(estimate, observed_peak, allocator))},
+      {"trace", io::json_text(trace_json)}};
 }
 
 }  // namespace kiln::train

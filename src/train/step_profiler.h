@@ -12,10 +12,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "kiln/device.h"
 #include "train/train_step.h"
@@ -54,9 +53,12 @@ class StepProfiler {
   void after_step(int64_t step_number, const TrainState& state,
                   const std::function<Compiled()>& compiled);
 
-  bool done() const { return !report_.is_null(); }
-  // {"roofline": ..., "memory": ..., "trace": ...} once the window has run, else null.
-  const nlohmann::json& report() const { return report_; }
+  bool done() const { return !sections_.empty(); }
+  // run.json's sections "roofline", "memory" and "trace" (each as JSON text) once the
+  // window has run, else none.
+  const std::map<std::string, std::string>& sections() const { return sections_; }
+  // Whether the window's trace was written (to the trace path).
+  bool trace_written() const { return trace_written_; }
   std::optional<StepRange> window() const { return window_; }
 
  private:
@@ -67,7 +69,8 @@ class StepProfiler {
   double window_start_s_ = 0;
   MemoryStats stats_at_start_;
   int64_t dispatch_start_ns_ = 0;
-  nlohmann::json report_;
+  std::map<std::string, std::string> sections_;
+  bool trace_written_ = false;
 };
 
 }  // namespace kiln::train

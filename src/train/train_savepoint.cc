@@ -42,7 +42,7 @@ int64_t integer_at(const savepoint::Loaded& loaded, const json& parent, const ch
 }  // namespace
 
 savepoint::Snapshot take_snapshot(const TrainState& state, const RunKeys& keys,
-                                  const SavedCounters& counters, const json& identity) {
+                                  const SavedCounters& counters, const RunIdentity& identity) {
   savepoint::Snapshot snapshot;
   snapshot.step = counters.step;
   Tree rng = Tree::dict({{"data", keys.data}, {"dropout", keys.dropout}});
@@ -51,7 +51,7 @@ savepoint::Snapshot take_snapshot(const TrainState& state, const RunKeys& keys,
                     {"opt_state", savepoint::copy_tree("opt_state", state.opt_state)},
                     {"rng", savepoint::copy_tree("rng", rng)}};
   snapshot.state = counters_json(counters);
-  snapshot.identity = identity;
+  snapshot.identity = json::parse(identity_json_text(identity));
   return snapshot;
 }
 

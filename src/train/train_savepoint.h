@@ -7,10 +7,9 @@
 #include <cstdint>
 #include <filesystem>
 
-#include <nlohmann/json.hpp>
-
 #include "io/savepoint.h"
 #include "kiln/array.h"
+#include "train/run_identity.h"
 #include "train/train_step.h"
 
 namespace kiln::train {
@@ -45,7 +44,7 @@ struct RunKeys {
 // Queues private copies of the state's arrays (savepoint::copy_tree); does not wait for
 // the step that produces them.
 savepoint::Snapshot take_snapshot(const TrainState& state, const RunKeys& keys,
-                                  const SavedCounters& counters, const nlohmann::json& identity);
+                                  const SavedCounters& counters, const RunIdentity& identity);
 
 struct Restored {
   TrainState state;

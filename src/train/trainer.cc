@@ -197,7 +197,7 @@ class Run {
   std::vector<double> data_wait_seconds_;  // per step, from the second on
   std::deque<double> recent_rates_;        // samples/s of the latest steps
   // Savepoints.
-  nlohmann::json identity_;
+  RunIdentity identity_;
   RunKeys keys_;
   int64_t start_step_ = 0;
   DataPosition start_position_;  // where the first epoch of this process starts
@@ -265,7 +265,7 @@ void Run::start_run_directory() {
   // Settings outside the config that change the weights' bits.
   info.kernels = configured_kernels();
   info.kiln_version = kKilnVersion;
-  info.identity = identity_record(identity_);
+  info.identity = identity_.record();
   set_section(info, "config_file", c.source);
   set_section(info, "dataset", dataset);
   set_section(info, "parameters", nn::parameter_count(state_.params));
@@ -278,7 +278,7 @@ void Run::start_run_directory() {
     return;
   }
   run_.emplace(RunDirectory::create(c.experiment.runs_dir, c.experiment.name, resolved,
-                                    identity_["config_sha256"].get<std::string>(), info));
+                                    identity_.config_sha256, info));
   from_rank_zero("run directory", run_->path().string());
   tracking_.emplace(c.tracking, c.experiment.runs_dir);
   for (const fs::path& crashed : run_->crashed_runs()) tracking_->other_run_changed(crashed);
@@ -597,18 +597,17 @@ nlohmann::json Run::timing_report(const JitStats& stats, double loop_seconds,
 
 void Run::record_profile() {
   profiled_ = true;
-  for (const auto& [key, value] : profiler_->report().items())
-    set_section(run_->info(), key, value);
+  for (const auto& [key, text] : profiler_->sections()) run_->info().sections[key] = text;
   // Written now: when run.json cannot grow (a full disk), the profile is dropped rather
   // than left in the record, where it would keep every later rewrite, the final status
   // among them, from fitting.
   try {
     run_->write_info();
   } catch (const std::exception& error) {
-    for (const auto& [key, value] : profiler_->report().items()) run_->info().sections.erase(key);
+    for (const auto& [key, text] : profiler_->sections()) run_->info().sections.erase(key);
     progress_->message(std::string("warning: the profile is not in run.json: ") + error.what());
   }
-  if (options_.trace_steps && !profiler_->report()["trace"]["file"].is_null()) {
+  if (options_.trace_steps && profiler_->trace_written()) {
     progress_->message(fmt::format("trace of steps {}-{}: {} (open it in ui.perfetto.dev)",
                                    options_.trace_steps->first, options_.trace_steps->last,
                                    (run_->path() / "trace.json").string()));
@@ -771,8 +770,8 @@ void Run::reopen_run_directory() {
   track::RunInfo info = resume_->info;
   info.sections.erase("resumes");  // damaged (not a list of resumes): started again
   info.resumes.push_back(resume_record(resume_->run_dir, info, point));
-  info.config_sha256 = identity_["config_sha256"].get<std::string>();
-  info.identity = identity_record(identity_);
+  info.config_sha256 = identity_.config_sha256;
+  info.identity = identity_.record();
   agree_on_resume_step();
   if (!writes_) {
     run_.emplace(RunDirectory::follower(resume_->run_dir, info, metrics_lines));
