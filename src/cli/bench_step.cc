@@ -35,6 +35,10 @@ std::string timing_text(const json& timing) {
                    timing["compiles"].get<int64_t>() == 1 ? "" : "s"));
   line("time to first step",
        fmt::format("{:.3f} s after process start", timing["first_step_seconds"].get<double>()));
+  // Where that time went, phase by phase.
+  for (const json& phase : timing["startup"]) {
+    text += fmt::format("  {:<26} {:.3f} s\n", phase[0].get<std::string>(), phase[1].get<double>());
+  }
   const json& step = timing["step_ms"];
   line("steady-state step",
        fmt::format("median {:.3f} ms (p10 {:.3f}, p90 {:.3f}) over {} steps",
@@ -68,10 +72,12 @@ int bench_step(const BenchStepOptions& options) {
   overrides.push_back(fmt::format("experiment.runs_dir=\"{}\"", runs_dir.string()));
   overrides.push_back("tracking.catalog=false");
   overrides.push_back("tracking.tensorboard=false");
+  double started_age = process_age_seconds();
   train::TrainConfig config = train::load_config(options.config, overrides);
   train::TrainOptions train_options;
   train_options.quiet = true;
   train_options.process_start_age_seconds = process_age_seconds();
+  train_options.config_seconds = train_options.process_start_age_seconds - started_age;
   train::TrainSummary summary = train::train(config, train_options);
   json timing = json::parse(track::read_run_info(summary.run_dir).section("timing"));
   if (options.json) {

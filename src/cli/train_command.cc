@@ -79,11 +79,14 @@ void print_summary(const train::TrainSummary& summary) {
   train::print_best_effort(stdout, text);
 }
 
+// `started_age`: the process's age on entering the command; the config was loaded since.
 train::TrainOptions train_options(const TrainCommandOptions& options, double started_age) {
   train::TrainOptions train_options;
+  double now_age = process_age_seconds();
+  train_options.config_seconds = std::max(0.0, now_age - started_age);
   train_options.interactive = !options.no_progress && isatty(STDERR_FILENO) != 0;
   train_options.quiet = options.quiet;
-  train_options.process_start_age_seconds = started_age;
+  train_options.process_start_age_seconds = std::max(now_age, started_age);
   train_options.stop_signal = &stop_signal;
   if (!options.trace_steps.empty()) {
     train_options.trace_steps = train::parse_step_range(options.trace_steps);

@@ -61,6 +61,15 @@ struct SourceFile {
   std::string sha256;
 };
 
+// Where load_dataset's time went (the startup breakdown of run.json's timing).
+struct DatasetLoadTimes {
+  double read_seconds = 0;    // reading (and decompressing) both splits
+  double checks_seconds = 0;  // the contracts and the records they drop
+  // Waiting for the source files' SHA-256 once the rest was done (they are hashed while
+  // the splits are read).
+  double identity_seconds = 0;
+};
+
 struct Dataset {
   Split train;
   Split test;
@@ -80,6 +89,7 @@ struct Dataset {
   int64_t dropped_test = 0;
   std::vector<SourceFile> files;
   std::string identity;  // hex SHA-256
+  DatasetLoadTimes load_times;
 
   // For run.json: identity, files, contracts' outcome, drops.
   nlohmann::json to_json() const;

@@ -46,6 +46,7 @@
 #include "train/run_directory.h"
 #include "train/run_identity.h"
 #include "train/run_tracking.h"
+#include "train/startup_times.h"
 #include "train/train_savepoint.h"
 #include "train/train_step.h"
 
@@ -71,6 +72,13 @@ std::vector<bool> host_bools(const Array& flags) {
 // display.
 void set_section(track::RunInfo& info, const std::string& name, const nlohmann::json& value) {
   info.sections[name] = io::json_text(value);
+}
+
+// The startup breakdown as [[phase, seconds], ...], in order.
+nlohmann::json startup_json(const StartupTimes& startup) {
+  nlohmann::json phases = nlohmann::json::array();
+  for (const auto& [name, seconds] : startup.phases()) phases.push_back({name, seconds});
+  return phases;
 }
 
 // A step whose metrics are still on the device.
@@ -125,7 +133,11 @@ struct ResumePlan {
 class Run {
  public:
   Run(const TrainConfig& config, const TrainOptions& options, const ResumePlan* resume = nullptr)
-      : config_(config), options_(options), resume_(resume), start_(Clock::now()) {}
+      : config_(config),
+        options_(options),
+        resume_(resume),
+        start_(Clock::now()),
+        startup_(options.process_start_age_seconds, options.config_seconds) {}
 
   TrainSummary execute();
 
@@ -185,6 +197,7 @@ class Run {
   std::optional<RunDirectory> run_;
   std::optional<Progress> progress_;
   std::optional<StepProfiler> profiler_;
+  StartupTimes startup_;
   std::vector<std::string> param_paths_;
   std::vector<size_t> backward_order_;
   TrainState state_;
@@ -229,6 +242,10 @@ void Run::prepare() {
   Array augment_key = random::fold_in(root, 3);
   data_.emplace(c, augment_key);
   const data::Dataset& dataset = data_->dataset;
+  startup_.add_part("data_read", dataset.load_times.read_seconds);
+  startup_.add_part("data_checks", dataset.load_times.checks_seconds);
+  startup_.add_part("data_identity", dataset.load_times.identity_seconds);
+  startup_.end_phase("data_setup");
   total_steps_ = planned_steps(c.train, dataset.train.size(), data_->train->batches_per_epoch());
 
   model_.emplace(build_model(c.model));
@@ -251,6 +268,7 @@ void Run::prepare() {
   agree_on_identity(identity_);
   for (const auto& [path, leaf] : state_.params.leaves_with_paths()) param_paths_.push_back(path);
   backward_order_ = backward_order(param_paths_);
+  startup_.end_phase("model");
 }
 
 void Run::start_run_directory() {
@@ -312,6 +330,7 @@ TrainSummary Run::execute() {
     profiler_.emplace(writes_ ? options_.trace_steps : std::optional<StepRange>(), 0, total_steps_);
     start_run_directory();
   }
+  startup_.end_phase("run_directory");
   profiler_->set_trace_path(run_->path() / "trace.json");
   start_savepoints();
   Progress::Mode mode = options_.quiet || !writes_ ? Progress::Mode::kSilent
@@ -582,6 +601,7 @@ nlohmann::json Run::timing_report(const JitStats& stats, double loop_seconds,
           {"state_bytes_per_device", most_state_bytes_on_a_device(state_)},
           {"compiles", stats.compiles},
           {"first_step_seconds", summary_.first_step_seconds},
+          {"startup", startup_json(startup_)},
           {"steady_steps", static_cast<int64_t>(step_seconds_.size())},
           {"step_ms",
            {{"median", 1e3 * median_s}, {"p10", 1e3 * steps.p10_s}, {"p90", 1e3 * steps.p90_s}}},
@@ -881,6 +901,7 @@ void Run::time_step(const PendingStep& pending) {
     // Synchronizations are counted from here: the first step's include its compilation's
     // reads of constants.
     syncs_after_first_step_ = host_syncs_on_this_thread();
+    startup_.end_phase("first_step");  // dispatch, compilation and the step itself
     eval_syncs_ = 0;
     savepoint_syncs_ = 0;
   }

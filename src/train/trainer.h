@@ -24,6 +24,7 @@ struct TrainOptions {
   bool interactive = false;              // draw a progress bar (stderr is a terminal)
   bool quiet = false;                    // no progress lines and no config echo (tests)
   double process_start_age_seconds = 0;  // how long the process ran before train() began
+  double config_seconds = 0;             // of which loading the config (the startup breakdown)
   // Polled between steps: once non-zero (a signal handler stores the signal's number) the
   // run finishes the step in flight, records its metrics, marks itself "interrupted" and
   // throws InterruptedError. nullptr: never.

@@ -111,6 +111,18 @@ TEST(RunTracking, RunJsonHoldsTheTimingReport) {
     EXPECT_EQ(param["devices"], param["requested"]) << param.dump();
     EXPECT_TRUE(param["ok"].get<bool>());
   }
+  // The time to the first step, phase by phase in order, adding up to the whole.
+  std::vector<std::string> phases;
+  double total = 0;
+  for (const nlohmann::json& phase : timing["startup"]) {
+    phases.push_back(phase[0].get<std::string>());
+    EXPECT_GE(phase[1].get<double>(), 0) << phase.dump();
+    total += phase[1].get<double>();
+  }
+  EXPECT_THAT(phases, ::testing::ElementsAre("process_start", "config", "data_read", "data_checks",
+                                             "data_identity", "data_setup", "model",
+                                             "run_directory", "first_step"));
+  EXPECT_NEAR(total, timing["first_step_seconds"].get<double>(), 1e-3);
   fs::remove_all(runs);
 }
 
