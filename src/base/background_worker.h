@@ -3,6 +3,7 @@
 // and the thread hands the handler everything queued at once, so that one write, one
 // transaction or one request covers many items. What the owners need besides the queue:
 // - a batching window: the first item waits that long for company (a timer-driven writer);
+//   hurry() ends it for an item that should not wait (a run to open on a server);
 // - flush(): returns once everything queued before it is handled (a reader needs the file);
 // - a bounded queue: push() waits while `capacity` items are queued or in the handler's
 //   hands (a savepoint writer holds at most one extra copy of the model's state);
@@ -12,7 +13,8 @@
 //   server that is down) says how much, and the rest is handed over again, still ahead of
 //   newer items, after the delay it asks for;
 // - drain(deadline): on shutdown, handles what is left while the deadline allows, then stops
-//   and gives back what was not handled, for the owner to report.
+//   and gives back what was not handled, for the owner to report; an owner whose handler
+//   can be cut short (a request in flight) says how, so as not to wait for it.
 #pragma once
 
 #include <algorithm>
@@ -96,6 +98,17 @@ class BackgroundWorker {
     rethrow_failure();
   }
 
+  // Ends the batching window under way, or else the next one: what is queued goes to the
+  // handler as soon as it is free. Never waits; the handler may call it too, so that the
+  // batch it leaves for a retry waits for the delay alone, not for company as well.
+  void hurry() {
+    {
+      std::lock_guard lock(mutex_);
+      hurried_ = true;
+    }
+    wake_.notify_one();
+  }
+
   // Whether anything is queued or being handled.
   bool busy() const {
     std::lock_guard lock(mutex_);
@@ -105,14 +118,19 @@ class BackgroundWorker {
   // Ends the batching windows, waits until everything queued is handled or `deadline` has
   // passed, and stops the thread once its batch in hand (if any) is done. Returns what was
   // not handled, in order; later pushes are dropped. Unthrown errors are dropped too: an
-  // owner that cares flush()es first.
-  std::vector<Item> drain(std::optional<Clock::time_point> deadline = std::nullopt) {
+  // owner that cares flush()es first. If the deadline passes first, `interrupt` (when
+  // given) is called, without the worker's lock, before waiting for the batch in hand: it
+  // tells the handler to give up (a request cancelled), so that drain() need not wait out
+  // a handler that may take long.
+  std::vector<Item> drain(std::optional<Clock::time_point> deadline = std::nullopt,
+                          const std::function<void()>& interrupt = {}) {
     if (!thread_.joinable()) return {};
     std::unique_lock lock(mutex_);
     draining_ = true;
     wake_.notify_one();
+    bool done = true;
     if (deadline) {
-      changed_.wait_until(lock, *deadline, [&] { return idle(); });
+      done = changed_.wait_until(lock, *deadline, [&] { return idle(); });
     } else {
       changed_.wait(lock, [&] { return idle(); });
     }
@@ -120,6 +138,7 @@ class BackgroundWorker {
     lock.unlock();
     wake_.notify_one();
     changed_.notify_all();  // producers waiting for room
+    if (!done && interrupt) interrupt();
     thread_.join();
     lock.lock();
     std::vector<Item> left(std::make_move_iterator(queue_.begin()),
@@ -143,11 +162,12 @@ class BackgroundWorker {
       if (stopping_) return;  // drain() takes what is left
       if (options_.batch_window.count() > 0) {
         wake_.wait_for(lock, options_.batch_window, [&] {
-          return stopping_ || draining_ || flushes_waiting_ > 0 ||
+          return stopping_ || draining_ || hurried_ || flushes_waiting_ > 0 ||
                  queue_.size() >= options_.batch_ready;
         });
         if (stopping_) return;
       }
+      hurried_ = false;
       std::vector<Item> batch(std::make_move_iterator(queue_.begin()),
                               std::make_move_iterator(queue_.end()));
       queue_.clear();
@@ -186,6 +206,7 @@ class BackgroundWorker {
   size_t in_flight_ = 0;        // the items of the batch in the handler's hands
   std::exception_ptr failure_;  // the handler's error, not yet thrown
   int flushes_waiting_ = 0;
+  bool hurried_ = false;  // the next batch skips its window
   bool draining_ = false;
   bool stopping_ = false;
   std::thread thread_;  // last: starts once the members it uses exist

@@ -4,16 +4,15 @@
 #include <atomic>
 #include <cctype>
 #include <cmath>
-#include <condition_variable>
-#include <deque>
 #include <mutex>
 #include <optional>
-#include <thread>
+#include <span>
 #include <variant>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/background_worker.h"
 #include "track/mlflow_client.h"
 
 namespace kiln::track {
@@ -150,14 +149,26 @@ struct RunPlace {
   std::string artifact_uri;                  // for the message when there is no proxy path
 };
 
-// One thing for the sender to do, taken from the shared state under the lock and then
-// performed without it.
+// What the sender's worker queues, in the order it is sent: the run's opening, its records
+// as they were logged, and the closing, which only finish() queues.
+using Work = std::variant<Opening, Record, Closing>;
+
+MlflowCounts record_counts(std::span<const Work> work) {
+  MlflowCounts counts;
+  for (const Work& item : work) {
+    if (const auto* record = std::get_if<Record>(&item)) count(counts, *record);
+  }
+  return counts;
+}
+
+// One call to make, taken from the front of the worker's batch under the lock and then made
+// without it.
 struct Step {
-  enum class Kind { kIdle, kOpen, kSend, kClose, kDone } kind = Kind::kIdle;
+  enum class Kind { kOpen, kSend, kClose } kind = Kind::kSend;
   Opening opening;
   Closing closing;
   RunPlace place;
-  std::vector<Record> batch;
+  std::span<const Work> records;  // kSend: records of one kind, still in the batch
 };
 
 struct Outcome {
@@ -165,10 +176,18 @@ struct Outcome {
   RunPlace place;  // what an opening found
 };
 
-// The sender the mirror and push_run_to_mlflow share: a queue of records, the run's state and its
-// counts behind one mutex, and run(), which sends until everything is sent, the deadline
-// passes, the server proves unusable or the owner stops it. run() is the only user of the
-// client, so network calls happen outside the lock.
+// What the handler made of the front of its batch.
+struct Turn {
+  size_t handled = 0;
+  bool again = false;  // the front stays, and is tried again after `delay`
+  std::chrono::milliseconds delay{0};
+};
+
+// The sender the mirror and push_run_to_mlflow share: the run's state and its counts behind
+// one mutex, and a BackgroundWorker whose handler makes the calls, one at a time from the
+// front of its batch, until everything is sent, the deadline passes, the server proves
+// unusable or the owner stops it. The handler is the only user of the client, so network
+// calls happen outside the lock.
 class Courier {
  public:
   Courier(const MlflowOptions& options, size_t max_queued)
@@ -176,27 +195,37 @@ class Courier {
         max_queued_(max_queued),
         client_(options.uri, options.request_timeout, &cancel_),
         backoff_(options.retry.first_delay) {}
+  // Stops at once, whatever is queued, unless finish() has returned.
+  ~Courier();
+  Courier(const Courier&) = delete;
+  Courier& operator=(const Courier&) = delete;
 
+  // Starts the worker's thread; throws if it cannot.
+  void start();
+  // Bounds every call from now on, and the wait of finish().
+  void set_deadline(Clock::time_point deadline, std::chrono::seconds budget);
   void open(Opening opening);
   // `bounded`: subject to the queue's limit (the run's own start tags are not).
   void enqueue(Record record, bool bounded = true);
-  void close(Closing closing, Clock::time_point deadline, std::chrono::seconds budget);
-  void run() noexcept;
-  bool wait_done_until(Clock::time_point deadline);
-  void abandon();
+  // Queues the closing, sends until done or the deadline set before, and reports.
+  MlflowReport finish(Closing closing);
   void fail(std::string problem);
-  MlflowReport report() const;
 
  private:
-  void loop();
-  void wait_for_work(std::unique_lock<std::mutex>& lock);
+  void abandon();
+  Clock::time_point close(Closing closing);
+  BatchProgress handle(std::vector<Work>& batch) noexcept;
+  Turn take_turn(std::span<Work> rest);
+  bool go_on(size_t remaining) const;
   bool stopping() const;
-  Step next_step();
-  void take_batch(Step& step);
+  Step next_step(std::span<const Work> rest);
+  size_t take_records(std::span<const Work> rest);
+  size_t give_up(std::span<const Work> rest);
   bool apply(const Step& step, const Outcome& outcome);
-  void back_off(std::unique_lock<std::mutex>& lock);
+  std::chrono::milliseconds back_off();
   void note(std::string problem);
   std::string summary(const MlflowCounts& unsent) const;
+  MlflowReport report() const;  // under the lock
 
   Outcome perform(const Step& step, MlflowDeadline deadline);
   Outcome open_run(const Opening& opening, MlflowDeadline deadline);
@@ -209,37 +238,63 @@ class Courier {
   const MlflowOptions options_;
   const size_t max_queued_;
   std::atomic<bool> cancel_{false};  // read by curl's progress callback during a request
-  MlflowClient client_;              // run()'s alone
+  MlflowClient client_;              // the handler's alone
 
   mutable std::mutex mutex_;
-  std::condition_variable changed_;
-  std::deque<Record> queue_;
-  std::optional<Opening> opening_;
-  std::optional<Closing> closing_;
+  // Records logged before start_run, queued behind the opening when it comes.
+  std::vector<Work> waiting_;
+  size_t queued_ = 0;   // records waiting or queued, not counting those of the call in hand
+  size_t in_call_ = 0;  // the records of the call in hand, kept across its retries
   MlflowDeadline deadline_;
   std::chrono::seconds budget_{0};
+  bool started_ = false;
+  std::optional<Closing> closing_;
   bool opened_ = false;
-  bool close_tried_ = false;
   bool closed_ = false;
   bool stop_ = false;
   bool fatal_ = false;
-  bool done_ = false;
   RunPlace place_;
   std::string last_failure_;  // the latest failure worth retrying, cleared by a success
   std::vector<std::string> problems_;
   MlflowCounts sent_, in_flight_, dropped_, rejected_;
-  MlflowCounts abandoned_;  // logged after sending had stopped for good
+  MlflowCounts abandoned_;  // given up once sending had stopped for good
+  MlflowCounts unsent_;     // left queued or waiting when finish() stopped the worker
   std::chrono::milliseconds backoff_;
+  std::optional<BackgroundWorker<Work>> worker_;  // last: its thread uses the members above
 };
+
+Courier::~Courier() {
+  abandon();
+  if (worker_) worker_->drain(Clock::now());
+}
+
+void Courier::start() {
+  // Records gather into batches while training runs; a full call's worth goes at once. No
+  // capacity: enqueue() bounds the queue itself, dropping rather than making a producer wait.
+  worker_.emplace([this](std::vector<Work>& batch) { return handle(batch); },
+                  BackgroundWorkerOptions{.batch_window = options_.flush_interval,
+                                          .batch_ready = kMetricsPerBatch});
+}
+
+void Courier::set_deadline(Clock::time_point deadline, std::chrono::seconds budget) {
+  std::lock_guard lock(mutex_);
+  deadline_ = deadline;
+  budget_ = budget;
+}
 
 void Courier::open(Opening opening) {
   std::lock_guard lock(mutex_);
-  if (opening_) {
+  if (started_) {
     note("start_run was called twice: the second call was ignored");
     return;
   }
-  opening_ = std::move(opening);
-  changed_.notify_all();
+  started_ = true;
+  if (fatal_ || closing_ || stop_) return;  // what waits is reported unsent
+  worker_->push(std::move(opening));
+  for (Work& record : waiting_) worker_->push(std::move(record));
+  waiting_.clear();
+  // Everything else waits for the run, so the opening does not wait for company.
+  worker_->hurry();
 }
 
 void Courier::enqueue(Record record, bool bounded) {
@@ -253,33 +308,46 @@ void Courier::enqueue(Record record, bool bounded) {
     note("records logged after finish were dropped");
   } else if (fatal_) {
     count(abandoned_, record);  // nothing more will be sent: not worth queueing
-  } else if (bounded && queue_.size() >= max_queued_) {
+  } else if (bounded && queued_ >= max_queued_) {
+    // Dropped here rather than waited for: a producer must never wait on the network.
     count(dropped_, record);
   } else {
-    queue_.push_back(std::move(record));
-    // A full batch is worth sending before the flush interval is up.
-    if (queue_.size() == kMetricsPerBatch) changed_.notify_all();
+    ++queued_;
+    if (started_) {
+      worker_->push(std::move(record));
+    } else {
+      waiting_.emplace_back(std::move(record));
+    }
   }
 }
 
-void Courier::close(Closing closing, Clock::time_point deadline, std::chrono::seconds budget) {
+MlflowReport Courier::finish(Closing closing) {
+  Clock::time_point deadline = close(closing);
+  std::vector<Work> left;
+  if (worker_) {
+    // drain() stops the worker at the deadline; a request begun before the deadline was set
+    // may still be waiting on its own, longer timeout, and abandon() cuts it short.
+    left = worker_->drain(deadline, [this] { abandon(); });
+  }
   std::lock_guard lock(mutex_);
-  closing_ = closing;
-  deadline_ = deadline;
-  budget_ = budget;
-  changed_.notify_all();
+  unsent_ = record_counts(left) + record_counts(waiting_);
+  return report();
 }
 
-bool Courier::wait_done_until(Clock::time_point deadline) {
-  std::unique_lock lock(mutex_);
-  return changed_.wait_until(lock, deadline, [this] { return done_; });
+// Stops taking records and queues the closing behind the last of them; returns the
+// deadline.
+Clock::time_point Courier::close(Closing closing) {
+  std::lock_guard lock(mutex_);
+  closing_ = closing;
+  if (!started_ && !fatal_) note("start_run was never called: nothing was sent to MLflow");
+  if (started_ && !fatal_ && !stop_) worker_->push(closing);
+  return deadline_.value_or(Clock::now());
 }
 
 void Courier::abandon() {
   std::lock_guard lock(mutex_);
   stop_ = true;
   cancel_ = true;
-  changed_.notify_all();
 }
 
 void Courier::fail(std::string problem) {
@@ -294,93 +362,102 @@ void Courier::note(std::string problem) {
   problems_.push_back(std::move(problem));
 }
 
-void Courier::run() noexcept {
+// The worker's handler: calls one after another from the front of the batch, as long as the
+// rest is worth sending at once.
+BatchProgress Courier::handle(std::vector<Work>& batch) noexcept {
+  size_t done = 0;
   try {
-    loop();
+    while (done < batch.size()) {
+      Turn turn = take_turn(std::span(batch).subspan(done));
+      done += turn.handled;
+      if (turn.again) {
+        // A call to retry waits for its backoff alone: it was due already, and does not
+        // wait for company as well.
+        worker_->hurry();
+        return {done, turn.delay};
+      }
+      if (!go_on(batch.size() - done)) break;
+    }
   } catch (const std::exception& e) {
     fail(fmt::format("the MLflow sender stopped: {}", e.what()));
   } catch (...) {
     fail("the MLflow sender stopped on an unknown error");
   }
-  std::lock_guard lock(mutex_);
-  done_ = true;
-  changed_.notify_all();
+  // After a failure, what is left is given up on the next turn.
+  return {done};
 }
 
-void Courier::loop() {
+// Makes the call that the work at the front of `rest` needs, or gives the work up.
+Turn Courier::take_turn(std::span<Work> rest) {
   std::unique_lock lock(mutex_);
-  std::optional<Step> pending;  // kept across retries of the same call
-  while (true) {
-    if (!pending) wait_for_work(lock);
-    if (stopping()) return;
-    if (!pending) pending = next_step();
-    if (pending->kind == Step::Kind::kDone) return;
-    if (pending->kind == Step::Kind::kIdle) {
-      pending.reset();
-      continue;
-    }
-    MlflowDeadline deadline = deadline_;
-    lock.unlock();
-    Outcome outcome = perform(*pending, deadline);
-    lock.lock();
-    if (apply(*pending, outcome)) {
-      back_off(lock);
-    } else {
-      pending.reset();
-    }
-  }
+  if (fatal_) return {give_up(rest)};
+  // drain() is about to stop the worker and report what is left: the wait ends then.
+  if (stopping()) return {0, true, std::chrono::seconds(1)};
+  Step step = next_step(rest);
+  MlflowDeadline deadline = deadline_;
+  lock.unlock();
+  Outcome outcome = perform(step, deadline);
+  lock.lock();
+  if (apply(step, outcome)) return {0, true, back_off()};
+  return {step.kind == Step::Kind::kSend ? step.records.size() : 1};
 }
 
-// Lets records gather into batches while training runs; once finishing, sends at once.
-void Courier::wait_for_work(std::unique_lock<std::mutex>& lock) {
-  auto urgent = [this] {
-    return stop_ || closing_ || (!opened_ && opening_) || queue_.size() >= kMetricsPerBatch;
-  };
-  if (!urgent()) changed_.wait_for(lock, options_.flush_interval, urgent);
+// Whether the rest of a batch goes at once: when the run is finishing or the rest fills a
+// call. Otherwise it waits for the batching window, with what is logged meanwhile.
+bool Courier::go_on(size_t remaining) const {
+  std::lock_guard lock(mutex_);
+  return closing_ || fatal_ || remaining >= kMetricsPerBatch;
 }
 
 bool Courier::stopping() const {
   return stop_ || fatal_ || (deadline_ && Clock::now() >= *deadline_);
 }
 
-Step Courier::next_step() {
+Step Courier::next_step(std::span<const Work> rest) {
   Step step;
-  if (!opened_) {
-    if (opening_) {
-      step.kind = Step::Kind::kOpen;
-      step.opening = *opening_;
-    } else if (closing_) {
-      note("start_run was never called: nothing was sent to MLflow");
-      step.kind = Step::Kind::kDone;
-    }
-    return step;
-  }
   step.place = place_;
-  if (!queue_.empty()) {
-    take_batch(step);
-  } else if (closing_ && !close_tried_) {
+  if (const auto* opening = std::get_if<Opening>(&rest.front())) {
+    step.kind = Step::Kind::kOpen;
+    step.opening = *opening;
+  } else if (const auto* closing = std::get_if<Closing>(&rest.front())) {
     step.kind = Step::Kind::kClose;
-    step.closing = *closing_;
-  } else if (closing_) {
-    step.kind = Step::Kind::kDone;
+    step.closing = *closing;
+  } else {
+    step.kind = Step::Kind::kSend;
+    step.records = rest.first(take_records(rest));
   }
   return step;
 }
 
-// The longest run of records of one kind at the queue's front that one call can carry:
-// kinds are not mixed so that a record MLflow refuses costs only its own kind's batch.
-void Courier::take_batch(Step& step) {
-  size_t kind = queue_.front().index();
-  size_t limit = std::holds_alternative<MlflowMetric>(queue_.front())     ? kMetricsPerBatch
-                 : std::holds_alternative<MlflowArtifact>(queue_.front()) ? 1
-                                                                          : kParamsOrTagsPerBatch;
-  while (!queue_.empty() && queue_.front().index() == kind && step.batch.size() < limit) {
-    step.batch.push_back(std::move(queue_.front()));
-    queue_.pop_front();
+// How many records at the front one call carries: the longest run of one kind that fits,
+// since kinds are not mixed so that a record MLflow refuses costs only its own kind's batch.
+// A call being retried carries the same records again.
+size_t Courier::take_records(std::span<const Work> rest) {
+  if (in_call_ > 0) return in_call_;
+  const Record& first = std::get<Record>(rest.front());
+  size_t limit = std::holds_alternative<MlflowMetric>(first)     ? kMetricsPerBatch
+                 : std::holds_alternative<MlflowArtifact>(first) ? 1
+                                                                 : kParamsOrTagsPerBatch;
+  size_t n = 0;
+  while (n < rest.size() && n < limit) {
+    const auto* record = std::get_if<Record>(&rest[n]);
+    if (record == nullptr || record->index() != first.index()) break;
+    ++n;
   }
+  in_call_ = n;
+  queued_ -= n;
   in_flight_ = {};
-  count(in_flight_, step.batch.front(), static_cast<int64_t>(step.batch.size()));
-  step.kind = Step::Kind::kSend;
+  count(in_flight_, first, static_cast<int64_t>(n));
+  return n;
+}
+
+// Nothing more will be sent: `rest` is counted as unsent and taken off the queue, so that
+// finish() need not wait for it.
+size_t Courier::give_up(std::span<const Work> rest) {
+  abandoned_ = abandoned_ + record_counts(rest);
+  in_call_ = 0;
+  in_flight_ = {};
+  return rest.size();
 }
 
 // Records what a call did; returns whether to retry it.
@@ -394,12 +471,11 @@ bool Courier::apply(const Step& step, const Outcome& outcome) {
   }
   backoff_ = options_.retry.first_delay;
   if (result.ok()) last_failure_.clear();
+  bool ok = result.ok();
   if (result.outcome == MlflowCallOutcome::kFatal) {
     fatal_ = true;
-    note(result.message);
-    return false;
+    ok = false;
   }
-  bool ok = result.ok();
   switch (step.kind) {
     case Step::Kind::kOpen:
       // Without a run nothing else can go: a refused opening ends the session.
@@ -410,31 +486,29 @@ bool Courier::apply(const Step& step, const Outcome& outcome) {
     case Step::Kind::kSend:
       if (ok) {
         sent_ = sent_ + in_flight_;
+      } else if (fatal_) {
+        abandoned_ = abandoned_ + in_flight_;
       } else {
         rejected_ = rejected_ + in_flight_;
       }
       in_flight_ = {};
+      in_call_ = 0;
       break;
     case Step::Kind::kClose:
-      close_tried_ = true;
       closed_ = ok;
-      break;
-    default:
       break;
   }
   if (!ok) note(result.message);
   return false;
 }
 
-void Courier::back_off(std::unique_lock<std::mutex>& lock) {
-  auto retry_at = Clock::now() + backoff_;
+// The delay before a call is retried, which grows with each failure in a row.
+std::chrono::milliseconds Courier::back_off() {
+  std::chrono::milliseconds delay = backoff_;
   auto grown =
       std::chrono::duration_cast<std::chrono::milliseconds>(backoff_ * options_.retry.factor);
   backoff_ = std::clamp(grown, options_.retry.first_delay, options_.retry.max_delay);
-  // finish() sets the deadline and notifies, so the wait is recomputed when it comes.
-  while (!stopping() && Clock::now() < retry_at) {
-    changed_.wait_until(lock, deadline_ ? std::min(retry_at, *deadline_) : retry_at);
-  }
+  return delay;
 }
 
 Outcome Courier::perform(const Step& step, MlflowDeadline deadline) {
@@ -445,9 +519,8 @@ Outcome Courier::perform(const Step& step, MlflowDeadline deadline) {
       return {send_batch(step, deadline), {}};
     case Step::Kind::kClose:
       return {close_run(step, deadline), {}};
-    default:
-      return {};
   }
+  return {};
 }
 
 MlflowCallResult not_mlflow(const MlflowClient& client, const char* call, const char* field) {
@@ -521,9 +594,10 @@ Outcome Courier::open_run(const Opening& opening, MlflowDeadline deadline) {
   return outcome;
 }
 
-json key_values(const std::vector<Record>& batch) {
+json key_values(std::span<const Work> records) {
   json list = json::array();
-  for (const Record& record : batch) {
+  for (const Work& work : records) {
+    const Record& record = std::get<Record>(work);
     if (const auto* param = std::get_if<Param>(&record)) {
       list.push_back({{"key", param->key}, {"value", param->value}});
     } else if (const auto* tag = std::get_if<Tag>(&record)) {
@@ -534,22 +608,22 @@ json key_values(const std::vector<Record>& batch) {
 }
 
 MlflowCallResult Courier::send_batch(const Step& step, MlflowDeadline deadline) {
-  const Record& first = step.batch.front();
+  const Record& first = std::get<Record>(step.records.front());
   if (const auto* artifact = std::get_if<MlflowArtifact>(&first)) {
     return send_artifact(step.place, *artifact, deadline);
   }
   json body = {{"run_id", step.place.run_id}};
   if (std::holds_alternative<MlflowMetric>(first)) {
     json& metrics = body["metrics"] = json::array();
-    for (const Record& record : step.batch) {
-      const auto& metric = std::get<MlflowMetric>(record);
+    for (const Work& work : step.records) {
+      const auto& metric = std::get<MlflowMetric>(std::get<Record>(work));
       metrics.push_back({{"key", metric.key},
                          {"value", metric_value(metric.value)},
                          {"timestamp", metric.timestamp_ms},
                          {"step", metric.step}});
     }
   } else {
-    body[std::holds_alternative<Param>(first) ? "params" : "tags"] = key_values(step.batch);
+    body[std::holds_alternative<Param>(first) ? "params" : "tags"] = key_values(step.records);
   }
   return client_.post("runs/log-batch", body, deadline);
 }
@@ -577,12 +651,6 @@ MlflowCallResult Courier::close_run(const Step& step, MlflowDeadline deadline) {
   return client_.post("runs/update", body, deadline);
 }
 
-MlflowCounts queued_counts(const std::deque<Record>& queue) {
-  MlflowCounts counts;
-  for (const Record& record : queue) count(counts, record);
-  return counts;
-}
-
 // The last problem: what did not get to MLflow and, when known, why.
 std::string Courier::summary(const MlflowCounts& unsent) const {
   bool out_of_time = deadline_ && Clock::now() >= *deadline_;
@@ -607,10 +675,9 @@ std::string Courier::summary(const MlflowCounts& unsent) const {
 }
 
 MlflowReport Courier::report() const {
-  std::lock_guard lock(mutex_);
   MlflowReport report;
   report.sent = sent_;
-  report.unsent = queued_counts(queue_) + in_flight_ + abandoned_;
+  report.unsent = unsent_ + abandoned_;
   report.dropped = dropped_;
   report.rejected = rejected_;
   report.experiment_id = place_.experiment_id;
@@ -665,7 +732,6 @@ std::string MlflowCounts::describe() const {
 struct MlflowMirror::Impl {
   explicit Impl(const MlflowOptions& options) : courier(options, options.max_queued) {}
   Courier courier;
-  std::thread thread;
   std::mutex finish_mutex;  // one finish at a time; the first one's report is kept
   std::optional<MlflowReport> report;
 };
@@ -673,17 +739,14 @@ struct MlflowMirror::Impl {
 MlflowMirror::MlflowMirror(MlflowOptions options) {
   try {
     impl_ = std::make_unique<Impl>(options);
-    impl_->thread = std::thread([courier = &impl_->courier] { courier->run(); });
+    impl_->courier.start();
   } catch (const std::exception& e) {
     if (impl_) impl_->courier.fail(fmt::format("the MLflow mirror could not start: {}", e.what()));
   }
 }
 
-MlflowMirror::~MlflowMirror() {
-  if (!impl_) return;
-  impl_->courier.abandon();
-  if (impl_->thread.joinable()) impl_->thread.join();
-}
+// The courier stops at once unless finish() has stopped it.
+MlflowMirror::~MlflowMirror() = default;
 
 void MlflowMirror::start_run(std::string run_name, int64_t start_time_ms,
                              std::map<std::string, std::string> tags) noexcept {
@@ -740,14 +803,8 @@ MlflowReport MlflowMirror::finish(MlflowStatus status, int64_t end_time_ms,
   try {
     std::lock_guard lock(impl_->finish_mutex);
     if (impl_->report) return *impl_->report;
-    auto deadline = Clock::now() + max_wait;
-    impl_->courier.close({status, end_time_ms}, deadline, max_wait);
-    // The sender stops by itself at the deadline; a request begun before finish() may
-    // still be waiting on its own, longer timeout, and is cut short.
-    bool sending = impl_->thread.joinable();  // not if the thread could not start
-    if (sending && !impl_->courier.wait_done_until(deadline)) impl_->courier.abandon();
-    if (impl_->thread.joinable()) impl_->thread.join();
-    impl_->report = impl_->courier.report();
+    impl_->courier.set_deadline(Clock::now() + max_wait, max_wait);
+    impl_->report = impl_->courier.finish({status, end_time_ms});
     return *impl_->report;
   } catch (const std::exception&) {
     return failed_report("mirror");
@@ -758,14 +815,15 @@ MlflowReport push_run_to_mlflow(const MlflowOptions& options, const MlflowRunRec
                                 std::chrono::seconds max_wait) noexcept {
   try {
     Courier courier(options, SIZE_MAX);
+    courier.start();
+    // Set first, so that the deadline bounds every call, the opening's too.
+    courier.set_deadline(Clock::now() + max_wait, max_wait);
     courier.open({run.run_name, run.start_time_ms, run.mlflow_run_id});
     for (const auto& [key, value] : run.params) courier.enqueue(Param{key, value});
     for (const auto& [key, value] : run.tags) courier.enqueue(Tag{key, value});
     for (const MlflowMetric& metric : run.metrics) courier.enqueue(metric);
     for (const MlflowArtifact& artifact : run.artifacts) courier.enqueue(artifact);
-    courier.close({run.status, run.end_time_ms}, Clock::now() + max_wait, max_wait);
-    courier.run();
-    return courier.report();
+    return courier.finish({run.status, run.end_time_ms});
   } catch (const std::exception&) {
     return failed_report("push");
   }

@@ -1,8 +1,9 @@
 // The background worker behind the metrics, catalog and savepoint writers: items reach the
 // handler in order and in batches, flush() waits for the batch in hand, a handler's error
 // is thrown once on the producer's thread, a full queue makes push() wait, unhandled items
-// are retried ahead of newer ones, drain() gives up at its deadline and says what was left,
-// and destruction finishes the work in hand. Also run under TSan (.ci/run).
+// are retried ahead of newer ones, hurry() ends a batching window, drain() gives up at its
+// deadline (interrupting a handler still busy) and says what was left, and destruction
+// finishes the work in hand. Also run under TSan (.ci/run).
 #include "base/background_worker.h"
 
 #include <gtest/gtest.h>
@@ -281,6 +282,79 @@ TEST(BackgroundWorker, DrainEndsTheWindowAndHandlesEverythingBeforeItsDeadline) 
   for (int i = 1; i <= 3; ++i) worker.push(i);
   EXPECT_TRUE(worker.drain(Clock::now() + 60s).empty());
   EXPECT_EQ(log.items(), one_to(3));
+}
+
+TEST(BackgroundWorker, HurryEndsTheBatchingWindowOnce) {
+  std::atomic<int> handled{0};
+  BackgroundWorker<int> worker(
+      [&](std::vector<int>& batch) {
+        handled += static_cast<int>(batch.size());
+        return BatchProgress{batch.size()};
+      },
+      {.batch_window = std::chrono::minutes(10)});
+  worker.push(1);
+  worker.hurry();
+  auto deadline = Clock::now() + 60s;
+  while (handled < 1 && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(handled, 1);
+  worker.push(2);  // the next window is a whole one again
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(handled, 1);
+  EXPECT_TRUE(worker.busy());
+}
+
+TEST(BackgroundWorker, AHandlerThatHurriesItsRetryWaitsForTheDelayAlone) {
+  std::atomic<BackgroundWorker<int>*> self{nullptr};
+  std::vector<Clock::time_point> calls;  // the handler's alone until flush() returns
+  BatchLog log;
+  BackgroundWorker<int> worker(
+      [&](std::vector<int>& batch) {
+        calls.push_back(Clock::now());
+        if (calls.size() == 1) {
+          self.load()->hurry();
+          return BatchProgress{0, 20ms};
+        }
+        log.add(batch);
+        return BatchProgress{batch.size()};
+      },
+      {.batch_window = std::chrono::minutes(10)});
+  self = &worker;
+  worker.push(1);
+  worker.hurry();
+  auto deadline = Clock::now() + 60s;
+  while (log.items().empty() && Clock::now() < deadline) std::this_thread::sleep_for(1ms);
+  EXPECT_EQ(log.items(), std::vector<int>{1}) << "the retry waited for the window";
+  worker.flush();
+  ASSERT_EQ(calls.size(), 2u);
+  EXPECT_GE(calls[1] - calls[0], 20ms);
+}
+
+TEST(BackgroundWorker, DrainInterruptsAHandlerStillBusyAtItsDeadline) {
+  HandlerGate gate;
+  std::atomic<int> interrupts{0};
+  BackgroundWorker<int> worker([&](std::vector<int>&) {
+    gate.pass();  // as a request that would outlast the deadline unless cancelled
+    return BatchProgress{0};
+  });
+  worker.push(1);
+  worker.push(2);
+  gate.wait_for_handler();
+  auto start = Clock::now();
+  std::vector<int> left = worker.drain(start + 100ms, [&] {
+    ++interrupts;
+    gate.open();
+  });
+  EXPECT_EQ(left, (std::vector<int>{1, 2}));
+  EXPECT_EQ(interrupts, 1);
+  EXPECT_GE(Clock::now() - start, 100ms);
+}
+
+TEST(BackgroundWorker, DrainDoesNotInterruptAWorkerDoneInTime) {
+  std::atomic<int> interrupts{0};
+  BackgroundWorker<int> worker([](std::vector<int>& batch) { return BatchProgress{batch.size()}; });
+  worker.push(1);
+  EXPECT_TRUE(worker.drain(Clock::now() + 60s, [&] { ++interrupts; }).empty());
+  EXPECT_EQ(interrupts, 0);
 }
 
 TEST(BackgroundWorker, DestructionWhileBusyFinishesEverythingQueued) {
