@@ -9,7 +9,12 @@ kiln, then each peer, and each peer's ratio is taken against the kiln run of its
 
 Measures, for the MLP and the CNN:
   * the median train step of each process (train_step_bench vs the peers' scripts), and
-    peer / kiln per round (above 1: kiln is faster);
+    peer / kiln per round (above 1: kiln is faster), each labelled with the cores it really
+    used: the process's CPU time (user + system, from wait4) over its wall time, so that a
+    thread setting is not taken at its word (XLA's "one thread" flags leave it two);
+  * the same steps with every framework pinned to one core (taskset -c 0, one thread where
+    it has a setting): single-core efficiency side by side, and each framework's two-core
+    scaling (its free step time over its pinned one);
   * the MLP step against its roofline limit (train_step_bench --roofline);
   * process start to the first completed step (kiln train vs the peers' --t0);
   * peak resident memory of a 200-step training process (ru_maxrss from wait4).
@@ -24,6 +29,7 @@ Needs scripts/setup --bench (PyTorch 2 in .venv/bench; JAX is in .venv/peers).
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -35,12 +41,31 @@ JAX_PYTHON = os.path.join(ROOT, ".venv", "peers", "bin", "python")
 TORCH_PYTHON = os.path.join(ROOT, ".venv", "bench", "bin", "python")
 
 
-def run(command):
-    """Runs a command to completion; returns its stdout."""
-    process = subprocess.run(command, capture_output=True, cwd=ROOT)
+# The last measured process's CPU seconds (user + system) and wall seconds.
+LAST_USAGE = {"cpu": 0.0, "wall": 0.0}
+PINNED = ["taskset", "-c", "0"]
+
+
+def run(command, env=None):
+    """Runs a command to completion; returns its stdout. Its CPU time (the children's
+    rusage, which counts what the command's own children used too) and wall time go to
+    LAST_USAGE."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    process = subprocess.run(command, capture_output=True, cwd=ROOT,
+                             env=None if env is None else {**os.environ, **env})
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    LAST_USAGE["wall"] = time.monotonic() - start
+    LAST_USAGE["cpu"] = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if process.returncode != 0:
         sys.exit(f"failed ({process.returncode}): {' '.join(command)}\n{process.stderr.decode()}")
     return process.stdout.decode()
+
+
+def cores_used():
+    """The last process's CPU time over its wall time: the cores it kept busy on average
+    (start-up and compilation included)."""
+    return LAST_USAGE["cpu"] / LAST_USAGE["wall"] if LAST_USAGE["wall"] > 0 else 0.0
 
 
 def last_json(text):
@@ -69,8 +94,10 @@ class Peer:
         return [self.python, self.script, "--model", model, "--steps", str(steps), "--warmup",
                 str(warmup), "--threads", str(threads), "--json"] + self.extra
 
-    def step_ms(self, model, steps, threads=None):
-        return last_json(run(self.command(model, steps, threads=threads)))["median_step_ms"]
+    def step_ms(self, model, steps, threads=None, pinned=False):
+        """The median step; pinned: on core 0 alone, with one thread."""
+        command = self.command(model, steps, threads=1 if pinned else threads)
+        return last_json(run(PINNED + command if pinned else command))["median_step_ms"]
 
 
 def peers():
@@ -84,11 +111,14 @@ def peers():
             Peer("torch.compile", TORCH_PYTHON, torch_script, ["--compile"], [1, 2])]
 
 
-def kiln_step_ms(args, model, steps):
+def kiln_step_ms(args, model, steps, pinned=False):
+    """The median step; pinned: on core 0 alone, with one compute thread."""
     bench = os.path.join(args.build, "bench", "train_step_bench")
-    out = run([bench, "--config", f"examples/fashion_mnist_{model}.toml", "--steps", str(steps),
-               "--json"])
-    return last_json(out)["median_step_ms"]
+    command = [bench, "--config", f"examples/fashion_mnist_{model}.toml", "--steps", str(steps),
+               "--json"]
+    if pinned:
+        return last_json(run(PINNED + command, env={"KILN_COMPUTE_THREADS": "1"}))["median_step_ms"]
+    return last_json(run(command))["median_step_ms"]
 
 
 def compare_steps(args, model, all_peers):
@@ -100,23 +130,54 @@ def compare_steps(args, model, all_peers):
               f"{', '.join(f'{t} -> {ms:.2f} ms' for t, ms in tried.items())}; using {peer.threads}"
               f" (0: the library's own default)")
     kiln_ms, peer_ms, ratios = [], {p.name: [] for p in all_peers}, {p.name: [] for p in all_peers}
+    cores = {"kiln": []} | {p.name: [] for p in all_peers}
     for _ in range(args.rounds):
         k = kiln_step_ms(args, model, steps)
         kiln_ms.append(k)
+        cores["kiln"].append(cores_used())
         for peer in all_peers:
             ms = peer.step_ms(model, steps)
+            cores[peer.name].append(cores_used())
             peer_ms[peer.name].append(ms)
             ratios[peer.name].append(ms / k)
-    print(f"{model} step, kiln: {' '.join(f'{m:.2f}' for m in kiln_ms)} ms "
-          f"(median {statistics.median(kiln_ms):.2f})")
+    print(f"{model} step, kiln (used {statistics.median(cores['kiln']):.2f} cores): "
+          f"{' '.join(f'{m:.2f}' for m in kiln_ms)} ms (median {statistics.median(kiln_ms):.2f})")
     for peer in all_peers:
         r = ratios[peer.name]
-        print(f"{model} step, {peer.name} ({peer.threads} threads): "
+        print(f"{model} step, {peer.name} (threads setting {peer.threads}; used "
+              f"{statistics.median(cores[peer.name]):.2f} cores): "
               f"{' '.join(f'{m:.2f}' for m in peer_ms[peer.name])} ms; {peer.name}/kiln per round "
               f"{' '.join(f'{x:.2f}' for x in r)} (median {statistics.median(r):.2f}x)")
     fastest = min(all_peers, key=lambda p: statistics.median(peer_ms[p.name]))
     print(f"{model} step: fastest peer {fastest.name}, kiln {statistics.median(ratios[fastest.name]):.2f}x "
           f"faster (target 1.2x)")
+    return {"kiln": statistics.median(kiln_ms)} | {
+        p.name: statistics.median(peer_ms[p.name]) for p in all_peers}
+
+
+def compare_pinned(args, model, all_peers, free_ms):
+    """Every framework on core 0 alone with one thread, rounds alternating as above: the
+    single-core comparison, and each one's two-core scaling (free step / pinned step)."""
+    steps = args.steps if model == "mlp" else max(args.steps // 2, 10)
+    kiln_ms, peer_ms = [], {p.name: [] for p in all_peers}
+    ratios = {p.name: [] for p in all_peers}
+    for _ in range(args.rounds):
+        k = kiln_step_ms(args, model, steps, pinned=True)
+        kiln_ms.append(k)
+        for peer in all_peers:
+            ms = peer.step_ms(model, steps, pinned=True)
+            peer_ms[peer.name].append(ms)
+            ratios[peer.name].append(ms / k)
+    kiln_pinned = statistics.median(kiln_ms)
+    print(f"{model} step pinned to one core, kiln: {' '.join(f'{m:.2f}' for m in kiln_ms)} ms "
+          f"(median {kiln_pinned:.2f}; two cores are {kiln_pinned / free_ms['kiln']:.2f}x faster)")
+    for peer in all_peers:
+        pinned = statistics.median(peer_ms[peer.name])
+        print(f"{model} step pinned to one core, {peer.name}: "
+              f"{' '.join(f'{m:.2f}' for m in peer_ms[peer.name])} ms; {peer.name}/kiln per round "
+              f"{' '.join(f'{x:.2f}' for x in ratios[peer.name])} (median "
+              f"{statistics.median(ratios[peer.name]):.2f}x; two cores are "
+              f"{pinned / free_ms[peer.name]:.2f}x faster)")
 
 
 def first_step(args, all_peers, runs_dir):
@@ -130,13 +191,16 @@ def first_step(args, all_peers, runs_dir):
         latest = max((os.path.join(experiment, r) for r in os.listdir(experiment)),
                      key=os.path.getmtime)
         with open(os.path.join(latest, "run.json")) as f:
-            firsts["kiln"].append(json.load(f)["first_step_seconds"])
+            timing = json.load(f)["timing"]
+            firsts["kiln"].append(timing["first_step_seconds"])
+            kiln_startup = " + ".join(f"{name} {seconds:.3f}" for name, seconds in timing["startup"])
         for peer in all_peers:
             command = peer.command("mlp", 1, warmup=0) + ["--t0", f"{time.time():.6f}"]
             firsts[peer.name].append(last_json(run(command))["first_step_seconds"])
     for name, values in firsts.items():
         print(f"process start to first MLP step, {name}: {' '.join(f'{s:.2f}' for s in values)} s "
               f"(median {statistics.median(values):.2f}; target for kiln < 0.5 s)")
+    print(f"kiln's last start, phase by phase: {kiln_startup}")
 
 
 def peak_memory(args, all_peers, runs_dir):
@@ -163,11 +227,14 @@ def main():
     parser.add_argument("--steps", type=int, default=50, help="timed MLP steps per process (CNN: half)")
     parser.add_argument("--models", default="mlp,cnn")
     parser.add_argument("--skip-startup", action="store_true", help="no first-step or memory runs")
+    parser.add_argument("--skip-pinned", action="store_true", help="no one-core runs")
     args = parser.parse_args()
     all_peers = peers()
     runs_dir = tempfile.mkdtemp(prefix="kiln-bench-runs-")
     for model in args.models.split(","):
-        compare_steps(args, model, all_peers)
+        free_ms = compare_steps(args, model, all_peers)
+        if not args.skip_pinned:
+            compare_pinned(args, model, all_peers, free_ms)
     if "mlp" in args.models.split(","):
         out = run([os.path.join(args.build, "bench", "train_step_bench"), "--config",
                    "examples/fashion_mnist_mlp.toml", "--roofline"])
