@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 #include <fmt/format.h>
@@ -155,24 +156,36 @@ double timeout_seconds() {
   return seconds;
 }
 
-std::vector<std::string> all_gather(std::string_view what, std::string_view mine) {
+namespace {
+
+// One exchange: `payload(peer)` to each other rank, and what each sent this rank, in rank
+// order (this rank's own entry is `own`).
+std::vector<std::string> exchange(std::string_view what, std::string own,
+                                  const std::function<std::string_view(int peer)>& payload) {
   Job& j = job();
   const int64_t sequence = ++j.exchanges;
   std::vector<std::string> out(static_cast<size_t>(j.size));
-  out[static_cast<size_t>(j.rank)] = std::string(mine);
+  out[static_cast<size_t>(j.rank)] = std::move(own);
   if (!j.started || j.size == 1) return out;
   inject_fault(sequence);
 
-  const std::string message = framed(sequence, what, mine);
-  if (message.size() > static_cast<size_t>(INT_MAX)) {
-    fail(kUnknownSite, fmt::format("exchange '{}' holds {} bytes; one message carries at most {}",
-                                   what, message.size(), INT_MAX));
-  }
   // Tags keep consecutive exchanges apart (MPI guarantees tags up to 32767).
   const int tag = static_cast<int>(sequence % 32767);
+  std::vector<std::string> messages;  // alive until every send has completed
   std::vector<MPI_Request> sends;
   for (int peer = 0; peer < j.size; ++peer) {
     if (peer == j.rank) continue;
+    messages.push_back(framed(sequence, what, payload(peer)));
+    const std::string& message = messages.back();
+    if (message.size() > static_cast<size_t>(INT_MAX)) {
+      fail(kUnknownSite, fmt::format("exchange '{}' holds {} bytes; one message carries at most {}",
+                                     what, message.size(), INT_MAX));
+    }
+  }
+  size_t next = 0;
+  for (int peer = 0; peer < j.size; ++peer) {
+    if (peer == j.rank) continue;
+    const std::string& message = messages[next++];
     MPI_Request request;
     check_mpi(MPI_Isend(message.data(), static_cast<int>(message.size()), MPI_BYTE, peer, tag,
                         MPI_COMM_WORLD, &request),
@@ -239,6 +252,23 @@ std::vector<std::string> all_gather(std::string_view what, std::string_view mine
     std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
   return out;
+}
+
+}  // namespace
+
+std::vector<std::string> all_gather(std::string_view what, std::string_view mine) {
+  return exchange(what, std::string(mine), [mine](int) { return mine; });
+}
+
+std::vector<std::string> all_to_all(std::string_view what,
+                                    const std::vector<std::string>& to_each) {
+  if (to_each.size() != static_cast<size_t>(size())) {
+    fail(kUnknownSite,
+         fmt::format("exchange '{}': {} payloads for {} ranks", what, to_each.size(), size()));
+  }
+  return exchange(what, to_each[static_cast<size_t>(rank())], [&to_each](int peer) {
+    return std::string_view(to_each[static_cast<size_t>(peer)]);
+  });
 }
 
 void exit_together() {

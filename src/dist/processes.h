@@ -1,8 +1,8 @@
 // The processes of one job that mpirun (Open MPI) started: which one this is, how many
-// there are, and the one exchange training needs between them: every rank's bytes to every
-// rank. The exchange is bounded in time, so that a rank that died or hangs stops the whole
-// job with a message naming it, instead of leaving the others waiting forever
-// (docs/distributed.md).
+// there are, and the exchanges training needs between them: every rank's bytes to every
+// rank (all_gather), and a payload of its own to each rank (all_to_all). The exchange is bounded in
+// time, so that a rank that died or hangs stops the whole job with a message naming it, instead of
+// leaving the others waiting forever (docs/distributed.md).
 //
 // A kiln started without mpirun never touches MPI: rank 0 of 1, and all_gather returns its
 // own bytes.
@@ -33,8 +33,13 @@ int size();
 // reports before abort_job stops the others.
 std::vector<std::string> all_gather(std::string_view what, std::string_view mine);
 
-// The bytes this rank has sent to other ranks in all_gather so far (every message to every
-// peer, framing included).
+// `to_each[peer]` to each rank (to_each has one entry per rank; this rank's own is returned
+// as is), and what each rank sent this one, in rank order: the first half of a
+// reduce-scatter. Errors, deadline and ordering as all_gather.
+std::vector<std::string> all_to_all(std::string_view what, const std::vector<std::string>& to_each);
+
+// The bytes this rank has sent to other ranks in all_gather and all_to_all so far (every message to
+// every peer, framing included).
 int64_t bytes_sent();
 
 // KILN_DIST_TIMEOUT_S (default 300): how long one exchange waits for the slowest rank.

@@ -35,39 +35,101 @@ JitStats combined(const JitStats& a, const JitStats& b) {
 
 }  // namespace
 
+namespace {
+
+// The elements of a leaf of `elements` that rank `owner` of `ranks` reduces: a contiguous
+// range, the same on every rank.
+std::pair<int64_t, int64_t> owned_range(int64_t elements, int64_t owner, int64_t ranks) {
+  return {elements * owner / ranks, elements * (owner + 1) / ranks};
+}
+
+// Each leaf's bytes, read to the host once.
+std::vector<HostArray> host_leaves(const std::vector<Array>& leaves) {
+  std::vector<HostArray> hosts;
+  for (const Array& leaf : leaves) hosts.push_back(leaf.to_host());
+  return hosts;
+}
+
+// For `owner`: its range of every leaf, one after the other.
+std::string slices_for(const std::vector<HostArray>& hosts, int64_t owner, int64_t ranks) {
+  std::string out;
+  for (const HostArray& host : hosts) {
+    const int64_t size = dtype_size(host.aval.dtype);
+    auto [begin, end] = owned_range(host.aval.shape.num_elements(), owner, ranks);
+    out.append(reinterpret_cast<const char*>(host.bytes.data()) + begin * size,
+               static_cast<size_t>((end - begin) * size));
+  }
+  return out;
+}
+
+// Rank `owner`'s part of every leaf, as 1-D arrays on device 0, from `bytes` laid out by
+// slices_for; a part of the wrong length means the ranks train different models.
+std::vector<Array> parts_from(const std::string& bytes, const std::vector<HostArray>& like,
+                              int64_t owner, int64_t ranks, int from, std::string_view what) {
+  std::vector<Array> parts;
+  size_t at = 0;
+  for (const HostArray& host : like) {
+    auto [begin, end] = owned_range(host.aval.shape.num_elements(), owner, ranks);
+    const size_t length = static_cast<size_t>((end - begin) * dtype_size(host.aval.dtype));
+    if (at + length > bytes.size()) break;
+    parts.push_back(from_host_bytes(bytes.data() + at,
+                                    AbstractValue(Shape{end - begin}, host.aval.dtype), &device(0),
+                                    kUnknownSite));
+    at += length;
+  }
+  if (parts.size() != like.size() || at != bytes.size()) {
+    fail(kUnknownSite, fmt::format("exchange '{}': rank {} sent {} bytes where rank {} expected "
+                                   "{}: the ranks do not train the same model",
+                                   what, from, bytes.size(), dist::rank(), at));
+  }
+  return parts;
+}
+
+}  // namespace
+
+// A reduce-scatter, then an all-gather: each rank adds up its own range of every leaf from
+// every rank's contribution, in rank order in the pairwise tree (so each element is the
+// sum the whole-tree exchange gave, bit for bit), and the ranks then share their sums.
+// Each rank sends 2 (P - 1) / P of the tree's bytes, however many ranks there are.
 Tree sum_over_processes(const Tree& local, std::string_view what) {
   std::vector<Array> leaves = on_one_device(local).leaves();
-  size_t total_bytes = 0;
-  for (const Array& leaf : leaves) total_bytes += static_cast<size_t>(leaf.size_bytes());
-  std::string mine;
-  mine.reserve(total_bytes);
-  for (const Array& leaf : leaves) {
-    HostArray host = leaf.to_host();
-    mine.append(reinterpret_cast<const char*>(host.bytes.data()), host.bytes.size());
+  std::vector<HostArray> hosts = host_leaves(leaves);
+  const int64_t ranks = dist::size(), me = dist::rank();
+  std::vector<std::string> outgoing;
+  for (int64_t owner = 0; owner < ranks; ++owner) {
+    outgoing.push_back(slices_for(hosts, owner, ranks));
   }
-  std::vector<std::string> every = dist::all_gather(what, mine);
-  std::vector<std::vector<Array>> per_rank;
-  for (size_t r = 0; r < every.size(); ++r) {
-    if (every[r].size() != mine.size()) {
-      fail(kUnknownSite, fmt::format("exchange '{}': rank {} sent {} bytes, rank {} {}: the ranks "
-                                     "do not train the same model",
-                                     what, r, every[r].size(), dist::rank(), mine.size()));
-    }
-    std::vector<Array> arrays;
-    size_t at = 0;
-    for (const Array& leaf : leaves) {
-      AbstractValue aval(leaf.shape(), leaf.dtype());
-      arrays.push_back(from_host_bytes(every[r].data() + at, aval, &device(0), kUnknownSite));
-      at += static_cast<size_t>(leaf.size_bytes());
-    }
-    per_rank.push_back(std::move(arrays));
+  std::vector<std::string> incoming =
+      dist::all_to_all(fmt::format("{} (reduce-scatter)", what), outgoing);
+  std::vector<std::vector<Array>> contributions;
+  for (size_t from = 0; from < incoming.size(); ++from) {
+    contributions.push_back(
+        parts_from(incoming[from], hosts, me, ranks, static_cast<int>(from), what));
   }
   auto add = [](const std::vector<Array>& a, const std::vector<Array>& b) {
     std::vector<Array> out;
     for (size_t i = 0; i < a.size(); ++i) out.push_back(a[i] + b[i]);
     return out;
   };
-  std::vector<Array> total = per_rank.size() == 1 ? per_rank[0] : pairwise_sum(per_rank, add);
+  std::vector<Array> mine = pairwise_sum(contributions, add);
+  std::string my_sums;
+  for (const HostArray& sum : host_leaves(mine)) {
+    my_sums.append(reinterpret_cast<const char*>(sum.bytes.data()), sum.bytes.size());
+  }
+  std::vector<std::string> every = dist::all_gather(fmt::format("{} (all-gather)", what), my_sums);
+  // Each leaf whole again: its ranges in rank order.
+  std::vector<std::vector<Array>> by_owner;
+  for (int64_t owner = 0; owner < ranks; ++owner) {
+    by_owner.push_back(parts_from(every[static_cast<size_t>(owner)], hosts, owner, ranks,
+                                  static_cast<int>(owner), what));
+  }
+  std::vector<Array> total;
+  for (size_t leaf = 0; leaf < leaves.size(); ++leaf) {
+    std::vector<Array> pieces;
+    for (const std::vector<Array>& parts : by_owner) pieces.push_back(parts[leaf]);
+    Array whole = pieces.size() == 1 ? pieces[0] : concatenate(pieces, 0);
+    total.push_back(reshape(whole, leaves[leaf].shape()));
+  }
   return unflatten(local.structure(), total);
 }
 

@@ -96,6 +96,23 @@ class ManyProcesses(unittest.TestCase):
         listed = kiln(["runs", "--runs-dir", self.runs("np2"), "list", "--json"], 1)
         self.assertEqual(len(json.loads(listed.stdout)), 1, listed.stdout + listed.stderr)
 
+    def test_each_rank_sends_a_fixed_share_of_the_sums_however_many_ranks(self):
+        # Issue 49: a reduce-scatter then an all-gather, each rank adding its own range of the
+        # sums in rank order: the same bits as one process, and 2 (P - 1) / P of the sums'
+        # bytes sent per rank and step (1.5 of them at P = 4; the whole-tree exchange sent
+        # P - 1 = 3).
+        one = params_sha(kiln(self.train_args(self.runs("one"), "--set", "mesh.data=2"), 2))
+        four = mpirun(4, self.train_args(self.runs("np4"), "--set", "mesh.data=4"), 1)
+        self.assertEqual(params_sha(four), one, four.stderr)
+        (run_dir,) = self.run_dirs(self.runs("np4"))
+        with open(os.path.join(run_dir, "run.json")) as file:
+            info = json.load(file)
+        steps = info["steps"]
+        sums_bytes = 4 * info["parameters"]  # f32 gradients; the loss and counts are bytes more
+        per_step = info["timing"]["process_bytes_sent"] / steps
+        self.assertGreater(per_step, 1.5 * sums_bytes)
+        self.assertLess(per_step, 1.5 * sums_bytes * 1.01 + 2048, per_step / sums_bytes)
+
     def test_ranks_must_have_one_identity(self):
         runs = self.runs("mismatch")
         base = self.train_args(runs, "--set", "mesh.data=2")
@@ -120,8 +137,9 @@ class ManyProcesses(unittest.TestCase):
     def fault_then_resume(self, fault, expect_in_stderr):
         """`expect_in_stderr`: a regular expression naming the rank."""
         runs = self.runs("fault")
-        # Exchanges: 1 identity, 2 run directory, then two per step (the sums and the stop
-        # request): step 28's sums are exchange 57, well after the savepoint of step 20.
+        # Exchanges: 1 identity, 2 run directory, then three per step (the sums' reduce-scatter
+        # and all-gather, and the stop request): step 28's reduce-scatter is exchange
+        # 2 + 27 * 3 + 1 = 84, well after the savepoint of step 20.
         began = time.monotonic()
         failed = mpirun(2, self.train_args(runs, "--set", "mesh.data=2"), 1,
                         {"KILN_DIST_FAULT": fault, "KILN_DIST_TIMEOUT_S": "5"}, timeout=300)
@@ -207,11 +225,11 @@ class ManyProcesses(unittest.TestCase):
         self.fail(f"no run in {runs} reached step {steps} within 120 s")
 
     def test_a_hung_rank_stops_the_job_naming_it(self):
-        self.fault_then_resume("hang:1:57", r"rank 0: error: nothing from rank 1 within 5 s")
+        self.fault_then_resume("hang:1:84", r"rank 0: error: nothing from rank 1 within 5 s")
 
     def test_a_dead_rank_stops_the_job(self):
         # mpirun names the rank that exited: "Process name: [[job,1],1]".
-        self.fault_then_resume("exit:1:57", r"Process name: \[\[\d+,\d+\],1\]\s+Exit code:\s+9")
+        self.fault_then_resume("exit:1:84", r"Process name: \[\[\d+,\d+\],1\]\s+Exit code:\s+9")
 
 
 if __name__ == "__main__":
