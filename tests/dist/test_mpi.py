@@ -54,6 +54,14 @@ def mpirun(processes, args, devices, extra=None, timeout=600):
                           timeout=timeout)
 
 
+def evaluations(runs):
+    """The eval lines of the one run under `runs`: epoch, test loss, test accuracy."""
+    (run_dir,) = glob.glob(os.path.join(runs, "fashion_mnist_mlp", "*"))
+    with open(os.path.join(run_dir, "metrics.jsonl")) as f:
+        lines = [json.loads(line) for line in f if '"kind":"eval"' in line]
+    return [(line["epoch"], line["test_loss"], line["test_accuracy"]) for line in lines]
+
+
 def params_sha(result):
     shas = SHA.findall(result.stdout)
     if result.returncode != 0 or not shas:
@@ -86,6 +94,11 @@ class ManyProcesses(unittest.TestCase):
         self.assertEqual(params_sha(mpi_one), one)
         self.assertEqual(params_sha(mpi_two), one, mpi_two.stderr)
         self.assertEqual(params_sha(mpi_four), one, mpi_four.stderr)
+        # Each rank evaluates every P-th test batch; the ranks share their figures and add
+        # them in batch order: the test loss and accuracy of one process, exactly.
+        self.assertEqual(len(evaluations(self.runs("one"))), 2)
+        self.assertEqual(evaluations(self.runs("np2")), evaluations(self.runs("one")))
+        self.assertEqual(evaluations(self.runs("np2x2")), evaluations(self.runs("one")))
         # Rank 0 alone wrote: one run directory, one summary, one catalog entry.
         (run_dir,) = self.run_dirs(self.runs("np2"))
         self.assertEqual(mpi_two.stdout.count("params:"), 1, mpi_two.stdout)
@@ -138,8 +151,9 @@ class ManyProcesses(unittest.TestCase):
         """`expect_in_stderr`: a regular expression naming the rank."""
         runs = self.runs("fault")
         # Exchanges: 1 identity, 2 run directory, then three per step (the sums' reduce-scatter
-        # and all-gather, and the stop request): step 28's reduce-scatter is exchange
-        # 2 + 27 * 3 + 1 = 84, well after the savepoint of step 20.
+        # and all-gather, and the stop request) and one per evaluation (after steps 16 and
+        # 32): step 28's reduce-scatter is exchange 2 + 16 * 3 + 1 + 11 * 3 + 1 = 85, well
+        # after the savepoint of step 20.
         began = time.monotonic()
         failed = mpirun(2, self.train_args(runs, "--set", "mesh.data=2"), 1,
                         {"KILN_DIST_FAULT": fault, "KILN_DIST_TIMEOUT_S": "5"}, timeout=300)
@@ -225,11 +239,11 @@ class ManyProcesses(unittest.TestCase):
         self.fail(f"no run in {runs} reached step {steps} within 120 s")
 
     def test_a_hung_rank_stops_the_job_naming_it(self):
-        self.fault_then_resume("hang:1:84", r"rank 0: error: nothing from rank 1 within 5 s")
+        self.fault_then_resume("hang:1:85", r"rank 0: error: nothing from rank 1 within 5 s")
 
     def test_a_dead_rank_stops_the_job(self):
         # mpirun names the rank that exited: "Process name: [[job,1],1]".
-        self.fault_then_resume("exit:1:84", r"Process name: \[\[\d+,\d+\],1\]\s+Exit code:\s+9")
+        self.fault_then_resume("exit:1:85", r"Process name: \[\[\d+,\d+\],1\]\s+Exit code:\s+9")
 
 
 if __name__ == "__main__":
