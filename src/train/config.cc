@@ -578,7 +578,32 @@ void check_mesh(const TrainConfig& config, const std::string& source_name) {
   }
 }
 
+// An update of accumulate x batch_size rows must stay within the batch sizes kiln takes.
+void check_accumulation(const TrainConfig& config, const std::string& source_name) {
+  const TrainLoopConfig& train = config.train;
+  constexpr int64_t kMaxRows = int64_t{1} << 20;
+  if (train.accumulate > 1 && train.batch_size > kMaxRows / train.accumulate) {
+    error(source_name,
+          fmt::format("train.accumulate = {} micro-batches of train.batch_size = {} make updates "
+                      "of {} rows, more than the {} a step takes",
+                      train.accumulate, train.batch_size, train.accumulate * train.batch_size,
+                      kMaxRows),
+          "lower train.accumulate or train.batch_size");
+  }
+}
+
 }  // namespace
+
+TrainConfig update_config(const TrainConfig& config) {
+  if (config.train.accumulate <= 1) return config;
+  TrainConfig update = config;
+  const int64_t k = config.train.accumulate;
+  update.train.batch_size = k * config.train.batch_size;
+  update.mesh.chunks = k * (config.mesh.data > 0 ? config.mesh.chunks : 1);
+  update.mesh.data = std::max<int64_t>(config.mesh.data, 1);
+  update.train.accumulate = 1;  // resolved: the steps see one batch per update
+  return update;
+}
 
 TrainConfig parse_config(const std::string& text, const std::string& source_name,
                          const std::vector<std::string>& overrides) {
@@ -611,6 +636,7 @@ TrainConfig parse_config(const std::string& text, const std::string& source_name
   check_schedule(config.optim, source_name);
   check_last_batch(config.train, source_name);
   check_mesh(config, source_name);
+  check_accumulation(config, source_name);
   return config;
 }
 

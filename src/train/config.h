@@ -131,6 +131,8 @@ struct OptimConfig {
 struct TrainLoopConfig {
   int64_t epochs = 3;
   int64_t batch_size = 128;
+  // Micro-batches of batch_size per update (gradient accumulation): see update_config.
+  int64_t accumulate = 1;
   int64_t eval_batch_size = 1000;
   int64_t log_every = 100;            // plain progress lines every N steps (no terminal)
   std::string on_nonfinite = "stop";  // stop or skip
@@ -201,6 +203,15 @@ std::string to_toml(const TrainConfig& config);
 // The part of the resolved config that makes the run identity and run id: to_toml without
 // the sections that only say where the run is recorded ([tracking]).
 std::string identity_toml(const TrainConfig& config);
+
+// The config a run's steps execute: with train.accumulate = K > 1, one update takes a batch
+// of K x batch_size rows split into K x mesh.chunks chunks (K chunks, on a mesh of one
+// device, without a mesh), whose gradients are added in the canonical chunk order: the
+// accumulation of K micro-batches, and the same bits as that batch and chunk count written
+// out (docs/training.md, *Gradient accumulation*). Each chunk's activations are freed before
+// the next one's, so memory follows the micro-batch. The run's identity and config.toml keep
+// the config as written; accumulate = 1 gives `config` unchanged.
+TrainConfig update_config(const TrainConfig& config);
 
 // The reference table for docs/training.md: one row per key (section, key, type, default,
 // meaning), generated from the schema.

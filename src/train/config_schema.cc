@@ -450,6 +450,12 @@ Section train_section() {
                at_most(at_least(1), kMaxEpochs), {"num_epochs", "n_epochs"}),
            key(&C::train, &TrainLoopConfig::batch_size, "batch_size", "examples per step",
                at_most(at_least(1), kMaxBatch), {"batch", "bs"}),
+           key(&C::train, &TrainLoopConfig::accumulate, "accumulate",
+               "micro-batches of batch_size whose gradients each update adds up (gradient "
+               "accumulation; the update of one batch of accumulate x batch_size in "
+               "accumulate x mesh.chunks chunks, with the memory of a micro-batch)",
+               at_most(at_least(1), kMaxBatch),
+               {"gradient_accumulation_steps", "accumulate_grad_batches", "accumulation_steps"}),
            key(&C::train, &TrainLoopConfig::eval_batch_size, "eval_batch_size",
                "examples per evaluation batch (does not change the results)",
                at_most(at_least(1), kMaxBatch), {"test_batch_size"}),

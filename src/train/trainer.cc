@@ -133,7 +133,8 @@ struct ResumePlan {
 class Run {
  public:
   Run(const TrainConfig& config, const TrainOptions& options, const ResumePlan* resume = nullptr)
-      : config_(config),
+      : written_config_(config),
+        config_(update_config(config)),
         options_(options),
         resume_(resume),
         start_(Clock::now()),
@@ -184,7 +185,10 @@ class Run {
     if (!options_.quiet && writes_) print_best_effort(stdout, text);
   }
 
-  const TrainConfig& config_;
+  // The config as written (the run identity, config.toml) and as the steps run it
+  // (update_config: gradient accumulation resolved into one batch per update).
+  const TrainConfig& written_config_;
+  const TrainConfig config_;
   const TrainOptions& options_;
   const ResumePlan* resume_;
   Clock::time_point start_;
@@ -264,7 +268,7 @@ void Run::prepare() {
   // The order of the batches follows from the config's seed (the sampler); the data key
   // recorded is the one the augmentation draws from.
   keys_ = RunKeys{augment_key, random::fold_in(root, 2)};
-  identity_ = run_identity(identity_toml(c), dataset.identity, configured_kernels());
+  identity_ = run_identity(identity_toml(written_config_), dataset.identity, configured_kernels());
   agree_on_identity(identity_);
   for (const auto& [path, leaf] : state_.params.leaves_with_paths()) param_paths_.push_back(path);
   backward_order_ = backward_order(param_paths_);
@@ -273,7 +277,7 @@ void Run::prepare() {
 
 void Run::start_run_directory() {
   const TrainConfig& c = config_;
-  std::string resolved = to_toml(c);
+  std::string resolved = to_toml(written_config_);
   print(
       fmt::format("# resolved config ({})\n{}\n{}\n", c.source, resolved, model_->summary(input_)));
   nlohmann::json dataset = data_->dataset.to_json();
@@ -815,7 +819,9 @@ void Run::agree_on_resume_step() const {
 void Run::reopen_as_writer(track::RunInfo info, int64_t metrics_lines, bool identity_changed) {
   run_.emplace(RunDirectory::reopen(resume_->run_dir, std::move(info), metrics_lines));
   // The config the run continues with (--allow-changed), before tracking records it.
-  if (identity_changed) io::write_file_atomically(run_->path() / "config.toml", to_toml(config_));
+  if (identity_changed) {
+    io::write_file_atomically(run_->path() / "config.toml", to_toml(written_config_));
+  }
   // The catalog beside the run: <runs_dir>/<experiment>/<run-id> -> <runs_dir>/kiln.db.
   fs::path run_dir = resume_->run_dir.lexically_normal();
   if (run_dir.filename().empty()) run_dir = run_dir.parent_path();

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -176,8 +177,46 @@ TEST_F(DataParallelTraining, ARunResumesOnAnotherMeshSizeWithTheSameBits) {
   fs::remove_all(runs);
 }
 
+// train.accumulate = K: each update adds K micro-batches' gradients, and is the update of
+// one batch of K x batch_size in K x mesh.chunks chunks (docs/training.md, *Gradient
+// accumulation*), with or without a mesh, and resumes between updates with the same bits.
+TEST_F(DataParallelTraining, AccumulationIsTheBatchOfItsMicroBatchesInChunks) {
+  fs::path runs = run_test::fresh_dir("dp", "accumulate");
+  TrainSummary micro =
+      train(one_epoch_mlp(runs, {"train.batch_size=32", "train.accumulate=4"}), quiet());
+  TrainSummary whole =
+      train(one_epoch_mlp(runs, {"mesh.data=1", "mesh.chunks=4"}), quiet());  // 128 rows
+  EXPECT_EQ(micro.steps, 8);  // updates: 1024 / (4 x 32)
+  EXPECT_EQ(micro.params_sha256, whole.params_sha256);
+  // On a mesh: 2 micro-batches of 64 in 2 chunks each are 128 rows in 4 chunks.
+  TrainSummary mesh_micro = train(
+      one_epoch_mlp(runs,
+                    {"mesh.data=2", "mesh.chunks=2", "train.batch_size=64", "train.accumulate=2"}),
+      quiet());
+  TrainSummary mesh_whole = train(one_epoch_mlp(runs, {"mesh.data=4", "mesh.chunks=4"}), quiet());
+  EXPECT_EQ(mesh_micro.params_sha256, mesh_whole.params_sha256);
+  EXPECT_EQ(mesh_micro.params_sha256, whole.params_sha256);
+  // The run records the config as written, and resumes from a savepoint between updates.
+  std::vector<std::string> two_epochs = {"train.batch_size=32", "train.accumulate=4",
+                                         "train.epochs=2", "train.savepoint_every=4",
+                                         "train.savepoint_keep_every=4"};
+  TrainSummary straight = train(one_epoch_mlp(runs, two_epochs), quiet());
+  std::ifstream config(straight.run_dir / "config.toml");
+  std::string text((std::istreambuf_iterator<char>(config)), std::istreambuf_iterator<char>());
+  EXPECT_THAT(text, HasSubstr("accumulate = 4"));
+  EXPECT_THAT(text, HasSubstr("batch_size = 32"));
+  fs::path copy = run_test::killed_copy(straight.run_dir, runs / "killed", 4);
+  TrainSummary resumed = resume(copy, {}, quiet());
+  EXPECT_EQ(resumed.resumed_from_step, 4);
+  EXPECT_EQ(resumed.params_sha256, straight.params_sha256);
+  fs::remove_all(runs);
+}
+
 TEST_F(DataParallelTraining, WhatCannotWorkIsRefusedNamingTheKey) {
   fs::path runs = run_test::fresh_dir("dp", "errors");
+  EXPECT_THAT(load_error(runs, {"train.accumulate=0"}), HasSubstr("train.accumulate"));
+  EXPECT_THAT(load_error(runs, {"train.batch_size=65536", "train.accumulate=64"}),
+              HasSubstr("make updates of 4194304 rows"));
   EXPECT_THAT(load_error(runs, {"mesh.data=4", "mesh.chunks=6"}),
               HasSubstr("mesh.chunks = 6 is not a multiple of mesh.data = 4"));
   EXPECT_THAT(load_error(runs, {"mesh.data=2", "mesh.chunks=6"}),
