@@ -104,6 +104,9 @@ struct ModelConfig {
   std::string kind = "sequential";  // sequential ([[model.layers]]) or gpt2 ([model.gpt2])
   std::vector<LayerConfig> layers;
   Gpt2ModelConfig gpt2;
+  // Mixed precision (docs/precision.md): the dtype the layers compute in; params stay f32
+  // (the master copy the optimizer updates), the loss and its reduction are f32.
+  std::string compute_dtype = "f32";  // f32 or bf16
   friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
 

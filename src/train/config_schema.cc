@@ -355,6 +355,10 @@ Section model_section() {
                "`sequential` (the `[[model.layers]]` below) or `gpt2` (a GPT-2 of the sizes in "
                "`[model.gpt2]`, for `text` and `tokens` data)",
                one_of({"sequential", "gpt2"}), {"type", "architecture"}),
+           key(&C::model, &ModelConfig::compute_dtype, "compute_dtype",
+               "the dtype the layers compute in: `f32`, or `bf16` (params, the optimizer and "
+               "the loss stay f32; docs/precision.md)",
+               one_of({"f32", "bf16"}), {"precision", "dtype", "compute_precision"}),
            layers}};
 }
 

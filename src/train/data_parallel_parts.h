@@ -67,10 +67,10 @@ ChunkSums add_sums(const ChunkSums& a, const ChunkSums& b);
 // rows of x split evenly among them), each with the whole params `params`, added in the
 // pairwise tree over the chunk index. `mask` is undefined unless masked.
 // `loss_scale` multiplies the loss that is differentiated, not the one summed (tensor
-// parallelism's 1 / model_devices).
+// parallelism's 1 / model_devices). The layers compute in `compute` (precision.h).
 ChunkSums device_chunk_sums(const nn::Module& model, const Tree& params, const Tree& state,
                             const Array& x, const Array& y, const Array& keys, const Array& mask,
-                            double loss_scale = 1);
+                            double loss_scale = 1, DType compute = DType::f32);
 
 // The step's end, once `sums` holds every chunk's: the mean loss and gradient, batch norm's
 // statistics averaged over the `chunks`, the optimizer update (finish_step). `global_flags`

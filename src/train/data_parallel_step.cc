@@ -31,6 +31,7 @@
 #include "kiln/sharding.h"
 #include "kiln/transforms.h"
 #include "train/data_parallel_parts.h"
+#include "train/precision.h"
 #include "train/prediction_sums.h"
 #include "train/train_step.h"
 
@@ -66,7 +67,7 @@ ChunkSums add_sums(const ChunkSums& a, const ChunkSums& b) {
 
 ChunkSums device_chunk_sums(const nn::Module& model, const Tree& params, const Tree& state,
                             const Array& x, const Array& y, const Array& keys, const Array& mask,
-                            double loss_scale) {
+                            double loss_scale, DType compute) {
   const bool masked = mask.defined();
   const int64_t local_chunks = keys.dim(0);
   const int64_t chunk_rows = x.dim(0) / local_chunks;
@@ -79,7 +80,7 @@ ChunkSums device_chunk_sums(const nn::Module& model, const Tree& params, const T
       nn::ApplyOptions apply;
       apply.train = true;
       apply.key = random::key_at(keys, c);
-      nn::ApplyResult out = model.apply(nn::Variables{q, state}, xc, apply);
+      nn::ApplyResult out = apply_in(compute, model, nn::Variables{q, state}, xc, apply);
       PredictionSums sums = prediction_sums(out.y, yc, mc);
       Tree aux = Tree::dict({{"correct", sums.correct},
                              {"count", sums.count},
@@ -168,9 +169,10 @@ Tree device_step(const nn::Module& model, const optim::GradientTransformation& o
     param_split.push_back(splits_over_axis(layout.params[i], kDataAxis));
     if (param_split[i]) whole[i] = all_gather(whole[i], kDataAxis, 0, true);
   }
-  ChunkSums local = device_chunk_sums(
-      model, unflatten(params.structure(), whole), in[1], in[3].leaf(), in[4].leaf(), in[5].leaf(),
-      options.masked ? in[6].leaf() : Array(), 1.0 / static_cast<double>(options.model_devices));
+  ChunkSums local =
+      device_chunk_sums(model, unflatten(params.structure(), whole), in[1], in[3].leaf(),
+                        in[4].leaf(), in[5].leaf(), options.masked ? in[6].leaf() : Array(),
+                        1.0 / static_cast<double>(options.model_devices), options.compute);
   ChunkSums global{
       psum(local.loss, kDataAxis), psum(local.correct, kDataAxis), psum(local.count, kDataAxis),
       summed_gradients(local.grads, param_split, layout, tensor_parallel), tree_psum(local.state)};

@@ -138,12 +138,13 @@ ProcessParallelStep::ProcessParallelStep(nn::Module model, optim::GradientTransf
     : options_(options),
       mesh_({{kDataAxis, options.data_devices / options.processes}}),
       no_mask_(zeros({})),
-      sums_(SumsFn([model, mesh = mesh_, masked = options.masked](
+      sums_(SumsFn([model, mesh = mesh_, masked = options.masked, compute = options.compute](
                        const Tree& params, const Tree& model_state, const Array& images,
                        const Array& labels, const Array& keys, const Array& mask) {
               TreeSpmdFunction body = [=](const Tree& in) {
-                ChunkSums local = device_chunk_sums(model, in[0], in[1], in[2].leaf(), in[3].leaf(),
-                                                    in[4].leaf(), masked ? in[5].leaf() : Array());
+                ChunkSums local =
+                    device_chunk_sums(model, in[0], in[1], in[2].leaf(), in[3].leaf(), in[4].leaf(),
+                                      masked ? in[5].leaf() : Array(), 1, compute);
                 return tree_map([](const Array& x) { return psum(x, kDataAxis); }, to_tree(local));
               };
               std::vector<Tree> args = {params, model_state, images, labels, keys};

@@ -1,5 +1,6 @@
 // Building the train and eval step functions and compiling them with jit.
 #include "train/train_step.h"
+#include "train/precision.h"
 
 #include <algorithm>
 #include <optional>
@@ -72,14 +73,16 @@ namespace {
 // One device: the batch's mean loss and its gradient in one pass.
 StepFunction single_device_step(nn::Module model, optim::GradientTransformation optimizer,
                                 StepOptions options) {
-  return [model, optimizer, skip_nonfinite = options.skip_nonfinite, masked = options.masked](
-             const Tree& params, const Tree& model_state, const Tree& opt_state,
-             const Array& images, const Array& labels, const Array& key, const Array& mask) {
+  return [model, optimizer, skip_nonfinite = options.skip_nonfinite, masked = options.masked,
+          compute = options.compute](const Tree& params, const Tree& model_state,
+                                     const Tree& opt_state, const Array& images,
+                                     const Array& labels, const Array& key, const Array& mask) {
     auto loss_fn = [&](const Tree& p) {
       nn::ApplyOptions options;
       options.train = true;
       options.key = key;
-      nn::ApplyResult out = model.apply(nn::Variables{p, model_state}, images, options);
+      nn::ApplyResult out =
+          apply_in(compute, model, nn::Variables{p, model_state}, images, options);
       // The padded rows (mask 0) add exact zeros, so the loss and its gradient are those of
       // the real rows alone.
       PredictionSums sums = prediction_sums(out.y, labels, masked ? mask : Array());
@@ -242,10 +245,11 @@ JitStats TrainStep::stats() const {
   return processes_ ? processes_->stats() : step_.stats();
 }
 
-EvalStep::EvalStep(nn::Module model, bool flush_denormals)
-    : eval_(Fn([model](const Tree& params, const Tree& model_state, const Array& images,
-                       const Array& labels) {
-              nn::ApplyResult out = model.apply(nn::Variables{params, model_state}, images);
+EvalStep::EvalStep(nn::Module model, bool flush_denormals, DType compute)
+    : eval_(Fn([model, compute](const Tree& params, const Tree& model_state, const Array& images,
+                                const Array& labels) {
+              nn::ApplyResult out =
+                  apply_in(compute, model, nn::Variables{params, model_state}, images);
               PredictionSums sums = prediction_sums(out.y, labels, Array());
               return std::make_pair(sums.loss_sum, sums.correct);
             }),

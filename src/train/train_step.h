@@ -68,6 +68,8 @@ struct StepOptions {
   // chunks on data_devices / processes local devices (process_parallel_step.h).
   int64_t processes = 0;
   int64_t process_rank = 0;
+  // The dtype the layers compute in (model.compute_dtype; precision.h).
+  DType compute = DType::f32;
 };
 
 // Whether a params or optimizer-state leaf of this shape is split over `devices` with
@@ -147,7 +149,7 @@ struct EvalSums {
 
 class EvalStep {
  public:
-  explicit EvalStep(nn::Module model, bool flush_denormals = false);
+  explicit EvalStep(nn::Module model, bool flush_denormals = false, DType compute = DType::f32);
   EvalSums run(const TrainState& state, const Array& images, const Array& labels) const;
 
  private:

@@ -39,6 +39,7 @@
 #include "train/batches.h"
 #include "train/builders.h"
 #include "train/evaluation.h"
+#include "train/precision.h"
 #include "train/progress.h"
 #include "train/rank_agreement.h"
 #include "train/resume_point.h"
@@ -291,6 +292,9 @@ void Run::start_run_directory() {
   set_section(info, "config_file", c.source);
   set_section(info, "dataset", dataset);
   set_section(info, "parameters", nn::parameter_count(state_.params));
+  // The precision policy (docs/precision.md): what the layers compute in, what is kept.
+  set_section(info, "precision",
+              {{"compute", c.model.compute_dtype}, {"params", "f32"}, {"loss", "f32"}});
   set_section(info, "total_steps", total_steps_);
   set_section(info, "compute_threads", default_device().compute_threads());
   set_section(info, "environment", track::run_environment());
@@ -421,6 +425,7 @@ StepOptions step_options_of(const TrainConfig& c) {
   options.chunks = c.mesh.chunks;
   options.shard_params = c.mesh.shard_params;
   options.model_devices = c.mesh.model;
+  options.compute = compute_dtype_of(c.model.compute_dtype);
   // With one device on `model` there is no model axis: the split layers are ordinary.
   if (c.mesh.model > 1) options.tensor_parallel = tensor_parallel_specs(c.model);
   if (dist::active()) {
@@ -433,7 +438,7 @@ StepOptions step_options_of(const TrainConfig& c) {
 void Run::train_epochs() {
   const TrainConfig& c = config_;
   TrainStep step(*model_, *optimizer_, step_options_of(c));
-  EvalStep eval(*model_, c.train.flush_denormals);
+  EvalStep eval(*model_, c.train.flush_denormals, compute_dtype_of(c.model.compute_dtype));
   std::deque<PendingStep> pending;
   int64_t step_number = start_step_;
   int64_t first_epoch = start_position_.epoch + 1;
