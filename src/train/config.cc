@@ -592,6 +592,15 @@ void check_accumulation(const TrainConfig& config, const std::string& source_nam
   }
 }
 
+// f16 without loss scaling: gradients below f16's smallest normal (6e-5) would vanish.
+void check_precision(const TrainConfig& config, const std::string& source_name) {
+  if (config.model.compute_dtype != "f16") return;
+  error(source_name,
+        "model.compute_dtype = \"f16\" needs dynamic loss scaling, which kiln does not have yet: "
+        "without it, gradients below f16's smallest normal number (6.1e-5) underflow to zero",
+        "use \"bf16\" (f32's range with 8 bits of mantissa; docs/precision.md)");
+}
+
 }  // namespace
 
 TrainConfig update_config(const TrainConfig& config) {
@@ -637,6 +646,7 @@ TrainConfig parse_config(const std::string& text, const std::string& source_name
   check_last_batch(config.train, source_name);
   check_mesh(config, source_name);
   check_accumulation(config, source_name);
+  check_precision(config, source_name);
   return config;
 }
 

@@ -2,8 +2,9 @@
 // resume reads first) through savepoint::load. One valid savepoint of a small state is
 // written once under /dev/shm; each input replaces its manifest, with a COMMITTED marker
 // that matches it, so that the input gets past the commit check to the manifest's fields.
-// Properties: no name in the manifest leads outside the savepoint, and what loads is what
-// the manifest describes (the step, and each tree's leaves).
+// Properties: no name in the manifest leads outside the savepoint, what loads is what the
+// manifest describes (the step, and each tree's leaves), and the run identity in it reads
+// back the same once written again.
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +17,7 @@
 #include "io/sha256.h"
 #include "kiln/ops.h"
 #include "kiln/tree.h"
+#include "train/run_identity.h"
 
 namespace {
 
@@ -73,6 +75,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (leaves.size() != manifest["trees"][name]["leaves"].size()) {
       kiln::fuzz::finding("load: a tree with another number of leaves than the manifest lists");
     }
+  }
+  // What kiln resume reads next (train/resume_point.cc): the run identity the savepoint was
+  // written under, which must read back the same once written as kiln writes it.
+  kiln::train::RunIdentity identity =
+      kiln::train::parse_identity(manifest.value("identity", nlohmann::json::object()).dump());
+  kiln::train::RunIdentity again =
+      kiln::train::parse_identity(kiln::train::identity_json_text(identity));
+  if (!kiln::train::identity_differences(identity, again).empty() ||
+      again.config != identity.config) {
+    kiln::fuzz::finding("a run identity changed on being written and read again");
   }
   return 0;
 }
