@@ -36,6 +36,10 @@
 #include "kiln/shape.h"
 #include "kiln/tree.h"
 
+namespace kiln {
+struct CheckpointPolicy;
+}
+
 namespace kiln::nn {
 
 struct Variables {
@@ -166,6 +170,13 @@ Module Sequential(std::vector<Module> layers);
 // transparent: its params, state, keys and path are the inner module's own (a Residual at
 // "residual_1" around a Sequential has params {residual_1: {dense_0: ..., dense_2: ...}}).
 Module Residual(Module inner);
+// `inner` rematerialized in training (jax.checkpoint, flax.linen.remat): the backward pass
+// recomputes inner's intermediate values from its inputs instead of keeping them from the
+// forward pass, except those `policy` saves (kiln/checkpoint.h; by default none). The same
+// outputs and gradients, bit for bit, in less memory for more compute. Transparent like
+// Residual: its name in a Sequential, params, state and keys are inner's own.
+Module Remat(Module inner);
+Module Remat(Module inner, const CheckpointPolicy& policy);
 
 // ----- modules of your own --------------------------------------------------------------
 // A layer kiln does not have, from two functions, as Flax and Haiku users write one every
