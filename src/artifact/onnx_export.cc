@@ -157,6 +157,11 @@ struct Step {
   const Equation& eq;
 
   std::string in(size_t i) const { return g.value(eq.inputs.at(i)); }
+  std::vector<std::string> ins() const {
+    std::vector<std::string> names;
+    for (VarId var : eq.inputs) names.push_back(g.value(var));
+    return names;
+  }
   const AbstractValue& in_aval(size_t i) const { return program.aval(eq.inputs.at(i)); }
   const AbstractValue& out_aval() const { return program.aval(eq.outputs.at(0)); }
   template <typename P>
@@ -218,9 +223,7 @@ const std::map<std::string_view, std::string_view>& elementwise_ops() {
 }
 
 void translate_elementwise(Step& s) {
-  std::vector<std::string> inputs;
-  for (size_t i = 0; i < s.eq.inputs.size(); ++i) inputs.push_back(s.in(i));
-  s.result(s.g.node(elementwise_ops().at(prim_name(s.eq.prim)), std::move(inputs)));
+  s.result(s.g.node(elementwise_ops().at(prim_name(s.eq.prim)), s.ins()));
 }
 
 void translate_div(Step& s) {
@@ -258,9 +261,7 @@ void translate_logical(Step& s) {
   s.bool_only();  // ONNX's And/Or/Xor/Not are logical; kiln's are bitwise on integers
   static const std::map<std::string_view, std::string_view> ops = {
       {"and", "And"}, {"or", "Or"}, {"xor", "Xor"}, {"not", "Not"}};
-  std::vector<std::string> inputs;
-  for (size_t i = 0; i < s.eq.inputs.size(); ++i) inputs.push_back(s.in(i));
-  s.result(s.g.node(ops.at(prim_name(s.eq.prim)), std::move(inputs)));
+  s.result(s.g.node(ops.at(prim_name(s.eq.prim)), s.ins()));
 }
 
 void translate_is_finite(Step& s) {
@@ -327,9 +328,7 @@ void translate_slice(Step& s) {
 }
 
 void translate_concatenate(Step& s) {
-  std::vector<std::string> inputs;
-  for (size_t i = 0; i < s.eq.inputs.size(); ++i) inputs.push_back(s.in(i));
-  onnx::NodeProto& n = s.g.node("Concat", std::move(inputs));
+  onnx::NodeProto& n = s.g.node("Concat", s.ins());
   set_attribute(n, "axis", s.params<ConcatenateParams>().dimension);
   s.result(n);
 }

@@ -29,13 +29,7 @@ data::RawArray read_records(const std::filesystem::path& path, const Manifest& m
     return data::read_csv_records(path, options, model.csv->feature_columns);
   }
   if (name.find(".idx") != std::string::npos || name.find("-idx") != std::string::npos) {
-    data::IdxArray idx = data::read_idx(path);
-    data::RawArray raw;
-    raw.dtype = DType::u8;
-    raw.shape = idx.dims;
-    raw.bytes = std::move(idx.values);
-    raw.file = path.string();
-    return raw;
+    return data::read_idx_records(path);
   }
   return data::read_npy(path);
 }

@@ -51,9 +51,7 @@ void keep_first(RawArray& array, int64_t limit) {
 }
 
 RawArray from_idx(const fs::path& path, int64_t limit, int64_t& rows_in_file) {
-  IdxArray idx = read_idx(path, limit);
-  rows_in_file = idx.rows_in_file;
-  return RawArray{DType::u8, idx.dims, std::move(idx.values), path.string()};
+  return read_idx_records(path, limit, &rows_in_file);
 }
 
 RawArray from_npy(const fs::path& path, int64_t limit, int64_t& rows_in_file) {

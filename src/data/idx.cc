@@ -279,4 +279,11 @@ IdxArray read_idx(const fs::path& path, int64_t max_rows) {
   return result;
 }
 
+RawArray read_idx_records(const std::filesystem::path& path, int64_t max_rows,
+                          int64_t* rows_in_file) {
+  IdxArray idx = read_idx(path, max_rows);
+  if (rows_in_file != nullptr) *rows_in_file = idx.rows_in_file;
+  return RawArray{DType::u8, idx.dims, std::move(idx.values), path.string()};
+}
+
 }  // namespace kiln::data

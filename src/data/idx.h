@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "data/raw_array.h"
 #include "kiln/shape.h"
 
 namespace kiln::data {
@@ -25,5 +26,9 @@ struct IdxArray {
 // the first axis (dims[0] becomes at most max_rows): the rest of the file is neither
 // decompressed nor checked, so a truncation or trailing bytes beyond them go unnoticed.
 IdxArray read_idx(const std::filesystem::path& path, int64_t max_rows = 0);
+
+// The same file as u8 records (the dataset's and `kiln predict`'s form of it).
+RawArray read_idx_records(const std::filesystem::path& path, int64_t max_rows = 0,
+                          int64_t* rows_in_file = nullptr);
 
 }  // namespace kiln::data

@@ -11,11 +11,11 @@
 
 namespace kiln::train {
 
-void for_each_batch(
-    const data::BatchAssembler& batches, DType input_dtype,
-    const std::function<void(const Batch& batch, const data::HostBatch& host)>& fn) {
+void for_each_batch(const data::BatchAssembler& batches, DType input_dtype,
+                    const std::function<void(const Batch& batch, const data::HostBatch& host)>& fn,
+                    int64_t first, int64_t stride) {
   data::HostBatch host;
-  for (int64_t index = 0; index < batches.batches_per_epoch(); ++index) {
+  for (int64_t index = first; index < batches.batches_per_epoch(); index += stride) {
     batches.assemble(0, index, host);
     fn(to_arrays(host, input_dtype), host);
   }
@@ -61,16 +61,17 @@ EvalResult evaluate(const EvalStep& eval, const TrainState& mesh_state,
   TrainState state{on_one_device(mesh_state.params), on_one_device(mesh_state.model_state), Tree()};
   const int64_t ranks = dist::size(), me = dist::rank();
   std::vector<BatchFigures> figures(static_cast<size_t>(batches.batches_per_epoch()));
-  data::HostBatch host;
-  for (size_t index = static_cast<size_t>(me); index < figures.size();
-       index += static_cast<size_t>(ranks)) {
-    batches.assemble(0, static_cast<int64_t>(index), host);
-    Batch batch = to_arrays(host, input_dtype);
-    EvalSums sums = eval.run(state, batch.images, batch.labels);
-    // A language model predicts several labels per example.
-    figures[index] = {sums.loss_sum.item<double>(), sums.correct.item<int64_t>(),
-                      static_cast<int64_t>(host.labels.size())};
-  }
+  size_t index = static_cast<size_t>(me);
+  for_each_batch(
+      batches, input_dtype,
+      [&](const Batch& batch, const data::HostBatch& host) {
+        EvalSums sums = eval.run(state, batch.images, batch.labels);
+        // A language model predicts several labels per example.
+        figures[index] = {sums.loss_sum.item<double>(), sums.correct.item<int64_t>(),
+                          static_cast<int64_t>(host.labels.size())};
+        index += static_cast<size_t>(ranks);
+      },
+      me, ranks);
   if (ranks > 1) share_figures(figures, me, ranks);
   double loss_sum = 0;
   int64_t correct = 0, labels = 0;

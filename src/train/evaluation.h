@@ -30,11 +30,13 @@ struct EvalResult {
   double accuracy = 0;
 };
 
-// Each batch of `batches` (epoch 0, in order) as the model takes it, with the host batch it
-// came from (its labels, and how many of its rows are real examples): what an evaluation
-// walks, in the trainer, at export and in `kiln verify`.
+// Each batch of `batches` (epoch 0, in order) as the model takes it, with its index and the
+// host batch it came from (its labels, and how many of its rows are real examples): what an
+// evaluation walks, in the trainer, at export and in `kiln verify`. From batch `first`, every
+// `stride`-th (an MPI rank's share).
 void for_each_batch(const data::BatchAssembler& batches, DType input_dtype,
-                    const std::function<void(const Batch& batch, const data::HostBatch& host)>& fn);
+                    const std::function<void(const Batch& batch, const data::HostBatch& host)>& fn,
+                    int64_t first = 0, int64_t stride = 1);
 
 // Every batch of `batches` through `eval`; the loss is the mean over labels (a language
 // model predicts one per token).
