@@ -24,6 +24,7 @@
 #include "kiln/safetensors.h"
 #include "kiln/shape.h"
 #include "kiln/sharding.h"
+#include "kiln/train.h"
 #include "kiln/transforms.h"
 #include "kiln/tree.h"
 #include "kiln/version.h"

@@ -5,5 +5,6 @@
 #include "kiln/nn/functional.h"
 #include "kiln/nn/gpt2.h"
 #include "kiln/nn/initializers.h"
+#include "kiln/nn/layer.h"
 #include "kiln/nn/losses.h"
 #include "kiln/nn/module.h"

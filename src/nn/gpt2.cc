@@ -180,14 +180,14 @@ Array gpt2_loss(const Gpt2Config& config, const Tree& params, const Array& token
 
 namespace {
 
-class Gpt2Module : public detail::ModuleImpl {
+class Gpt2Module : public Layer {
  public:
   explicit Gpt2Module(const Gpt2Config& config) : config_(config) {}
 
   std::string_view kind() const override { return "gpt2"; }
   std::string describe() const override { return config_.to_string(); }
 
-  AbstractValue output_type(const AbstractValue& input, const detail::Scope& scope) const override {
+  AbstractValue output_type(const AbstractValue& input, const LayerScope& scope) const override {
     if (!is_integer(input.dtype) || input.shape.rank() != 2) {
       fail(scope.site,
            fmt::format("{}{} expects integer tokens [batch, length], got {}", scope.prefix(),
@@ -204,19 +204,19 @@ class Gpt2Module : public detail::ModuleImpl {
                          DType::f32);
   }
 
-  detail::InitResult init(const Array& key, const AbstractValue& input,
-                          const detail::Scope& scope) const override {
+  LayerInit init(const Array& key, const AbstractValue& input,
+                 const LayerScope& scope) const override {
     AbstractValue output = output_type(input, scope);
-    return detail::InitResult{Variables{gpt2_init(config_, key, scope.site), Tree()}, output};
+    return LayerInit{Variables{gpt2_init(config_, key, scope.site), Tree()}, output};
   }
 
   ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& /*options*/,
-                    const detail::Scope& scope) const override {
+                    const LayerScope& scope) const override {
     output_type(x.aval(), scope);
     return ApplyResult{gpt2_logits(config_, variables.params, x, scope.site), variables.state};
   }
 
-  int64_t count_params(const AbstractValue& input, const detail::Scope& scope) const override {
+  int64_t count_params(const AbstractValue& input, const LayerScope& scope) const override {
     output_type(input, scope);
     int64_t c = config_.channels;
     int64_t norm = 2 * c;

@@ -13,9 +13,6 @@
 namespace kiln::nn {
 namespace {
 
-using detail::InitResult;
-using detail::Scope;
-
 std::string padding_suffix(Padding padding) {
   return padding == Padding::kSame ? ", same" : "";
 }
@@ -27,7 +24,7 @@ int64_t spatial_out(int64_t in, int64_t span, int64_t stride, Padding padding) {
   return (in - span) / stride + 1;
 }
 
-class Conv2DImpl final : public detail::ModuleImpl {
+class Conv2DImpl final : public Layer {
  public:
   Conv2DImpl(int64_t features, Dims kernel_size, Conv2DOptions options, CallSite site)
       : features_(features), kernel_size_(std::move(kernel_size)), options_(std::move(options)) {
@@ -56,7 +53,7 @@ class Conv2DImpl final : public detail::ModuleImpl {
     return text + ")";
   }
 
-  AbstractValue output_type(const AbstractValue& input, const Scope& scope) const override {
+  AbstractValue output_type(const AbstractValue& input, const LayerScope& scope) const override {
     detail::check_nhwc_input(input, scope, *this);
     detail::check_float_input(input, 4, scope, *this);
     Shape shape = input.shape;
@@ -79,17 +76,18 @@ class Conv2DImpl final : public detail::ModuleImpl {
     return AbstractValue(shape, input.dtype);
   }
 
-  InitResult init(const Array& key, const AbstractValue& input, const Scope& scope) const override {
+  LayerInit init(const Array& key, const AbstractValue& input,
+                 const LayerScope& scope) const override {
     AbstractValue output = output_type(input, scope);
     DType dtype = detail::param_dtype(input);
     Tree params =
         detail::kernel_and_bias(key, options_.kernel_init, kernel_shape(input.shape[3]),
                                 options_.use_bias, options_.bias_init, features_, dtype, scope);
-    return InitResult{Variables{std::move(params), Tree()}, output};
+    return LayerInit{Variables{std::move(params), Tree()}, output};
   }
 
   ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& /*options*/,
-                    const Scope& scope) const override {
+                    const LayerScope& scope) const override {
     output_type(x.aval(), scope);
     int64_t channels = x.dim(3);
     const Tree& params = variables.params;
@@ -115,7 +113,7 @@ class Conv2DImpl final : public detail::ModuleImpl {
     return ApplyResult{y, variables.state};
   }
 
-  int64_t count_params(const AbstractValue& input, const Scope& scope) const override {
+  int64_t count_params(const AbstractValue& input, const LayerScope& scope) const override {
     output_type(input, scope);
     return kernel_shape(input.shape[3]).num_elements() + (options_.use_bias ? features_ : 0);
   }
@@ -130,7 +128,7 @@ class Conv2DImpl final : public detail::ModuleImpl {
   Conv2DOptions options_;
 };
 
-class PoolImpl final : public detail::ModuleImpl {
+class PoolImpl final : public Layer {
  public:
   PoolImpl(bool is_max, Dims window, Dims strides, Padding padding, CallSite site)
       : is_max_(is_max),
@@ -148,7 +146,7 @@ class PoolImpl final : public detail::ModuleImpl {
     return text + padding_suffix(padding_) + ")";
   }
 
-  AbstractValue output_type(const AbstractValue& input, const Scope& scope) const override {
+  AbstractValue output_type(const AbstractValue& input, const LayerScope& scope) const override {
     detail::check_nhwc_input(input, scope, *this);
     if (!is_max_) detail::check_float_input(input, 4, scope, *this);
     Shape shape = input.shape;
@@ -169,7 +167,7 @@ class PoolImpl final : public detail::ModuleImpl {
   }
 
   ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& /*options*/,
-                    const Scope& scope) const override {
+                    const LayerScope& scope) const override {
     output_type(x.aval(), scope);
     detail::check_entries(variables.params, {}, "params", scope, *this);
     Array y = is_max_ ? max_pool(x, window_, strides_, padding_, scope.site)
@@ -186,12 +184,12 @@ class PoolImpl final : public detail::ModuleImpl {
   Padding padding_;
 };
 
-class FlattenImpl final : public detail::ModuleImpl {
+class FlattenImpl final : public Layer {
  public:
   std::string_view kind() const override { return "flatten"; }
   std::string describe() const override { return "Flatten"; }
 
-  AbstractValue output_type(const AbstractValue& input, const Scope& scope) const override {
+  AbstractValue output_type(const AbstractValue& input, const LayerScope& scope) const override {
     if (input.shape.rank() < 1) {
       fail(scope.site,
            fmt::format("{}Flatten expects inputs with a batch axis, got {}", scope.prefix(),
@@ -204,7 +202,7 @@ class FlattenImpl final : public detail::ModuleImpl {
   }
 
   ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& /*options*/,
-                    const Scope& scope) const override {
+                    const LayerScope& scope) const override {
     AbstractValue output = output_type(x.aval(), scope);
     detail::check_entries(variables.params, {}, "params", scope, *this);
     return ApplyResult{reshape(x, output.shape, scope.site), variables.state};

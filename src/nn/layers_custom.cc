@@ -1,5 +1,5 @@
 // nn::custom_module: a layer from a user's init and apply functions (module.h, *modules of
-// your own*). It is an ordinary ModuleImpl, so Sequential, Residual, summaries and the
+// your own*). It is an ordinary Layer, so Sequential, Residual, summaries and the
 // transformations treat it as they treat kiln's own layers.
 #include <algorithm>
 #include <string>
@@ -15,16 +15,7 @@
 namespace kiln::nn {
 namespace {
 
-using detail::InitResult;
-using detail::Scope;
-
-bool valid_kind(const std::string& name) {
-  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-  });
-}
-
-class CustomModule final : public detail::ModuleImpl {
+class CustomModule final : public Layer {
  public:
   explicit CustomModule(ModuleFunctions functions) : f_(std::move(functions)) {}
 
@@ -33,19 +24,20 @@ class CustomModule final : public detail::ModuleImpl {
     return f_.description.empty() ? f_.name : f_.description;
   }
 
-  AbstractValue output_type(const AbstractValue& input, const Scope& scope) const override {
+  AbstractValue output_type(const AbstractValue& input, const LayerScope& scope) const override {
     if (f_.output_type) return guarded(scope, [&] { return f_.output_type(input); });
     return trial(random::key(0), input, scope).output;
   }
 
-  InitResult init(const Array& key, const AbstractValue& input, const Scope& scope) const override {
+  LayerInit init(const Array& key, const AbstractValue& input,
+                 const LayerScope& scope) const override {
     if (!f_.output_type) return trial(key, input, scope);
     Variables variables = guarded(scope, [&] { return f_.init(key, input); });
-    return InitResult{std::move(variables), output_type(input, scope)};
+    return LayerInit{std::move(variables), output_type(input, scope)};
   }
 
   ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& options,
-                    const Scope& scope) const override {
+                    const LayerScope& scope) const override {
     ApplyResult result = guarded(scope, [&] { return f_.apply(variables, x, options); });
     if (!result.y.defined()) {
       fail(scope.site, fmt::format("{}{}: apply returned no output (an empty Array)",
@@ -54,7 +46,7 @@ class CustomModule final : public detail::ModuleImpl {
     return result;
   }
 
-  int64_t count_params(const AbstractValue& input, const Scope& scope) const override {
+  int64_t count_params(const AbstractValue& input, const LayerScope& scope) const override {
     Tree params = guarded(scope, [&] { return f_.init(random::key(0), input).params; });
     return parameter_count(params);
   }
@@ -64,7 +56,7 @@ class CustomModule final : public detail::ModuleImpl {
  private:
   // The user's functions' errors, prefixed with where the layer sits: "block_1: ...".
   template <typename F>
-  auto guarded(const Scope& scope, F&& body) const -> decltype(body()) {
+  auto guarded(const LayerScope& scope, F&& body) const -> decltype(body()) {
     try {
       return body();
     } catch (const Error& error) {
@@ -75,11 +67,11 @@ class CustomModule final : public detail::ModuleImpl {
 
   // init, then apply on zeros of the input type in evaluation mode: the output type of a
   // module that did not say what it is.
-  InitResult trial(const Array& key, const AbstractValue& input, const Scope& scope) const {
+  LayerInit trial(const Array& key, const AbstractValue& input, const LayerScope& scope) const {
     Variables variables = guarded(scope, [&] { return f_.init(key, input); });
     Array zeros_in = zeros(input.shape, input.dtype);
     ApplyResult out = apply(variables, zeros_in, ApplyOptions{}, scope);
-    return InitResult{std::move(variables), out.y.aval()};
+    return LayerInit{std::move(variables), out.y.aval()};
   }
 
   ModuleFunctions f_;
@@ -88,7 +80,7 @@ class CustomModule final : public detail::ModuleImpl {
 }  // namespace
 
 Module custom_module(ModuleFunctions functions, CallSite site) {
-  if (!valid_kind(functions.name)) {
+  if (!detail::valid_kind(functions.name)) {
     fail(site,
          fmt::format("nn::custom_module: name '{}' must be lower-case letters, digits and '_'",
                      functions.name),
@@ -100,7 +92,7 @@ Module custom_module(ModuleFunctions functions, CallSite site) {
                      functions.init ? "apply" : "init"),
          "a module needs both init (key, input type -> variables) and apply");
   }
-  return Module(std::make_shared<CustomModule>(std::move(functions)));
+  return Module(std::make_shared<CustomModule>(std::move(functions)), site);
 }
 
 }  // namespace kiln::nn

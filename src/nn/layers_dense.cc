@@ -14,9 +14,6 @@
 namespace kiln::nn {
 namespace {
 
-using detail::InitResult;
-using detail::Scope;
-
 void check_initializer(const Initializer& init, std::string_view what, CallSite site) {
   if (!init) fail(site, fmt::format("{} is an empty Initializer", what));
 }
@@ -38,7 +35,7 @@ std::string_view split_name(TensorParallel parallel) {
   return "none";
 }
 
-class DenseImpl final : public detail::ModuleImpl {
+class DenseImpl final : public Layer {
  public:
   DenseImpl(int64_t features, DenseOptions options, CallSite site)
       : features_(features), options_(std::move(options)) {
@@ -59,25 +56,26 @@ class DenseImpl final : public detail::ModuleImpl {
     return fmt::format("Dense({}{}{})", features_, options_.use_bias ? "" : ", no bias", split);
   }
 
-  AbstractValue output_type(const AbstractValue& input, const Scope& scope) const override {
+  AbstractValue output_type(const AbstractValue& input, const LayerScope& scope) const override {
     detail::check_float_input(input, 1, scope, *this);
     Shape shape = input.shape;
     shape[shape.rank() - 1] = features_;
     return AbstractValue(shape, input.dtype);
   }
 
-  InitResult init(const Array& key, const AbstractValue& input, const Scope& scope) const override {
+  LayerInit init(const Array& key, const AbstractValue& input,
+                 const LayerScope& scope) const override {
     AbstractValue output = output_type(input, scope);
     int64_t in = input.shape[input.shape.rank() - 1];
     DType dtype = detail::param_dtype(input);
     Tree params =
         detail::kernel_and_bias(key, options_.kernel_init, Shape{in, features_}, options_.use_bias,
                                 options_.bias_init, features_, dtype, scope);
-    return InitResult{Variables{std::move(params), Tree()}, output};
+    return LayerInit{Variables{std::move(params), Tree()}, output};
   }
 
   ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& /*options*/,
-                    const Scope& scope) const override {
+                    const LayerScope& scope) const override {
     output_type(x.aval(), scope);
     // Split only where shard_map binds the axis; an axis of size 1 still takes the psum, so
     // that the result is known to be the same along it.
@@ -120,7 +118,7 @@ class DenseImpl final : public detail::ModuleImpl {
     return ApplyResult{y, variables.state};
   }
 
-  int64_t count_params(const AbstractValue& input, const Scope& scope) const override {
+  int64_t count_params(const AbstractValue& input, const LayerScope& scope) const override {
     output_type(input, scope);
     int64_t in = input.shape[input.shape.rank() - 1];
     return in * features_ + (options_.use_bias ? features_ : 0);
@@ -136,7 +134,7 @@ class DenseImpl final : public detail::ModuleImpl {
   DenseOptions options_;
 };
 
-class EmbeddingImpl final : public detail::ModuleImpl {
+class EmbeddingImpl final : public Layer {
  public:
   EmbeddingImpl(int64_t num_embeddings, int64_t features, Initializer init, CallSite site)
       : num_embeddings_(num_embeddings), features_(features), init_(std::move(init)) {
@@ -153,7 +151,7 @@ class EmbeddingImpl final : public detail::ModuleImpl {
     return fmt::format("Embedding({}, {})", num_embeddings_, features_);
   }
 
-  AbstractValue output_type(const AbstractValue& input, const Scope& scope) const override {
+  AbstractValue output_type(const AbstractValue& input, const LayerScope& scope) const override {
     if (!is_integer(input.dtype)) {
       fail(scope.site,
            fmt::format("{}{} expects integer indices, got {}", scope.prefix(), describe(),
@@ -165,15 +163,16 @@ class EmbeddingImpl final : public detail::ModuleImpl {
     return AbstractValue(shape, DType::f32);
   }
 
-  InitResult init(const Array& key, const AbstractValue& input, const Scope& scope) const override {
+  LayerInit init(const Array& key, const AbstractValue& input,
+                 const LayerScope& scope) const override {
     AbstractValue output = output_type(input, scope);
     Array table =
         init_(random::fold_in(key, 0, scope.site), Shape{num_embeddings_, features_}, DType::f32);
-    return InitResult{Variables{Tree::dict({{"embedding", table}}), Tree()}, output};
+    return LayerInit{Variables{Tree::dict({{"embedding", table}}), Tree()}, output};
   }
 
   ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& /*options*/,
-                    const Scope& scope) const override {
+                    const LayerScope& scope) const override {
     output_type(x.aval(), scope);
     detail::check_entries(variables.params, {"embedding"}, "params", scope, *this);
     const Array& table = detail::param_leaf(variables.params, "embedding",
@@ -181,7 +180,7 @@ class EmbeddingImpl final : public detail::ModuleImpl {
     return ApplyResult{take(table, x, 0, std::nullopt, scope.site), variables.state};
   }
 
-  int64_t count_params(const AbstractValue& input, const Scope& scope) const override {
+  int64_t count_params(const AbstractValue& input, const LayerScope& scope) const override {
     output_type(input, scope);
     return num_embeddings_ * features_;
   }

@@ -15,10 +15,7 @@
 namespace kiln::nn {
 namespace {
 
-using detail::InitResult;
-using detail::Scope;
-
-class DropoutImpl final : public detail::ModuleImpl {
+class DropoutImpl final : public Layer {
  public:
   DropoutImpl(double rate, CallSite site) : rate_(rate) {
     if (!(rate >= 0 && rate <= 1)) {
@@ -30,7 +27,7 @@ class DropoutImpl final : public detail::ModuleImpl {
   std::string_view kind() const override { return "dropout"; }
   std::string describe() const override { return fmt::format("Dropout({})", rate_); }
 
-  AbstractValue output_type(const AbstractValue& input, const Scope& scope) const override {
+  AbstractValue output_type(const AbstractValue& input, const LayerScope& scope) const override {
     detail::check_float_input(input, 0, scope, *this);
     return input;
   }
@@ -38,7 +35,7 @@ class DropoutImpl final : public detail::ModuleImpl {
   bool uses_key(const ApplyOptions& options) const override { return options.train && rate_ > 0; }
 
   ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& options,
-                    const Scope& scope) const override {
+                    const LayerScope& scope) const override {
     output_type(x.aval(), scope);
     detail::check_entries(variables.params, {}, "params", scope, *this);
     if (!uses_key(options)) return ApplyResult{x, variables.state};
@@ -65,7 +62,7 @@ class DropoutImpl final : public detail::ModuleImpl {
   double rate_;
 };
 
-class ActivationImpl final : public detail::ModuleImpl {
+class ActivationImpl final : public Layer {
  public:
   ActivationImpl(std::string_view name, CallSite site)
       : name_(name), fn_(activation_by_name(name, site)) {}
@@ -73,13 +70,13 @@ class ActivationImpl final : public detail::ModuleImpl {
   std::string_view kind() const override { return name_; }
   std::string describe() const override { return name_; }
 
-  AbstractValue output_type(const AbstractValue& input, const Scope& scope) const override {
+  AbstractValue output_type(const AbstractValue& input, const LayerScope& scope) const override {
     detail::check_float_input(input, 0, scope, *this);
     return input;
   }
 
   ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& /*options*/,
-                    const Scope& scope) const override {
+                    const LayerScope& scope) const override {
     output_type(x.aval(), scope);
     detail::check_entries(variables.params, {}, "params", scope, *this);
     return ApplyResult{fn_(x), variables.state};
@@ -90,7 +87,7 @@ class ActivationImpl final : public detail::ModuleImpl {
   ActivationFn fn_;
 };
 
-class SequentialImpl final : public detail::ModuleImpl {
+class SequentialImpl final : public Layer {
  public:
   explicit SequentialImpl(std::vector<Module> layers) : layers_(std::move(layers)) {
     for (size_t i = 0; i < layers_.size(); ++i) {
@@ -103,35 +100,36 @@ class SequentialImpl final : public detail::ModuleImpl {
     return fmt::format("Sequential({} layer{})", layers_.size(), layers_.size() == 1 ? "" : "s");
   }
 
-  AbstractValue output_type(const AbstractValue& input, const Scope& scope) const override {
+  AbstractValue output_type(const AbstractValue& input, const LayerScope& scope) const override {
     AbstractValue type = input;
     for (size_t i = 0; i < layers_.size(); ++i) {
-      type = layers_[i].impl().output_type(type, scope.child(names_[i]));
+      type = layers_[i].layer().output_type(type, scope.child(names_[i]));
     }
     return type;
   }
 
-  InitResult init(const Array& key, const AbstractValue& input, const Scope& scope) const override {
+  LayerInit init(const Array& key, const AbstractValue& input,
+                 const LayerScope& scope) const override {
     std::vector<Tree::Item> params, state;
     AbstractValue type = input;
     for (size_t i = 0; i < layers_.size(); ++i) {
       Array child_key = random::fold_in(key, static_cast<uint32_t>(i), scope.site);
-      InitResult child = layers_[i].impl().init(child_key, type, scope.child(names_[i]));
+      LayerInit child = layers_[i].layer().init(child_key, type, scope.child(names_[i]));
       if (!child.variables.params.is_none()) params.emplace_back(names_[i], child.variables.params);
       if (!child.variables.state.is_none()) state.emplace_back(names_[i], child.variables.state);
       type = child.output;
     }
-    return InitResult{Variables{as_tree(std::move(params)), as_tree(std::move(state))}, type};
+    return LayerInit{Variables{as_tree(std::move(params)), as_tree(std::move(state))}, type};
   }
 
   ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& options,
-                    const Scope& scope) const override {
+                    const LayerScope& scope) const override {
     check_children(variables.params, "params", scope);
     check_children(variables.state, "state", scope);
     std::vector<Tree::Item> state;
     Array y = x;
     for (size_t i = 0; i < layers_.size(); ++i) {
-      const detail::ModuleImpl& layer = layers_[i].impl();
+      const Layer& layer = layers_[i].layer();
       Variables child{entry(variables.params, names_[i]), entry(variables.state, names_[i])};
       ApplyOptions child_options{options.train, Array()};
       if (layer.uses_key(options) && options.key.defined()) {
@@ -144,36 +142,36 @@ class SequentialImpl final : public detail::ModuleImpl {
     return ApplyResult{y, as_tree(std::move(state))};
   }
 
-  int64_t count_params(const AbstractValue& input, const Scope& scope) const override {
+  int64_t count_params(const AbstractValue& input, const LayerScope& scope) const override {
     int64_t total = 0;
     AbstractValue type = input;
     for (size_t i = 0; i < layers_.size(); ++i) {
-      total += layers_[i].impl().count_params(type, scope.child(names_[i]));
-      type = layers_[i].impl().output_type(type, scope.child(names_[i]));
+      total += layers_[i].layer().count_params(type, scope.child(names_[i]));
+      type = layers_[i].layer().output_type(type, scope.child(names_[i]));
     }
     return total;
   }
 
   bool uses_key(const ApplyOptions& options) const override {
     for (const Module& layer : layers_) {
-      if (layer.impl().uses_key(options)) return true;
+      if (layer.layer().uses_key(options)) return true;
     }
     return false;
   }
 
-  void summarize(const AbstractValue& input, const Scope& scope,
-                 std::vector<detail::SummaryRow>& rows) const override {
-    ModuleImpl::summarize(input, scope, rows);
+  void summarize(const AbstractValue& input, const LayerScope& scope,
+                 std::vector<SummaryRow>& rows) const override {
+    Layer::summarize(input, scope, rows);
     summarize_children(input, scope, rows);
   }
 
-  void summarize_children(const AbstractValue& input, const Scope& scope,
-                          std::vector<detail::SummaryRow>& rows) const override {
+  void summarize_children(const AbstractValue& input, const LayerScope& scope,
+                          std::vector<SummaryRow>& rows) const override {
     AbstractValue type = input;
     for (size_t i = 0; i < layers_.size(); ++i) {
-      Scope child = scope.child(names_[i]);
-      layers_[i].impl().summarize(type, child, rows);
-      type = layers_[i].impl().output_type(type, child);
+      LayerScope child = scope.child(names_[i]);
+      layers_[i].layer().summarize(type, child, rows);
+      type = layers_[i].layer().output_type(type, child);
     }
   }
 
@@ -188,7 +186,7 @@ class SequentialImpl final : public detail::ModuleImpl {
 
   // The params (or state) of a Sequential is none or a dict whose keys all name children;
   // which children need an entry is checked by the children themselves.
-  void check_children(const Tree& tree, std::string_view what, const Scope& scope) const {
+  void check_children(const Tree& tree, std::string_view what, const LayerScope& scope) const {
     if (tree.is_none()) return;
     auto names = [&] { return fmt::format("{}", fmt::join(names_, ", ")); };
     if (!tree.is_dict()) {
@@ -215,22 +213,22 @@ class SequentialImpl final : public detail::ModuleImpl {
   std::vector<std::string> names_;
 };
 
-class ResidualImpl final : public detail::ModuleImpl {
+class ResidualImpl final : public Layer {
  public:
   explicit ResidualImpl(Module inner) : inner_(std::move(inner)) {}
 
   std::string_view kind() const override { return "residual"; }
   std::string describe() const override {
-    return fmt::format("Residual({})", inner_.impl().describe());
+    return fmt::format("Residual({})", inner_.layer().describe());
   }
 
-  AbstractValue output_type(const AbstractValue& input, const Scope& scope) const override {
-    AbstractValue inner = inner_.impl().output_type(input, scope);
+  AbstractValue output_type(const AbstractValue& input, const LayerScope& scope) const override {
+    AbstractValue inner = inner_.layer().output_type(input, scope);
     if (inner.shape != input.shape || inner.dtype != input.dtype) {
       fail(scope.site,
            fmt::format("{}Residual needs its inner module to keep the input type {}, but {} "
                        "gives {}",
-                       scope.prefix(), input.to_string(), inner_.impl().describe(),
+                       scope.prefix(), input.to_string(), inner_.layer().describe(),
                        inner.to_string()),
            "x + inner(x) needs equal types: make the inner module's last layer output the "
            "input's features");
@@ -238,32 +236,33 @@ class ResidualImpl final : public detail::ModuleImpl {
     return input;
   }
 
-  InitResult init(const Array& key, const AbstractValue& input, const Scope& scope) const override {
+  LayerInit init(const Array& key, const AbstractValue& input,
+                 const LayerScope& scope) const override {
     output_type(input, scope);
-    InitResult result = inner_.impl().init(key, input, scope);
+    LayerInit result = inner_.layer().init(key, input, scope);
     result.output = input;
     return result;
   }
 
   ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& options,
-                    const Scope& scope) const override {
+                    const LayerScope& scope) const override {
     output_type(x.aval(), scope);
-    ApplyResult inner = inner_.impl().apply(variables, x, options, scope);
+    ApplyResult inner = inner_.layer().apply(variables, x, options, scope);
     return ApplyResult{add(x, inner.y, scope.site), inner.state};
   }
 
-  int64_t count_params(const AbstractValue& input, const Scope& scope) const override {
-    return inner_.impl().count_params(input, scope);
+  int64_t count_params(const AbstractValue& input, const LayerScope& scope) const override {
+    return inner_.layer().count_params(input, scope);
   }
 
   bool uses_key(const ApplyOptions& options) const override {
-    return inner_.impl().uses_key(options);
+    return inner_.layer().uses_key(options);
   }
 
-  void summarize(const AbstractValue& input, const Scope& scope,
-                 std::vector<detail::SummaryRow>& rows) const override {
-    ModuleImpl::summarize(input, scope, rows);
-    inner_.impl().summarize_children(input, scope, rows);
+  void summarize(const AbstractValue& input, const LayerScope& scope,
+                 std::vector<SummaryRow>& rows) const override {
+    Layer::summarize(input, scope, rows);
+    inner_.layer().summarize_children(input, scope, rows);
   }
 
  private:

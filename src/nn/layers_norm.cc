@@ -13,9 +13,6 @@
 namespace kiln::nn {
 namespace {
 
-using detail::InitResult;
-using detail::Scope;
-
 void check_epsilon(const NormOptions& options, std::string_view layer, CallSite site) {
   if (!(options.epsilon > 0)) {
     fail(site, fmt::format("{}: epsilon must be positive, got {}", layer, options.epsilon));
@@ -24,19 +21,19 @@ void check_epsilon(const NormOptions& options, std::string_view layer, CallSite 
 
 // The shared shape of the normalisation layers: a float input whose last axis holds the
 // features, learned scale (init 1) and bias (init 0) of that size.
-class NormBase : public detail::ModuleImpl {
+class NormBase : public Layer {
  public:
   NormBase(NormOptions options, bool allow_bias) : options_(options) {
     if (!allow_bias) options_.use_bias = false;
   }
 
-  AbstractValue output_type(const AbstractValue& input, const Scope& scope) const override {
+  AbstractValue output_type(const AbstractValue& input, const LayerScope& scope) const override {
     detail::check_float_input(input, 1, scope, *this);
     return input;
   }
 
-  InitResult init(const Array& /*key*/, const AbstractValue& input,
-                  const Scope& scope) const override {
+  LayerInit init(const Array& /*key*/, const AbstractValue& input,
+                 const LayerScope& scope) const override {
     AbstractValue output = output_type(input, scope);
     int64_t features = input.shape[input.shape.rank() - 1];
     DType dtype = detail::param_dtype(input);
@@ -44,10 +41,10 @@ class NormBase : public detail::ModuleImpl {
     if (options_.use_scale) params.emplace_back("scale", ones(Shape{features}, dtype));
     if (options_.use_bias) params.emplace_back("bias", zeros(Shape{features}, dtype));
     Tree tree = params.empty() ? Tree() : Tree::dict(std::move(params));
-    return InitResult{Variables{tree, init_state(features, dtype)}, output};
+    return LayerInit{Variables{tree, init_state(features, dtype)}, output};
   }
 
-  int64_t count_params(const AbstractValue& input, const Scope& scope) const override {
+  int64_t count_params(const AbstractValue& input, const LayerScope& scope) const override {
     output_type(input, scope);
     int64_t features = input.shape[input.shape.rank() - 1];
     return features * ((options_.use_scale ? 1 : 0) + (options_.use_bias ? 1 : 0));
@@ -58,7 +55,7 @@ class NormBase : public detail::ModuleImpl {
 
   // normalized * scale + bias, with the params checked against the features of x.
   Array affine(const Array& normalized, const Tree& params, const Array& x,
-               const Scope& scope) const {
+               const LayerScope& scope) const {
     std::vector<std::string> names;
     if (options_.use_bias) names.push_back("bias");
     if (options_.use_scale) names.push_back("scale");
@@ -101,7 +98,7 @@ class BatchNormImpl final : public NormBase {
   }
 
   ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& options,
-                    const Scope& scope) const override {
+                    const LayerScope& scope) const override {
     output_type(x.aval(), scope);
     int64_t features = x.dim(-1);
     detail::check_entries(variables.state, {"mean", "var"}, "state", scope, *this);
@@ -164,7 +161,7 @@ class LayerNormImpl final : public NormBase {
   }
 
   ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& /*options*/,
-                    const Scope& scope) const override {
+                    const LayerScope& scope) const override {
     output_type(x.aval(), scope);
     CallSite site = scope.site;
     // The functions of kiln/nn/functional.h, without their scale and bias: affine() adds

@@ -12,32 +12,30 @@
 namespace kiln::nn {
 namespace {
 
-using detail::InitResult;
-using detail::Scope;
-
-class RematImpl final : public detail::ModuleImpl {
+class RematImpl final : public Layer {
  public:
   RematImpl(Module inner, CheckpointPolicy policy)
       : inner_(std::move(inner)), policy_(std::move(policy)) {}
 
   // Transparent: a Sequential names it, and so its params, after the inner module.
-  std::string_view kind() const override { return inner_.impl().kind(); }
+  std::string_view kind() const override { return inner_.layer().kind(); }
   std::string describe() const override {
-    return fmt::format("Remat({}, {})", inner_.impl().describe(), policy_.to_string());
+    return fmt::format("Remat({}, {})", inner_.layer().describe(), policy_.to_string());
   }
 
-  AbstractValue output_type(const AbstractValue& input, const Scope& scope) const override {
-    return inner_.impl().output_type(input, scope);
+  AbstractValue output_type(const AbstractValue& input, const LayerScope& scope) const override {
+    return inner_.layer().output_type(input, scope);
   }
-  InitResult init(const Array& key, const AbstractValue& input, const Scope& scope) const override {
-    return inner_.impl().init(key, input, scope);
+  LayerInit init(const Array& key, const AbstractValue& input,
+                 const LayerScope& scope) const override {
+    return inner_.layer().init(key, input, scope);
   }
 
   ApplyResult apply(const Variables& variables, const Array& x, const ApplyOptions& options,
-                    const Scope& scope) const override {
+                    const LayerScope& scope) const override {
     // Without training there is no backward pass to save memory for.
-    if (!options.train) return inner_.impl().apply(variables, x, options, scope);
-    const ModuleImpl& inner = inner_.impl();
+    if (!options.train) return inner_.layer().apply(variables, x, options, scope);
+    const Layer& inner = inner_.layer();
     // The key is an input of the checkpointed function, so that the recomputation draws the
     // same dropout masks as the forward pass.
     if (options.key.defined()) {
@@ -59,15 +57,15 @@ class RematImpl final : public detail::ModuleImpl {
     return ApplyResult{y, state};
   }
 
-  int64_t count_params(const AbstractValue& input, const Scope& scope) const override {
-    return inner_.impl().count_params(input, scope);
+  int64_t count_params(const AbstractValue& input, const LayerScope& scope) const override {
+    return inner_.layer().count_params(input, scope);
   }
   bool uses_key(const ApplyOptions& options) const override {
-    return inner_.impl().uses_key(options);
+    return inner_.layer().uses_key(options);
   }
-  void summarize(const AbstractValue& input, const Scope& scope,
-                 std::vector<detail::SummaryRow>& rows) const override {
-    inner_.impl().summarize(input, scope, rows);
+  void summarize(const AbstractValue& input, const LayerScope& scope,
+                 std::vector<SummaryRow>& rows) const override {
+    inner_.layer().summarize(input, scope, rows);
   }
 
  private:

@@ -1,7 +1,8 @@
-// Module's public methods (each opens a root Scope and calls the layer), the defaults of
-// ModuleImpl, the input and parameter checks the layers share, and the summary table.
+// Module's public methods (each opens a root LayerScope and calls the layer), the defaults of
+// Layer, the input and parameter checks the layers share, and the summary table.
 #include <algorithm>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -11,41 +12,48 @@
 #include "nn/module_impl.h"
 
 namespace kiln::nn {
-namespace detail {
 
-Scope Scope::child(std::string_view name) const {
-  return Scope{path.empty() ? std::string(name) : fmt::format("{}/{}", path, name), site};
+LayerScope LayerScope::child(std::string_view name) const {
+  return LayerScope{path.empty() ? std::string(name) : fmt::format("{}/{}", path, name), site};
 }
 
-std::string Scope::prefix() const {
+std::string LayerScope::prefix() const {
   return path.empty() ? std::string() : path + ": ";
 }
 
-std::string Scope::param_path(std::string_view name) const {
+std::string LayerScope::param_path(std::string_view name) const {
   return path.empty() ? std::string(name) : fmt::format("{}/{}", path, name);
 }
 
-InitResult ModuleImpl::init(const Array& /*key*/, const AbstractValue& input,
-                            const Scope& scope) const {
-  return InitResult{Variables{}, output_type(input, scope)};
+LayerInit Layer::init(const Array& /*key*/, const AbstractValue& input,
+                      const LayerScope& scope) const {
+  return LayerInit{Variables{}, output_type(input, scope)};
 }
 
-int64_t ModuleImpl::count_params(const AbstractValue& /*input*/, const Scope& /*scope*/) const {
+int64_t Layer::count_params(const AbstractValue& /*input*/, const LayerScope& /*scope*/) const {
   return 0;
 }
 
-bool ModuleImpl::uses_key(const ApplyOptions& /*options*/) const {
+bool Layer::uses_key(const ApplyOptions& /*options*/) const {
   return false;
 }
 
-void ModuleImpl::summarize(const AbstractValue& input, const Scope& scope,
-                           std::vector<SummaryRow>& rows) const {
+void Layer::summarize(const AbstractValue& input, const LayerScope& scope,
+                      std::vector<SummaryRow>& rows) const {
   rows.push_back(SummaryRow{scope.path, describe(), output_type(input, scope).to_string(),
                             count_params(input, scope)});
 }
 
-void ModuleImpl::summarize_children(const AbstractValue& /*input*/, const Scope& /*scope*/,
-                                    std::vector<SummaryRow>& /*rows*/) const {}
+void Layer::summarize_children(const AbstractValue& /*input*/, const LayerScope& /*scope*/,
+                               std::vector<SummaryRow>& /*rows*/) const {}
+
+namespace detail {
+
+bool valid_kind(std::string_view kind) {
+  return !kind.empty() && std::all_of(kind.begin(), kind.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
 
 std::string window_string(const Dims& dims) {
   std::string text;
@@ -62,8 +70,8 @@ void check_pair(const Dims& dims, std::string_view what, CallSite site) {
   }
 }
 
-void check_float_input(const AbstractValue& input, int64_t min_rank, const Scope& scope,
-                       const ModuleImpl& layer) {
+void check_float_input(const AbstractValue& input, int64_t min_rank, const LayerScope& scope,
+                       const Layer& layer) {
   if (!is_floating(input.dtype)) {
     fail(scope.site,
          fmt::format("{}{} expects floating-point inputs, got {}", scope.prefix(), layer.describe(),
@@ -78,7 +86,7 @@ void check_float_input(const AbstractValue& input, int64_t min_rank, const Scope
   }
 }
 
-void check_nhwc_input(const AbstractValue& input, const Scope& scope, const ModuleImpl& layer) {
+void check_nhwc_input(const AbstractValue& input, const LayerScope& scope, const Layer& layer) {
   if (input.shape.rank() != 4) {
     fail(scope.site,
          fmt::format("{}{} expects NHWC inputs of rank 4 (batch, height, width, channels), got {}",
@@ -94,7 +102,7 @@ DType param_dtype(const AbstractValue& input) {
 
 Tree kernel_and_bias(const Array& key, const Initializer& kernel_init, const Shape& kernel_shape,
                      bool use_bias, const Initializer& bias_init, int64_t features, DType dtype,
-                     const Scope& scope) {
+                     const LayerScope& scope) {
   std::vector<Tree::Item> params;
   params.emplace_back("kernel",
                       kernel_init(random::fold_in(key, 0, scope.site), kernel_shape, dtype));
@@ -131,7 +139,7 @@ constexpr std::string_view kParamsHint =
 }  // namespace
 
 void check_entries(const Tree& tree, const std::vector<std::string>& names, std::string_view what,
-                   const Scope& scope, const ModuleImpl& layer) {
+                   const LayerScope& scope, const Layer& layer) {
   std::vector<std::string> sorted = names;
   std::sort(sorted.begin(), sorted.end());
   if (sorted.empty()) {
@@ -150,7 +158,7 @@ void check_entries(const Tree& tree, const std::vector<std::string>& names, std:
 }
 
 const Array& param_leaf(const Tree& tree, std::string_view name, const Shape& expected,
-                        const Scope& scope, const ModuleImpl& layer, const Array& x) {
+                        const LayerScope& scope, const Layer& layer, const Array& x) {
   const Tree& entry = tree[TreeKey(name, scope.site)];
   if (!entry.is_leaf()) {
     fail(scope.site,
@@ -173,8 +181,8 @@ const Array& param_leaf(const Tree& tree, std::string_view name, const Shape& ex
 
 namespace {
 
-detail::Scope root_scope(CallSite site) {
-  return detail::Scope{"", site};
+LayerScope root_scope(CallSite site) {
+  return LayerScope{"", site};
 }
 
 std::string with_commas(int64_t value) {
@@ -189,50 +197,61 @@ std::string with_commas(int64_t value) {
 
 }  // namespace
 
+Module::Module(std::shared_ptr<const Layer> layer, CallSite site) : layer_(std::move(layer)) {
+  if (!layer_)
+    fail(site, "nn::Module: the layer is null", "e.g. nn::Module(std::make_shared<MyLayer>())");
+  if (!detail::valid_kind(layer_->kind())) {
+    fail(site,
+         fmt::format("nn::Module: the layer's kind '{}' must be lower-case letters, digits and '_'",
+                     layer_->kind()),
+         "the kind is the stem of the path Sequential gives the layer, e.g. \"residual_mlp\"");
+  }
+}
+
 Variables Module::init(const Array& key, const AbstractValue& input, CallSite site) const {
   if (!key.defined()) {
     fail(site, fmt::format("{}.init: the key is an empty Array", kind()),
          "pass a key, e.g. random::key(0)");
   }
-  return impl_->init(key, input, root_scope(site)).variables;
+  return layer_->init(key, input, root_scope(site)).variables;
 }
 
 ApplyResult Module::apply(const Variables& variables, const Array& x, const ApplyOptions& options,
                           CallSite site) const {
   if (!x.defined()) {
-    fail(site, fmt::format("{}.apply: the input is an empty Array", impl_->describe()));
+    fail(site, fmt::format("{}.apply: the input is an empty Array", layer_->describe()));
   }
-  return impl_->apply(variables, x, options, root_scope(site));
+  return layer_->apply(variables, x, options, root_scope(site));
 }
 
 AbstractValue Module::output_type(const AbstractValue& input, CallSite site) const {
-  return impl_->output_type(input, root_scope(site));
+  return layer_->output_type(input, root_scope(site));
 }
 
 std::string_view Module::kind() const {
-  return impl_->kind();
+  return layer_->kind();
 }
 
 std::string Module::summary(const AbstractValue& input) const {
-  detail::Scope scope = root_scope(CallSite());
-  std::vector<detail::SummaryRow> rows;
-  impl_->summarize_children(input, scope, rows);
-  if (rows.empty()) impl_->summarize(input, scope, rows);
-  for (detail::SummaryRow& row : rows) {
+  LayerScope scope = root_scope(CallSite());
+  std::vector<SummaryRow> rows;
+  layer_->summarize_children(input, scope, rows);
+  if (rows.empty()) layer_->summarize(input, scope, rows);
+  for (SummaryRow& row : rows) {
     if (row.path.empty()) row.path = std::string(kind());
   }
   // Container rows repeat their children's counts, so the total comes from the root.
-  int64_t total = impl_->count_params(input, scope);
+  int64_t total = layer_->count_params(input, scope);
   std::vector<std::string> counts;
   size_t widths[4] = {4, 5, 6, 6};  // the headers' lengths
-  for (const detail::SummaryRow& row : rows) {
+  for (const SummaryRow& row : rows) {
     counts.push_back(with_commas(row.params));
     widths[0] = std::max(widths[0], row.path.size());
     widths[1] = std::max(widths[1], row.layer.size());
     widths[2] = std::max(widths[2], row.output.size());
     widths[3] = std::max(widths[3], counts.back().size());
   }
-  std::string out = fmt::format("{} on {}\n", impl_->describe(), input.to_string());
+  std::string out = fmt::format("{} on {}\n", layer_->describe(), input.to_string());
   auto line = [&](std::string_view a, std::string_view b, std::string_view c, std::string_view d) {
     out += fmt::format("{:<{}}  {:<{}}  {:<{}}  {:>{}}\n", a, widths[0], b, widths[1], c, widths[2],
                        d, widths[3]);

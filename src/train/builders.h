@@ -21,8 +21,19 @@ data::DatasetSpec build_dataset_spec(const DataConfig& config);
 nn::Module build_model(const ModelConfig& config);
 // [model.gpt2] with its padded vocabulary resolved.
 nn::Gpt2Config gpt2_config(const Gpt2ModelConfig& config);
-// One layer of it (build_model makes an nn::Sequential of these).
+// One layer of it (build_model makes an nn::Sequential of these): its type's build.
 nn::Module build_layer(const LayerConfig& layer);
+// The builds of kiln's own layer types (the rows of schema::layer_types()).
+nn::Module build_dense(const LayerConfig& layer);
+nn::Module build_conv2d(const LayerConfig& layer);
+nn::Module build_max_pool(const LayerConfig& layer);
+nn::Module build_avg_pool(const LayerConfig& layer);
+nn::Module build_flatten(const LayerConfig& layer);
+nn::Module build_dropout(const LayerConfig& layer);
+nn::Module build_batch_norm(const LayerConfig& layer);
+nn::Module build_layer_norm(const LayerConfig& layer);
+nn::Module build_rms_norm(const LayerConfig& layer);
+nn::Module build_activation(const LayerConfig& layer);  // the type is the activation's name
 // The specs of the tensor-parallel dense layers' params over mesh axis `model`, by their
 // path in build_model's params (Sequential names layer i "dense_<i>"): a column-split
 // kernel {_, model} and bias {model}, a row-split kernel {model, _} (its bias replicated).

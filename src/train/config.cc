@@ -22,7 +22,7 @@ namespace {
 
 using schema::Key;
 using schema::LayerField;
-using schema::LayerType;
+using schema::LayerTypeRow;
 using schema::Section;
 using schema::Type;
 using schema::Value;
@@ -253,8 +253,7 @@ LayerConfig read_layer(const toml::node& node, size_t index, const std::string& 
   }
   LayerConfig layer;
   layer.line = static_cast<int64_t>(node.source().begin.line);
-  std::vector<std::string_view> type_names;
-  for (const LayerType& type : schema::layer_types()) type_names.push_back(type.name);
+  std::vector<std::string_view> type_names = schema::layer_type_names();
   const toml::node* type_node = table->get("type");
   if (!type_node) {
     error(where, fmt::format("model.layers[{}] (line {}): missing 'type'", index, layer.line),
@@ -266,13 +265,15 @@ LayerConfig read_layer(const toml::node& node, size_t index, const std::string& 
                                   index, layer.line, describe(*type_node)));
   }
   layer.type = type_node->as_string()->get();
-  const LayerType* type = schema::find_layer_type(layer.type);
+  const LayerTypeRow* type = schema::find_layer_type(layer.type);
   if (!type) {
     std::string_view guess = closest_match(layer.type, type_names);
     error(type_where,
           fmt::format("model.layers[{}] (line {}): unknown layer type '{}'{}", index, layer.line,
                       layer.type, guess.empty() ? "" : fmt::format("; did you mean '{}'?", guess)),
-          fmt::format("a layer's type is one of {}", schema::join(type_names)));
+          fmt::format("a layer's type is one of {}; a program of your own may add more "
+                      "(kiln::train::register_layer_type, docs/training.md)",
+                      schema::join(type_names)));
   }
   std::string label = fmt::format("model.layers[{}] ({}, line {})", index, layer.type, layer.line);
   std::string takes = type->fields().empty()
@@ -464,7 +465,7 @@ void check_last_batch(const TrainLoopConfig& train, const std::string& source_na
 }
 
 bool is_activation(const LayerConfig& layer) {
-  const schema::LayerType* type = schema::find_layer_type(layer.type);
+  const schema::LayerTypeRow* type = schema::find_layer_type(layer.type);
   return type != nullptr && type->elementwise;
 }
 

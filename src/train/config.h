@@ -12,24 +12,9 @@
 #include <string>
 #include <vector>
 
-namespace kiln::train {
+#include "kiln/train.h"
 
-// One layer of [[model.layers]]. Which fields a layer reads depends on its type; a field
-// given to a layer type that does not use it is an error.
-struct LayerConfig {
-  std::string type;      // dense, conv2d, max_pool, avg_pool, flatten, dropout, batch_norm,
-                         // layer_norm, rms_norm, or an activation name (relu, gelu, ...)
-  int64_t features = 0;  // dense, conv2d
-  std::vector<int64_t> kernel_size;  // conv2d, e.g. [3, 3]
-  std::vector<int64_t> window;       // max_pool, avg_pool
-  std::vector<int64_t> strides;      // conv2d, max_pool, avg_pool (default: 1 / window)
-  std::string padding = "valid";     // conv2d, max_pool, avg_pool: valid or same
-  double rate = 0;                   // dropout
-  std::string parallel = "none";     // dense: none, column or row (tensor parallel)
-  int64_t line = 0;                  // where the layer starts in the file, for errors
-  // Compares `line` too: clear it to compare configs read from different texts.
-  friend bool operator==(const LayerConfig&, const LayerConfig&) = default;
-};
+namespace kiln::train {
 
 struct ExperimentConfig {
   std::string name = "default";

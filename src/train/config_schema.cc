@@ -5,6 +5,9 @@
 
 #include <algorithm>
 
+#include "train/builders.h"
+#include "train/layer_registry.h"
+
 namespace kiln::train::schema {
 namespace {
 
@@ -566,14 +569,14 @@ std::vector<Section> make_sections() {
 
 }  // namespace
 
-bool LayerType::takes(std::string_view field) const {
+bool LayerTypeRow::takes(std::string_view field) const {
   auto has = [&](const std::vector<std::string_view>& names) {
     return std::find(names.begin(), names.end(), field) != names.end();
   };
   return has(required) || has(optional);
 }
 
-std::vector<std::string_view> LayerType::fields() const {
+std::vector<std::string_view> LayerTypeRow::fields() const {
   std::vector<std::string_view> all = required;
   all.insert(all.end(), optional.begin(), optional.end());
   return all;
@@ -609,34 +612,40 @@ const std::vector<LayerField>& layer_fields() {
   return *table;
 }
 
-const std::vector<LayerType>& layer_types() {
+const std::vector<LayerTypeRow>& layer_types() {
   // The activations are those nn::activation_by_name accepts (include/kiln/nn/activations.h).
-  static const auto* table = new std::vector<LayerType>{
-      {"dense", "x @ kernel + bias over the last axis", {"features"}, {"parallel"}},
+  static const auto* table = new std::vector<LayerTypeRow>{
+      {"dense", "x @ kernel + bias over the last axis", {"features"}, {"parallel"}, build_dense},
       {"conv2d",
        "2-D convolution over NHWC input",
        {"features", "kernel_size"},
-       {"strides", "padding"}},
-      {"max_pool", "maximum over each window", {"window"}, {"strides", "padding"}},
-      {"avg_pool", "mean over each window", {"window"}, {"strides", "padding"}},
-      {"flatten", "keeps the batch axis, flattens the rest", {}, {}},
-      {"dropout", "zeroes elements in training, scales the rest by 1 / (1 - rate)", {"rate"}, {}},
+       {"strides", "padding"},
+       build_conv2d},
+      {"max_pool", "maximum over each window", {"window"}, {"strides", "padding"}, build_max_pool},
+      {"avg_pool", "mean over each window", {"window"}, {"strides", "padding"}, build_avg_pool},
+      {"flatten", "keeps the batch axis, flattens the rest", {}, {}, build_flatten},
+      {"dropout",
+       "zeroes elements in training, scales the rest by 1 / (1 - rate)",
+       {"rate"},
+       {},
+       build_dropout},
       {"batch_norm",
        "normalises over all but the last axis (running statistics in evaluation)",
        {},
-       {}},
-      {"layer_norm", "normalises over the last axis", {}, {}},
-      {"rms_norm", "scales by the root mean square over the last axis", {}, {}},
-      {"relu", "max(x, 0)", {}, {}, true},
-      {"leaky_relu", "x if x > 0, else 0.01 x", {}, {}, true},
-      {"elu", "x if x > 0, else exp(x) - 1", {}, {}, true},
-      {"gelu", "x * Phi(x) (exact, with erf)", {}, {}, true},
-      {"gelu_tanh", "gelu's tanh approximation", {}, {}, true},
-      {"silu", "x * sigmoid(x)", {}, {}, true},
-      {"sigmoid", "1 / (1 + exp(-x))", {}, {}, true},
-      {"tanh", "tanh(x)", {}, {}, true},
-      {"softplus", "log(1 + exp(x))", {}, {}, true},
-      {"identity", "x", {}, {}, true},
+       {},
+       build_batch_norm},
+      {"layer_norm", "normalises over the last axis", {}, {}, build_layer_norm},
+      {"rms_norm", "scales by the root mean square over the last axis", {}, {}, build_rms_norm},
+      {"relu", "max(x, 0)", {}, {}, build_activation, true},
+      {"leaky_relu", "x if x > 0, else 0.01 x", {}, {}, build_activation, true},
+      {"elu", "x if x > 0, else exp(x) - 1", {}, {}, build_activation, true},
+      {"gelu", "x * Phi(x) (exact, with erf)", {}, {}, build_activation, true},
+      {"gelu_tanh", "gelu's tanh approximation", {}, {}, build_activation, true},
+      {"silu", "x * sigmoid(x)", {}, {}, build_activation, true},
+      {"sigmoid", "1 / (1 + exp(-x))", {}, {}, build_activation, true},
+      {"tanh", "tanh(x)", {}, {}, build_activation, true},
+      {"softplus", "log(1 + exp(x))", {}, {}, build_activation, true},
+      {"identity", "x", {}, {}, build_activation, true},
   };
   return *table;
 }
@@ -670,11 +679,18 @@ const LayerField* find_layer_field(std::string_view name) {
   return nullptr;
 }
 
-const LayerType* find_layer_type(std::string_view name) {
-  for (const LayerType& type : layer_types()) {
+const LayerTypeRow* find_layer_type(std::string_view name) {
+  for (const LayerTypeRow& type : layer_types()) {
     if (type.name == name) return &type;
   }
-  return nullptr;
+  return find_registered_layer_type(name);
+}
+
+std::vector<std::string_view> layer_type_names() {
+  std::vector<std::string_view> names;
+  for (const LayerTypeRow& type : layer_types()) names.push_back(type.name);
+  for (std::string_view name : registered_layer_type_names()) names.push_back(name);
+  return names;
 }
 
 }  // namespace kiln::train::schema

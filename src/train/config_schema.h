@@ -12,6 +12,7 @@
 #include <variant>
 #include <vector>
 
+#include "kiln/nn/module.h"
 #include "train/config.h"
 
 namespace kiln::train::schema {
@@ -82,11 +83,13 @@ struct Section {
   bool in_identity = true;
 };
 
-struct LayerType {
+struct LayerTypeRow {
   std::string_view name;
   std::string_view help;
   std::vector<std::string_view> required;
   std::vector<std::string_view> optional;
+  // The layer for one [[model.layers]] table of this type (its fields already checked).
+  std::function<nn::Module(const LayerConfig& layer)> build;
   // Works on each element alone (an activation): it may sit between a column- and a
   // row-split dense layer, on a device's block of the features.
   bool elementwise = false;
@@ -96,14 +99,17 @@ struct LayerType {
 
 const std::vector<Section>& sections();
 const std::vector<LayerField>& layer_fields();  // every field but `type`, in docs order
-const std::vector<LayerType>& layer_types();
+// kiln's own layer types (those the docs list); find_layer_type and layer_type_names also
+// know the types this process registered (kiln::train::register_layer_type).
+const std::vector<LayerTypeRow>& layer_types();
+std::vector<std::string_view> layer_type_names();
 // Other names people write for a section (optimizer -> optim), for the did-you-mean.
 const std::vector<std::pair<std::string_view, std::string_view>>& section_aliases();
 
 const Section* find_section(std::string_view name);
 const Key* find_key(const Section& section, std::string_view name);
 const LayerField* find_layer_field(std::string_view name);
-const LayerType* find_layer_type(std::string_view name);
+const LayerTypeRow* find_layer_type(std::string_view name);
 
 // "an integer", "a float", ... as in "expected an integer".
 std::string_view type_phrase(Type type);

@@ -11,7 +11,7 @@ namespace {
 
 using schema::Key;
 using schema::LayerField;
-using schema::LayerType;
+using schema::LayerTypeRow;
 using schema::Section;
 using schema::Type;
 
@@ -33,7 +33,7 @@ std::string line_with_help(std::string_view name, const std::string& value, std:
 std::string layer_toml(const LayerConfig& layer) {
   std::string text =
       fmt::format("\n[[model.layers]]\ntype = {}\n", schema::format_value(layer.type));
-  const LayerType* type = schema::find_layer_type(layer.type);
+  const LayerTypeRow* type = schema::find_layer_type(layer.type);
   if (!type) return text;
   for (const LayerField& field : schema::layer_fields()) {
     if (!type->takes(field.name)) continue;
@@ -123,7 +123,7 @@ std::string schema_markdown() {
       "type takes (any other field is an error). Layers apply in order; inputs are NHWC "
       "images.\n\n| type | required fields | optional fields | what it does |\n"
       "| --- | --- | --- | --- |\n";
-  for (const LayerType& type : schema::layer_types()) {
+  for (const LayerTypeRow& type : schema::layer_types()) {
     text += fmt::format("| `{}` | {} | {} | {} |\n", type.name, code_list(type.required),
                         code_list(type.optional), type.help);
   }

@@ -1,11 +1,16 @@
-// [[model.layers]] -> nn::Sequential.
+// [[model.layers]] -> nn::Sequential, each layer built by its type (kiln's own or a
+// registered one).
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "kiln/error.h"
+#include "kiln/nn/layer.h"
 #include "train/builders.h"
+#include "train/config_schema.h"
 #include "train/data_parallel_parts.h"
 
 namespace kiln::train {
@@ -19,36 +24,111 @@ Dims dims_of(const std::vector<int64_t>& values) {
   return Dims(values.begin(), values.end());
 }
 
+// `inner` under another kind: transparent otherwise (params, state, keys and summary rows
+// are inner's own), as nn::Residual and nn::Remat are.
+class NamedLayer final : public nn::Layer {
+ public:
+  NamedLayer(std::string kind, nn::Module inner)
+      : kind_(std::move(kind)), inner_(std::move(inner)) {}
+
+  std::string_view kind() const override { return kind_; }
+  std::string describe() const override { return inner_.layer().describe(); }
+  AbstractValue output_type(const AbstractValue& input,
+                            const nn::LayerScope& scope) const override {
+    return inner_.layer().output_type(input, scope);
+  }
+  nn::LayerInit init(const Array& key, const AbstractValue& input,
+                     const nn::LayerScope& scope) const override {
+    return inner_.layer().init(key, input, scope);
+  }
+  nn::ApplyResult apply(const nn::Variables& variables, const Array& x,
+                        const nn::ApplyOptions& options,
+                        const nn::LayerScope& scope) const override {
+    return inner_.layer().apply(variables, x, options, scope);
+  }
+  int64_t count_params(const AbstractValue& input, const nn::LayerScope& scope) const override {
+    return inner_.layer().count_params(input, scope);
+  }
+  bool uses_key(const nn::ApplyOptions& options) const override {
+    return inner_.layer().uses_key(options);
+  }
+  void summarize(const AbstractValue& input, const nn::LayerScope& scope,
+                 std::vector<nn::SummaryRow>& rows) const override {
+    inner_.layer().summarize(input, scope, rows);
+  }
+  void summarize_children(const AbstractValue& input, const nn::LayerScope& scope,
+                          std::vector<nn::SummaryRow>& rows) const override {
+    inner_.layer().summarize_children(input, scope, rows);
+  }
+
+ private:
+  std::string kind_;
+  nn::Module inner_;
+};
+
 }  // namespace
 
 nn::Module build_layer(const LayerConfig& layer) {
-  const std::string& type = layer.type;
-  if (type == "dense") {
-    nn::DenseOptions options;
-    if (layer.parallel == "column") options.parallel = nn::TensorParallel::kColumn;
-    if (layer.parallel == "row") options.parallel = nn::TensorParallel::kRow;
-    options.parallel_axis = kModelAxis;
-    return nn::Dense(layer.features, options);
+  const schema::LayerTypeRow* type = schema::find_layer_type(layer.type);
+  // The config's reader refused unknown types; a type registered after the config was read
+  // is still known, so this is reached only by a config made in code.
+  if (!type) {
+    fail(CallSite(),
+         fmt::format("model layer (line {}): unknown layer type '{}'", layer.line, layer.type),
+         fmt::format("a layer's type is one of {}", schema::join(schema::layer_type_names())));
   }
-  if (type == "conv2d") {
-    nn::Conv2DOptions options;
-    if (!layer.strides.empty()) options.strides = dims_of(layer.strides);
-    options.padding = padding_of(layer);
-    return nn::Conv2D(layer.features, dims_of(layer.kernel_size), options);
-  }
-  if (type == "max_pool") {
-    return nn::MaxPool(dims_of(layer.window), dims_of(layer.strides), padding_of(layer));
-  }
-  if (type == "avg_pool") {
-    return nn::AvgPool(dims_of(layer.window), dims_of(layer.strides), padding_of(layer));
-  }
-  if (type == "flatten") return nn::Flatten();
-  if (type == "dropout") return nn::Dropout(layer.rate);
-  if (type == "batch_norm") return nn::BatchNorm();
-  if (type == "layer_norm") return nn::LayerNorm();
-  if (type == "rms_norm") return nn::RMSNorm();
-  // Everything else the schema accepts is an activation name.
-  return nn::Activation(type);
+  nn::Module module = type->build(layer);
+  if (module.kind() == type->name) return module;
+  // A registered type may build a module of another kind (a Sequential): named after the
+  // type, its params sit where the config says ("wide_block_1/...", not "sequential_1/...").
+  return nn::Module(std::make_shared<NamedLayer>(std::string(type->name), std::move(module)));
+}
+
+nn::Module build_dense(const LayerConfig& layer) {
+  nn::DenseOptions options;
+  if (layer.parallel == "column") options.parallel = nn::TensorParallel::kColumn;
+  if (layer.parallel == "row") options.parallel = nn::TensorParallel::kRow;
+  options.parallel_axis = kModelAxis;
+  return nn::Dense(layer.features, options);
+}
+
+nn::Module build_conv2d(const LayerConfig& layer) {
+  nn::Conv2DOptions options;
+  if (!layer.strides.empty()) options.strides = dims_of(layer.strides);
+  options.padding = padding_of(layer);
+  return nn::Conv2D(layer.features, dims_of(layer.kernel_size), options);
+}
+
+nn::Module build_max_pool(const LayerConfig& layer) {
+  return nn::MaxPool(dims_of(layer.window), dims_of(layer.strides), padding_of(layer));
+}
+
+nn::Module build_avg_pool(const LayerConfig& layer) {
+  return nn::AvgPool(dims_of(layer.window), dims_of(layer.strides), padding_of(layer));
+}
+
+nn::Module build_flatten(const LayerConfig& /*layer*/) {
+  return nn::Flatten();
+}
+
+nn::Module build_dropout(const LayerConfig& layer) {
+  return nn::Dropout(layer.rate);
+}
+
+nn::Module build_batch_norm(const LayerConfig& /*layer*/) {
+  return nn::BatchNorm();
+}
+
+nn::Module build_layer_norm(const LayerConfig& /*layer*/) {
+  return nn::LayerNorm();
+}
+
+nn::Module build_rms_norm(const LayerConfig& /*layer*/) {
+  return nn::RMSNorm();
+}
+
+nn::Module build_activation(const LayerConfig& layer) {
+  return nn::Activation(layer.type);
 }
 
 nn::Gpt2Config gpt2_config(const Gpt2ModelConfig& config) {

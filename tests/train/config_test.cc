@@ -156,7 +156,7 @@ TrainConfig everything_changed() {
              .on_nonfinite = "skip",
              .max_skipped_steps = 21,
              .max_steps = 15};
-  for (const schema::LayerType& type : schema::layer_types()) {
+  for (const schema::LayerTypeRow& type : schema::layer_types()) {
     LayerConfig layer;
     layer.type = std::string(type.name);
     if (type.takes("features")) layer.features = 6;
@@ -212,7 +212,7 @@ TEST(ConfigSchema, DefaultsSatisfyTheirOwnRules) {
           << section.name << "." << key.name;
     }
   }
-  for (const schema::LayerType& type : schema::layer_types()) {
+  for (const schema::LayerTypeRow& type : schema::layer_types()) {
     for (std::string_view field : type.fields()) {
       EXPECT_NE(schema::find_layer_field(field), nullptr) << type.name << "." << field;
     }

@@ -61,13 +61,12 @@ struct ApplyResult {
   Tree state;  // the new state (equal to the old one in evaluation)
 };
 
-namespace detail {
-class ModuleImpl;
-}  // namespace detail
+class Layer;  // kiln/nn/layer.h: what a Module holds, and how to write one of your own
 
 class Module {
  public:
-  explicit Module(std::shared_ptr<const detail::ModuleImpl> impl) : impl_(std::move(impl)) {}
+  // Fails on a null layer, or one whose kind() is not lower-case letters, digits and '_'.
+  explicit Module(std::shared_ptr<const Layer> layer, CallSite site = {});
 
   // Creates the parameters and state for inputs of type `input` (the batch axis first;
   // its size does not matter). Checks that the input fits, naming the layer if not.
@@ -83,10 +82,11 @@ class Module {
   // output type for `input`, parameter count; then the total, as Keras' model.summary().
   std::string summary(const AbstractValue& input) const;
 
-  const detail::ModuleImpl& impl() const { return *impl_; }
+  // The layer behind this module: containers call their children's through it.
+  const Layer& layer() const { return *layer_; }
 
  private:
-  std::shared_ptr<const detail::ModuleImpl> impl_;
+  std::shared_ptr<const Layer> layer_;
 };
 
 // ----- layers ----------------------------------------------------------------------------
@@ -193,22 +193,24 @@ Module Remat(Module inner, const CheckpointPolicy& policy);
 //       }});
 //
 // It composes like any layer: in Sequential (named "<name>_<position>"), under Residual,
-// jit, grad and vmap. Errors its functions raise are prefixed with the layer's path.
+// jit, grad and vmap. Errors its functions raise are prefixed with the layer's path. A
+// layer with children of its own, or one that names its parameters' paths in its errors,
+// subclasses nn::Layer (kiln/nn/layer.h) as kiln's own layers do.
 struct ModuleFunctions {
   // The layer's kind: lower-case letters, digits and '_', the stem of the name Sequential
   // gives it ("residual_mlp_2").
-  std::string name;
+  std::string name = {};
   // For summaries and errors ("ResidualMlp(512)"); empty: the name.
-  std::string description;
+  std::string description = {};
   // The params and state (none: an empty Tree) for inputs of this type, drawn from `key`.
-  std::function<Variables(const Array& key, const AbstractValue& input)> init;
+  std::function<Variables(const Array& key, const AbstractValue& input)> init = {};
   // The output and the new state (return variables.state when there is none).
   std::function<ApplyResult(const Variables& variables, const Array& x,
                             const ApplyOptions& options)>
-      apply;
+      apply = {};
   // The output type for an input type, without computing. Optional: without it kiln runs
   // init and apply once on zeros of the input type to find it.
-  std::function<AbstractValue(const AbstractValue& input)> output_type;
+  std::function<AbstractValue(const AbstractValue& input)> output_type = {};
   // Whether apply reads options.key in training (a layer that draws random numbers), so that
   // Sequential hands it a key of its own.
   bool uses_key = false;

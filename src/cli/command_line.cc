@@ -1,4 +1,6 @@
-// The `kiln` command: parses the command line and runs one subcommand. Exit status (also
+// kiln's command line (kiln::train::command_line_main, kiln/train.h): parses the command line
+// and runs one subcommand; the `kiln` program is its main() (kiln_main.cc), and so may be a
+// program of a user's that registered layer types of its own. Exit status (also
 // in docs/training.md): 0 success; 1 an error (a usage error, or a kiln::Error: config,
 // data, model, file system); 2 a run stopped by a non-finite loss or gradient; 3 `kiln data
 // validate` found contract violations; 130 / 143 / 129 a
@@ -17,6 +19,7 @@
 #include "cli/output.h"
 #include "dist/processes.h"
 #include "kiln/error.h"
+#include "kiln/train.h"
 #include "kiln/version.h"
 
 namespace {
@@ -79,7 +82,7 @@ int check_output_written(int code) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int kiln::train::command_line_main(int argc, char** argv) {
   // A closed pipe (`kiln train ... | head -3`) is a write error to handle, not a reason to
   // die: killed by SIGPIPE, a run would stay "running" with no savepoint.
   std::signal(SIGPIPE, SIG_IGN);
