@@ -4,6 +4,7 @@
 #include <bit>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "kiln/error.h"
 

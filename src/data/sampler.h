@@ -8,7 +8,7 @@
 #include <array>
 #include <cstdint>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 namespace kiln::data {
 

@@ -13,6 +13,7 @@
 #include <mutex>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "io/atomic_file.h"
 #include "io/bounded_read.h"
@@ -121,6 +122,15 @@ json leaf_record(const std::pair<std::string, Array>& leaf) {
   return {{"path", leaf.first},
           {"dtype", dtype_name(leaf.second.dtype())},
           {"shape", shape_json(leaf.second)}};
+}
+
+// One of a Snapshot's JSON texts as the manifest holds it: an object, or the save fails.
+json object_from_text(const fs::path& temporary, std::string_view name, const std::string& text) {
+  json value = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (!value.is_object()) {
+    fail_write(temporary, fmt::format("save {} that is not a JSON object into", name));
+  }
+  return value;
 }
 
 // Checks the manifest's shape and returns it; every problem names the manifest.
@@ -287,8 +297,12 @@ fs::path write(const fs::path& dir, const Snapshot& snapshot) {
   }
   try {
     json manifest = {
-        {"format", kFormat},       {"version", kVersion},           {"step", snapshot.step},
-        {"state", snapshot.state}, {"identity", snapshot.identity}, {"trees", json::object()},
+        {"format", kFormat},
+        {"version", kVersion},
+        {"step", snapshot.step},
+        {"state", object_from_text(temporary, "a state", snapshot.state_json)},
+        {"identity", object_from_text(temporary, "an identity", snapshot.identity_json)},
+        {"trees", json::object()},
         {"files", json::object()}};
     if (!snapshot.run_id.empty()) manifest["run_id"] = snapshot.run_id;
     for (const auto& [name, tree] : snapshot.trees) {
@@ -392,10 +406,11 @@ Loaded load(const fs::path& savepoint_dir) {
   loaded.step = manifest["step"].get<int64_t>();
   loaded.path = dir;
   loaded.run_id = manifest.value("run_id", "");
+  loaded.state_json = io::json_text(manifest["state"]);
+  loaded.identity_json = io::json_text(manifest["identity"]);
   for (const auto& [name, record] : manifest["trees"].items()) {
     loaded.trees.emplace_back(name, load_tree(dir, name, record, manifest["files"]));
   }
-  loaded.manifest = std::move(manifest);
   return loaded;
 }
 

@@ -24,8 +24,6 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
 #include "kiln/safetensors.h"
 #include "kiln/tree.h"
 
@@ -53,8 +51,11 @@ struct Snapshot {
   // Tree name (a file stem: letters, digits and '_') -> leaves. Empty trees are kept in
   // the manifest without a file.
   std::vector<std::pair<std::string, SnapshotTree>> trees;
-  nlohmann::json state = nlohmann::json::object();     // data position, counters
-  nlohmann::json identity = nlohmann::json::object();  // what makes the run this run
+  // Two objects the manifest holds as given, as JSON text (so that this header needs no
+  // JSON library): the data position and counters, and what makes the run this run.
+  // write() refuses text that is not a JSON object.
+  std::string state_json = "{}";
+  std::string identity_json = "{}";
   // The run whose state this is (its directory's name), so that a savepoint copied into
   // another run's directory is known as such; "" for none.
   std::string run_id;
@@ -86,7 +87,9 @@ struct Loaded {
   int64_t step = 0;
   std::filesystem::path path;
   std::string run_id;  // "" in a savepoint that names no run (kiln before issue 43)
-  nlohmann::json manifest;
+  // The manifest's "state" and "identity" objects as compact JSON text (Snapshot's fields).
+  std::string state_json;
+  std::string identity_json;
   // Tree name -> its leaves, in the manifest's (flatten) order.
   std::vector<std::pair<std::string, NamedArrays>> trees;
   const NamedArrays& tree(std::string_view name) const;

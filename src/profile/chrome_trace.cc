@@ -3,6 +3,8 @@
 
 #include <set>
 
+#include <nlohmann/json.hpp>
+
 #include "io/atomic_file.h"
 
 namespace kiln::profile {

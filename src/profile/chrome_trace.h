@@ -9,7 +9,7 @@
 
 #include <filesystem>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 #include "base/trace_events.h"
 

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "jit/memory_plan.h"
 
 namespace kiln::profile {

@@ -5,6 +5,8 @@
 #include <map>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 namespace kiln::profile {
 namespace {
 

@@ -531,8 +531,10 @@ MlflowCallResult not_mlflow(const MlflowClient& client, const char* call, const 
   return result;
 }
 
-std::string nested_string(const json& body, std::initializer_list<const char*> path) {
-  const json* node = &body;
+// The string at `path` in an answer's JSON text, or "" when there is none.
+std::string nested_string(const std::string& body, std::initializer_list<const char*> path) {
+  json answer = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  const json* node = &answer;
   for (const char* key : path) {
     auto it = node->find(key);
     if (it == node->end()) return {};

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace kiln::track {
 namespace {
@@ -302,7 +303,7 @@ MlflowCallResult MlflowClient::classify(const MlflowExchange& exchange, void* ha
   if (status >= 200 && status < 300 && (is_object || !exchange.expect_json)) {
     MlflowCallResult result;
     result.http_status = status;
-    if (is_object) result.body = std::move(parsed);
+    if (is_object) result.body = exchange.answer;
     return result;
   }
   if (status >= 500 || status == 429 || status == 408) {

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json.hpp>
+#include <nlohmann/json_fwd.hpp>
 
 namespace kiln::track {
 
@@ -31,7 +31,7 @@ struct MlflowCallResult {
   std::string message;     // empty for kOk
   std::string error_code;  // MLflow's error_code ("RESOURCE_DOES_NOT_EXIST") when it sent one
   long http_status = 0;    // 0 when no answer came
-  nlohmann::json body;     // the parsed answer (an object) for kOk on the JSON API
+  std::string body;        // the answer, JSON text of an object, for kOk on the JSON API
   bool ok() const { return outcome == MlflowCallOutcome::kOk; }
 };
 

@@ -6,6 +6,7 @@
 #include <string>
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 namespace kiln::track::html {
 namespace {

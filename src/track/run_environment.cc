@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 #include <oneapi/dnnl/dnnl.h>
+#include <nlohmann/json.hpp>
 
 #include <code_identity.h>  // generated in the build tree
 #include "base/trimmed.h"

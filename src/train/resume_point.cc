@@ -2,6 +2,7 @@
 #include "train/resume_point.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
 #include "io/json_text.h"
 #include "kiln/error.h"
@@ -31,7 +32,7 @@ void refuse_changes(const fs::path& run_dir, const ResumePoint& point) {
 
 // The identity a savepoint was written under (its manifest's "identity").
 RunIdentity saved_identity(const savepoint::Loaded& loaded) {
-  return parse_identity(loaded.manifest.value("identity", nlohmann::json::object()).dump());
+  return parse_identity(loaded.identity_json);
 }
 
 }  // namespace

@@ -2,7 +2,9 @@
 #include "train/train_savepoint.h"
 
 #include <fmt/format.h>
+#include <nlohmann/json.hpp>
 
+#include "io/json_text.h"
 #include "kiln/error.h"
 
 namespace kiln::train {
@@ -50,8 +52,8 @@ savepoint::Snapshot take_snapshot(const TrainState& state, const RunKeys& keys,
                     {"model_state", savepoint::copy_tree("model_state", state.model_state)},
                     {"opt_state", savepoint::copy_tree("opt_state", state.opt_state)},
                     {"rng", savepoint::copy_tree("rng", rng)}};
-  snapshot.state = counters_json(counters);
-  snapshot.identity = json::parse(identity_json_text(identity));
+  snapshot.state_json = io::json_text(counters_json(counters));
+  snapshot.identity_json = identity_json_text(identity);
   return snapshot;
 }
 
@@ -64,7 +66,7 @@ Restored restore(const savepoint::Loaded& loaded, const TrainState& like,
   Tree rng = savepoint::restore_tree(
       loaded, "rng", Tree::dict({{"data", keys_like.data}, {"dropout", keys_like.dropout}}));
   restored.keys = RunKeys{rng["data"].leaf(), rng["dropout"].leaf()};
-  const json& state = loaded.manifest["state"];
+  const json state = json::parse(loaded.state_json);  // an object: load() checked
   SavedCounters& c = restored.counters;
   c.step = integer_at(loaded, state, "step", "");
   if (c.step != loaded.step) {

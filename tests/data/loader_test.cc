@@ -5,6 +5,7 @@
 // JSON state exactly where it stopped.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <cstring>
 #include <set>

@@ -4,6 +4,7 @@
 // gaps; iterator state round-trips through JSON and bad state is refused by name.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <set>
 #include <vector>

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "fuzz_support.h"
+#include "io/bounded_read.h"
 #include "io/savepoint.h"
 #include "io/sha256.h"
 #include "kiln/ops.h"
@@ -32,8 +33,8 @@ fs::path make_savepoint() {
   kiln::savepoint::Snapshot snapshot;
   snapshot.step = 7;
   snapshot.trees.emplace_back("params", kiln::savepoint::copy_tree("params", params));
-  snapshot.state = {{"data", {{"epoch", 0}, {"position", 1}}}};
-  snapshot.identity = {{"config_sha256", "0"}};
+  snapshot.state_json = R"({"data":{"epoch":0,"position":1}})";
+  snapshot.identity_json = R"({"config_sha256":"0"})";
   fs::path written = kiln::savepoint::write(dir, snapshot);
   // tests/fuzz/make_seeds.py takes this valid manifest as this target's seed, and the
   // weights file as a small safetensors file that kiln wrote.
@@ -61,7 +62,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
              reinterpret_cast<const uint8_t*>(marker.data()), marker.size());
   kiln::savepoint::Loaded loaded;
   if (!kiln::fuzz::parses([&] { loaded = kiln::savepoint::load(savepoint); })) return 0;
-  const nlohmann::json& manifest = loaded.manifest;
+  // Loaded, so valid JSON within kiln's nesting limit.
+  const nlohmann::json manifest = kiln::io::parse_json(text, "manifest.json");
   if (loaded.step != manifest["step"].get<int64_t>()) kiln::fuzz::finding("load: another step");
   for (const auto& [name, record] : manifest["files"].items()) {
     if (name.empty() || name.front() == '.' || name.find('/') != std::string::npos) {
@@ -78,8 +80,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   // What kiln resume reads next (train/resume_point.cc): the run identity the savepoint was
   // written under, which must read back the same once written as kiln writes it.
-  kiln::train::RunIdentity identity =
-      kiln::train::parse_identity(manifest.value("identity", nlohmann::json::object()).dump());
+  kiln::train::RunIdentity identity = kiln::train::parse_identity(loaded.identity_json);
   kiln::train::RunIdentity again =
       kiln::train::parse_identity(kiln::train::identity_json_text(identity));
   if (!kiln::train::identity_differences(identity, again).empty() ||

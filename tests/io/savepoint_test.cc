@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "io/atomic_file.h"
 #include "io/savepoint.h"
 #include "io/savepoint_writer.h"
@@ -57,8 +59,8 @@ Snapshot snapshot_of(int64_t step, const State& state) {
   snapshot.trees = {{"params", copy_tree("params", state.params)},
                     {"opt_state", copy_tree("opt_state", state.opt_state)},
                     {"model_state", copy_tree("model_state", state.empty)}};
-  snapshot.state = {{"data", {{"epoch", 1}, {"position", 5}}}};
-  snapshot.identity = {{"config_sha256", "abc"}};
+  snapshot.state_json = R"({"data": {"epoch": 1, "position": 5}})";
+  snapshot.identity_json = R"({"config_sha256": "abc"})";
   return snapshot;
 }
 
@@ -112,8 +114,9 @@ TEST(Savepoint, RoundTripsEveryTreeBitForBit) {
 
   Loaded loaded = load(path);
   EXPECT_EQ(loaded.step, 7);
-  EXPECT_EQ(loaded.manifest["state"]["data"]["position"], 5);
-  EXPECT_EQ(loaded.manifest["identity"]["config_sha256"], "abc");
+  // The state and identity as given, in compact form.
+  EXPECT_EQ(loaded.state_json, R"({"data":{"epoch":1,"position":5}})");
+  EXPECT_EQ(loaded.identity_json, R"({"config_sha256":"abc"})");
   expect_same_bits(restore_tree(loaded, "params", state.params), state.params);
   expect_same_bits(restore_tree(loaded, "opt_state", state.opt_state), state.opt_state);
   EXPECT_EQ(restore_tree(loaded, "model_state", state.empty).num_leaves(), 0);
@@ -315,6 +318,21 @@ TEST(Savepoint, AFailedWriteNamesTheFileAndLeavesEarlierSavepointsIntact) {
   EXPECT_EQ(read_string(scratch / "step-00000001" / "params.safetensors"), before);
   expect_same_bits(restore_tree(load(scratch / "step-00000001"), "params", state.params),
                    state.params);
+}
+
+// The manifest holds the state and identity as objects: text that is not one is refused
+// before anything is committed.
+TEST(Savepoint, AStateThatIsNotAJsonObjectIsRefused) {
+  ScratchDir scratch;
+  Snapshot snapshot = snapshot_of(1, make_state(1));
+  snapshot.state_json = "[1, 2]";
+  EXPECT_THAT(error_of([&] { write(scratch.path(), snapshot); }),
+              HasSubstr("cannot save a state that is not a JSON object"));
+  snapshot.state_json = "{}";
+  snapshot.identity_json = "{\"config_sha256\": ";
+  EXPECT_THAT(error_of([&] { write(scratch.path(), snapshot); }),
+              HasSubstr("cannot save an identity that is not a JSON object"));
+  EXPECT_THAT(scratch.listing(), ElementsAre());
 }
 
 TEST(Savepoint, RetentionKeepsTheLastKAndEveryMultipleOfM) {

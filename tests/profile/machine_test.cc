@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "support/scratch_dir.h"
 
 namespace kiln::profile {

@@ -3,6 +3,7 @@
 // per thread; the roofline accounts for every kernel that ran, with costs from the cost
 // rules; the memory estimate's parts add up to the plan's and find the saved activations.
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <map>
 #include <vector>
