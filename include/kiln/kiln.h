@@ -16,6 +16,7 @@
 #include "kiln/index_mode.h"
 #include "kiln/jit.h"
 #include "kiln/nn.h"
+#include "kiln/nonfinite.h"
 #include "kiln/ops.h"
 #include "kiln/optim.h"
 #include "kiln/profile.h"
