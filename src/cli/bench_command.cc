@@ -1,4 +1,4 @@
-// `kiln bench ops|collectives|step|machine`: kiln beside what a user would pick instead (or
+// `kiln bench ops|collectives|step|machine|cost`: kiln beside what a user would pick instead (or
 // one algorithm beside another), measured in one run, alternating A and B and reporting
 // ratios pair by pair (the machine is noisy).
 #include <algorithm>
@@ -9,6 +9,7 @@
 
 #include "base/compute_pool.h"
 #include "cli/bench_collectives.h"
+#include "cli/bench_cost.h"
 #include "cli/bench_ops.h"
 #include "cli/bench_step.h"
 #include "cli/commands.h"
@@ -49,10 +50,13 @@ Runner add_bench_command(CLI::App& app) {
   auto step = std::make_shared<std::function<int()>>();
   auto machine = std::make_shared<std::function<int()>>();
   add_bench_step_commands(*bench, step.get(), machine.get());
-  return [options, collective_options, bench, step, machine] {
+  auto cost = std::make_shared<std::function<int()>>();
+  add_bench_cost_command(*bench, cost.get());
+  return [options, collective_options, bench, step, machine, cost] {
     if (bench->got_subcommand("collectives")) return run_bench_collectives(*collective_options);
     if (bench->got_subcommand("step")) return (*step)();
     if (bench->got_subcommand("machine")) return (*machine)();
+    if (bench->got_subcommand("cost")) return (*cost)();
     return run_bench_ops(*options);
   };
 }

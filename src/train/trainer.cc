@@ -454,7 +454,7 @@ void Run::train_epochs() {
   // is still due.
   int64_t epochs_done = start_position_.epoch;
   for (int64_t epoch = first_epoch;
-       epoch <= c.train.epochs &&
+       epoch <= c.train.epochs && summary_.target_epoch == 0 &&
        (step_number < total_steps_ || (epoch == first_epoch && start_position_.position > 0));
        ++epoch) {
     bool resumed_epoch = epoch == first_epoch && start_step_ > 0;
@@ -867,6 +867,11 @@ void Run::end_epoch(int64_t epoch, int64_t step_number, const EvalStep& eval) {
             : ""));
   }
   last_good_ = GoodState{state_.params, state_.model_state, epoch, step_number};
+  if (options_.stop_at && options_.stop_at->reached(test.accuracy, test.loss)) {
+    summary_.target_epoch = epoch;
+    progress_->message(fmt::format("{} reached {} after epoch {}: stopping here",
+                                   options_.stop_at->metric, options_.stop_at->value, epoch));
+  }
   progress_->message(fmt::format(
       "epoch {}/{}: train loss {:.4f} acc {:.2f}%  |  test loss {:.4f} acc {:.2f}%  |  {}", epoch,
       c.train.epochs, epoch_totals_.mean_loss(), 100 * epoch_totals_.accuracy(), test.loss,
@@ -1041,6 +1046,10 @@ void Run::save_final() {
 }
 
 }  // namespace
+
+bool QualityTarget::reached(double test_accuracy, double test_loss) const {
+  return metric == "test_loss" ? test_loss <= value : test_accuracy >= value;
+}
 
 std::string signal_name(int signal) {
   if (signal == SIGINT) return "SIGINT";

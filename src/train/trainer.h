@@ -20,6 +20,14 @@
 
 namespace kiln::train {
 
+// A quality a run may stop at (kiln bench cost): test_accuracy at least `value`, or
+// test_loss at most `value`, in an epoch's evaluation.
+struct QualityTarget {
+  std::string metric;  // "test_accuracy" or "test_loss"
+  double value = 0;
+  bool reached(double test_accuracy, double test_loss) const;
+};
+
 struct TrainOptions {
   bool interactive = false;              // draw a progress bar (stderr is a terminal)
   bool quiet = false;                    // no progress lines and no config echo (tests)
@@ -32,6 +40,9 @@ struct TrainOptions {
   // --trace-steps: write <run dir>/trace.json for these steps (and take the roofline and
   // memory report from them instead of the default window; see step_profiler.h).
   std::optional<StepRange> trace_steps;
+  // Stop after the first epoch whose evaluation reaches this: the run completes there, with
+  // fewer epochs than train.epochs (TrainSummary::target_epoch says which).
+  std::optional<QualityTarget> stop_at;
 };
 
 // `kiln resume`: continue a run from its latest usable savepoint.
@@ -57,6 +68,8 @@ struct TrainSummary {
   double seconds = 0;
   double first_step_seconds = 0;  // process start to the first step's result
   double median_step_ms = 0;
+  // With TrainOptions::stop_at: the epoch whose evaluation reached the target (0: none did).
+  int64_t target_epoch = 0;
   std::string params_sha256;
   // Runs of the same experiment found stale ("running" with their process gone) and
   // marked "crashed" when this run started.

@@ -484,7 +484,8 @@ def can_mount_tmpfs():
 
 
 class BenchCli(unittest.TestCase):
-    """`kiln bench step` and `kiln bench machine`: the timing report and the machine's peaks."""
+    """`kiln bench step`, `cost` and `machine`: the timing report, the cost to a quality target
+    and the machine's peaks."""
 
     def test_bench_step_prints_the_timing_report(self):
         out = run("bench", "step", MLP, *SMALL, "--steps", "6").stdout
@@ -495,6 +496,42 @@ class BenchCli(unittest.TestCase):
         timing = json.loads(run("bench", "step", MLP, *SMALL, "--steps", "6", "--json").stdout)
         self.assertEqual(timing["misplaced_params"], 0)
         self.assertEqual(timing["steady_steps"], 5)  # the first step is not steady state
+
+    def test_bench_cost_trains_each_variant_until_the_target(self):
+        runs = tempfile.mkdtemp(prefix="kiln-cli-cost-")
+        try:
+            out = json.loads(run("bench", "cost", MLP, *SMALL, "--target", "test_accuracy=0.5",
+                                 "--max-epochs", "3", "--compare", "optim.lr=1e-3,1e-9",
+                                 "--runs-dir", runs, "--json").stdout)
+            learns, stalls = out["rows"]
+            self.assertEqual(learns["variant"], "optim.lr=1e-3")
+            # lr 1e-3 gets past 50% in its first epoch and stops there; lr 1e-9 never does,
+            # and runs all three epochs.
+            self.assertTrue(learns["reached"])
+            self.assertEqual(learns["epochs"], 1)
+            self.assertGreaterEqual(learns["test_accuracy"], 0.5)
+            self.assertFalse(stalls["reached"])
+            self.assertEqual(stalls["epochs"], 3)
+            self.assertEqual(stalls["steps"], 3 * learns["steps"])
+            self.assertGreater(learns["train_flops"], 0)
+            self.assertAlmostEqual(stalls["train_flops"] / learns["train_flops"], 3, places=6)
+            runs_json = [json.load(open(os.path.join(row["run_dir"], "run.json")))
+                         for row in out["rows"]]
+            self.assertEqual([r["status"] for r in runs_json], ["completed", "completed"])
+            table = run("bench", "cost", MLP, *SMALL, "--target", "test_loss=100").stdout
+            self.assertIn("(the config)", table)
+            self.assertIn("vs first", table)
+        finally:
+            shutil.rmtree(runs, ignore_errors=True)
+        for target, says in (("test_accuracy=88", "for 88%, write 0.88"),
+                             ("accuracy=0.8", "expected METRIC=VALUE"),
+                             ("test_loss=abc", "'abc' is not a number")):
+            result = run("bench", "cost", MLP, "--target", target, check=False)
+            self.assertEqual(result.returncode, 1)
+            self.assertIn(says, result.stderr)
+        result = run("bench", "cost", MLP, "--target", "test_loss=1", "--compare", "optim.lr",
+                     check=False)
+        self.assertIn("expected KEY=VALUE,VALUE", result.stderr)
 
     def test_bench_machine_measures_once_then_reads_the_cache(self):
         cache = tempfile.mkdtemp(prefix="kiln-cli-cache-")
