@@ -19,6 +19,7 @@
 #include "kiln/nonfinite.h"
 #include "kiln/ops.h"
 #include "kiln/optim.h"
+#include "kiln/pallas.h"
 #include "kiln/profile.h"
 #include "kiln/promotion.h"
 #include "kiln/random.h"

@@ -1,0 +1,139 @@
+// Pallas-style tiled kernels on the CPU (JAX's pallas_call; docs/kernels.md). A kernel is a
+// body run once per point of a grid; BlockSpecs say which block of each array the body
+// sees at each point, and the body reads and writes those blocks through Refs with kiln's
+// array operations:
+//
+//   // C = A @ B in bm x bn tiles, the K axis in bk steps accumulated in the output block.
+//   auto body = [](const pallas::Kernel& k) {
+//     if (k.program_id(2) == 0) k.out(0).store(zeros(k.out(0).block_type().shape));
+//     k.out(0).store(k.out(0).load() + matmul(k.in(0).load(), k.in(1).load()));
+//   };
+//   Array c = pallas::call(body, {AbstractValue({m, n}, DType::f32)}, {m / bm, n / bn, kk / bk},
+//       {pallas::BlockSpec({bm, bk}, [](pallas::Index g) { return pallas::Index{g[0], g[2]}; }),
+//        pallas::BlockSpec({bk, bn}, [](pallas::Index g) { return pallas::Index{g[2], g[1]}; })},
+//       {pallas::BlockSpec({bm, bn}, [](pallas::Index g) { return pallas::Index{g[0], g[1]}; })},
+//       {a, b})[0];
+//
+// Semantics (those of Pallas): the grid's points run in row-major order; the axes marked
+// `parallel` (all but the last, by default) may run in any order, the others (`arbitrary`,
+// the reductions) in order, and they must come last. A block index i along a dimension of
+// block size b covers elements [i*b, (i+1)*b); a block that runs past the array's edge is
+// ragged: load() fills the missing elements with zeros (or the value given) and store()
+// writes only the elements inside the array. An output's block keeps what was stored in it
+// while consecutive points revisit it, so a reduction accumulates there; outputs start as
+// zeros, and so does scratch, which lives for the whole call.
+//
+// This is the interpret mode: each point runs the body eagerly, one block at a time, with
+// every index checked. It also checks what a parallel run would race on: an output block
+// written by two points that differ in a parallel axis is an error.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "kiln/array.h"
+#include "kiln/error.h"
+#include "kiln/shape.h"
+
+namespace kiln::pallas {
+
+// Grid coordinates, or block indices (one per array dimension).
+using Index = std::vector<int64_t>;
+
+struct BlockSpec {
+  // The block's size along each dimension of its array (-1: the whole dimension).
+  Dims block_shape;
+  // The point's grid coordinates -> the block's index along each dimension of the array.
+  // Empty: the point's coordinates themselves (the grid then has the array's rank).
+  std::function<Index(const Index& grid_point)> index_map;
+
+  BlockSpec(Dims shape, std::function<Index(const Index&)> map = {})
+      : block_shape(std::move(shape)), index_map(std::move(map)) {}
+};
+
+enum class GridAxis { kParallel, kArbitrary };
+
+class RefState;  // the buffer behind a Ref, and where its block sits
+
+// One block of an input, output or scratch buffer, as the body sees it at this point.
+class Ref {
+ public:
+  // The block as an array of the block's shape; elements past the array's edge read as
+  // `fill` (inputs and outputs; scratch has no edge).
+  Array load(double fill = 0) const;
+  // Writes `value` (the block's shape; converted to the buffer's dtype as astype does) into
+  // the block, the elements past the array's edge left out.
+  void store(const Array& value) const;
+  // The block's type ("f32[32,64]"), and how many of its rows/columns lie inside the array.
+  AbstractValue block_type() const;
+  Dims valid_extent() const;
+
+ private:
+  friend class KernelRun;
+  Ref(std::shared_ptr<RefState> state, Index block, std::string name)
+      : state_(std::move(state)), block_(std::move(block)), name_(std::move(name)) {}
+  std::shared_ptr<RefState> state_;
+  Index block_;  // the block's index along each dimension (scratch: all zeros)
+  std::string name_;
+};
+
+// What the body gets at each grid point.
+class Kernel {
+ public:
+  int64_t program_id(int64_t axis) const;
+  int64_t num_programs(int64_t axis) const;
+  const Ref& in(size_t i) const;
+  const Ref& out(size_t i) const;
+  const Ref& scratch(size_t i) const;
+  const std::string& name() const { return name_; }
+
+ private:
+  friend class KernelRun;
+  std::string name_;
+  Index point_;
+  Index grid_;
+  std::vector<Ref> in_;
+  std::vector<Ref> out_;
+  std::vector<Ref> scratch_;
+};
+
+using KernelBody = std::function<void(const Kernel&)>;
+
+struct CallOptions {
+  std::string name = "kernel";  // in errors and reports
+  // One per grid axis; empty: parallel, except the last axis, which runs in order.
+  std::vector<GridAxis> semantics = {};
+  // Scratch buffers: their types; each is one block for the whole call.
+  std::vector<AbstractValue> scratch = {};
+  // The most bytes of scratch a call may ask for.
+  int64_t scratch_limit_bytes = int64_t{64} << 20;
+};
+
+// Runs `body` over `grid` and returns the outputs (`out_types`, each filled block by block
+// through `out_specs`). Inputs are read through `in_specs`, one per input.
+std::vector<Array> call(const KernelBody& body, std::vector<AbstractValue> out_types, Index grid,
+                        std::vector<BlockSpec> in_specs, std::vector<BlockSpec> out_specs,
+                        const std::vector<Array>& inputs, const CallOptions& options = {},
+                        CallSite site = {});
+
+// ----- kernels kiln ships (checked by `kiln kernels check`) ------------------------------
+
+struct MatmulBlocks {
+  int64_t m = 128;
+  int64_t n = 128;
+  int64_t k = 128;
+};
+// a [M, K] @ b [K, N] in m x n output tiles, the K axis in k steps (the grid's last axis, in
+// order) accumulated in an f32 scratch tile: f32, or bf16 / f16 inputs with f32
+// accumulation; the result in the inputs' dtype, rounded once.
+Array matmul(const Array& a, const Array& b, MatmulBlocks blocks = {}, CallSite site = {});
+
+// Softmax over the last axis of x [rows, n], `block_rows` rows per grid point, computed in
+// f32 (the row's maximum subtracted first) and rounded once to x's dtype.
+Array softmax(const Array& x, int64_t block_rows = 8, CallSite site = {});
+
+}  // namespace kiln::pallas

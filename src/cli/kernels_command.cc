@@ -1,0 +1,68 @@
+// `kiln kernels list|check [NAME]`: the Pallas-style kernels kiln ships, each checked against
+// the f64 program of the same math (docs/kernels.md). check exits 1 when any case is out of
+// its bound, so CI runs it as a test.
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "cli/commands.h"
+#include "pallas/kernel_checks.h"
+#include "train/progress.h"
+
+namespace kiln::cli {
+namespace {
+
+int check(const std::string& name, bool verbose) {
+  std::vector<pallas::KernelCheck> checks = pallas::check_kernels(name, [&](const std::string& c) {
+    if (verbose) std::fprintf(stderr, "checking %s\n", c.c_str());
+  });
+  std::string text = fmt::format("{:<8} {:<62} {:>10} {:>10} {:>8} {:>7}  {}\n", "kernel", "case",
+                                 "max abs", "max rel", "ulps", "bound%", "");
+  int failed = 0;
+  for (const pallas::KernelCheck& c : checks) {
+    text += fmt::format("{:<8} {:<62} {:>10.3g} {:>10.3g} {:>8.2f} {:>6.1f}%  {}\n", c.kernel,
+                        c.what, c.max_abs_error, c.max_rel_error, c.max_ulps,
+                        100 * c.worst_share_of_bound, c.ok ? "ok" : "FAILED");
+    failed += c.ok ? 0 : 1;
+  }
+  text += fmt::format(
+      "{} case(s), {} failed. bound%: the largest error as a share of its element's bound "
+      "(matmul: 2 K eps(f32) sum|a b| + 1 ulp; softmax: (n + 4) eps(f32) |p| + 1 ulp); the "
+      "reference is the same math in f64.\n",
+      checks.size(), failed);
+  train::print_best_effort(stdout, text);
+  return failed ? 1 : 0;
+}
+
+}  // namespace
+
+Runner add_kernels_command(CLI::App& app) {
+  auto* kernels =
+      app.add_subcommand("kernels",
+                         "Pallas-style tiled kernels: list them, check them against f64 references "
+                         "(docs/kernels.md)");
+  kernels->require_subcommand(1);
+  kernels->add_subcommand("list", "The kernels kiln ships");
+  auto name = std::make_shared<std::string>();
+  auto verbose = std::make_shared<bool>(false);
+  auto* check_command = kernels->add_subcommand(
+      "check",
+      "Each kernel (or NAME) against the plain f64 program of the same math over shapes, "
+      "block sizes, dtypes and special values: max abs, rel and ulp errors against per-dtype "
+      "bounds; exit 1 on any disagreement");
+  check_command->add_option("name", *name, "one kernel (default: all)");
+  check_command->add_flag("--verbose", *verbose, "print each case as it starts");
+  return [kernels, name, verbose] {
+    if (kernels->got_subcommand("list")) {
+      std::string text;
+      for (const std::string& kernel : pallas::kernel_names()) text += kernel + "\n";
+      train::print_best_effort(stdout, text);
+      return 0;
+    }
+    return check(*name, *verbose);
+  };
+}
+
+}  // namespace kiln::cli

@@ -1,0 +1,176 @@
+// The checks of kernel_checks.h. Inputs are drawn from fixed keys, so every run checks the
+// same numbers; the reference casts them to f64 and runs kiln's plain ops.
+#include "pallas/kernel_checks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "kiln/ops.h"
+#include "kiln/pallas.h"
+#include "kiln/random.h"
+
+namespace kiln::pallas {
+namespace {
+
+constexpr double kEps32 = 1.1920928955078125e-07;
+
+// The spacing of `dtype`'s numbers at |x| (the smallest normal's spacing below it).
+double ulp(double x, DType dtype) {
+  int mantissa = dtype == DType::bf16 ? 7 : dtype == DType::f16 ? 10 : 23;
+  int min_exponent = dtype == DType::f16 ? -14 : -126;
+  int exponent = x == 0 ? min_exponent : std::max(std::ilogb(x), min_exponent);
+  return std::ldexp(1.0, exponent - mantissa);
+}
+
+std::vector<double> to_f64(const Array& x) {
+  HostArray host = astype(x, DType::f64).to_host();
+  std::span<const double> values = host.as<double>();
+  return {values.begin(), values.end()};
+}
+
+// Compares `got` with `reference` element by element; element i may be off by
+// atol(i) + ulps x ulp(reference[i]) in got's dtype.
+KernelCheck compare(std::string kernel, std::string what, const Array& got, const Array& reference,
+                    const std::function<double(size_t)>& atol, double ulps, std::string bound) {
+  KernelCheck check;
+  check.kernel = std::move(kernel);
+  check.what = std::move(what);
+  check.bound = std::move(bound);
+  check.ok = got.shape() == reference.shape();
+  if (!check.ok) return check;
+  std::vector<double> g = to_f64(got), r = to_f64(reference);
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (!std::isfinite(r[i])) {
+      // NaN where the reference has NaN, the same infinity where it has one.
+      bool same = std::isnan(r[i]) ? std::isnan(g[i]) : g[i] == r[i];
+      if (!same) check.ok = false;
+      continue;
+    }
+    double error = std::abs(g[i] - r[i]);
+    if (!std::isfinite(g[i])) error = std::numeric_limits<double>::infinity();
+    double unit = ulp(std::abs(r[i]), got.dtype());
+    double allowed = atol(i) + ulps * unit;
+    check.max_abs_error = std::max(check.max_abs_error, error);
+    if (r[i] != 0) check.max_rel_error = std::max(check.max_rel_error, error / std::abs(r[i]));
+    check.max_ulps = std::max(check.max_ulps, error / unit);
+    check.worst_share_of_bound = std::max(check.worst_share_of_bound, error / allowed);
+    if (!(error <= allowed)) check.ok = false;
+  }
+  return check;
+}
+
+Array draw(uint64_t seed, Shape shape, DType dtype, double scale = 1.0) {
+  return astype(random::normal(random::key(seed), std::move(shape)) * scale, dtype);
+}
+
+std::vector<KernelCheck> check_matmul(const std::function<void(const std::string&)>& progress) {
+  struct Case {
+    int64_t m, k, n;
+    MatmulBlocks blocks;
+  };
+  const std::vector<Case> cases = {
+      {0, 5, 3, {16, 16, 16}},      {4, 0, 3, {16, 16, 16}},          {1, 1, 1, {16, 16, 16}},
+      {37, 29, 53, {16, 16, 16}},   {37, 29, 53, {32, 64, 8}},        {64, 64, 64, {64, 64, 64}},
+      {130, 200, 70, {64, 32, 48}}, {256, 256, 256, {128, 128, 128}},
+  };
+  std::vector<KernelCheck> checks;
+  uint64_t seed = 0;
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const Case& c : cases) {
+      std::string what = fmt::format("{} {}x{} @ {}x{}, blocks {}x{}x{}", dtype_name(dtype), c.m,
+                                     c.k, c.k, c.n, c.blocks.m, c.blocks.n, c.blocks.k);
+      if (progress) progress("matmul " + what);
+      Array a = draw(++seed, Shape({c.m, c.k}), dtype);
+      Array b = draw(++seed, Shape({c.k, c.n}), dtype);
+      Array got = matmul(a, b, c.blocks);
+      Array reference = kiln::matmul(astype(a, DType::f64), astype(b, DType::f64));
+      // f32 accumulation of K products: 2 K eps32 sum_k |a_ik b_kj| at most (the sum's
+      // rounding, then the products'), plus one ulp of the result's rounding to its dtype.
+      std::vector<double> scale =
+          to_f64(kiln::matmul(abs(astype(a, DType::f64)), abs(astype(b, DType::f64))));
+      double k_terms = static_cast<double>(std::max<int64_t>(c.k, 1));
+      checks.push_back(compare(
+          "matmul", what, got, reference, [&](size_t i) { return 2 * k_terms * kEps32 * scale[i]; },
+          1.0, "2 K eps(f32) sum|a b| + 1 ulp"));
+    }
+  }
+  return checks;
+}
+
+std::vector<KernelCheck> check_softmax(const std::function<void(const std::string&)>& progress) {
+  struct Case {
+    int64_t rows, n, block_rows;
+    double scale;
+    bool special;  // a -inf in every row, a whole row of -inf, a NaN
+  };
+  const std::vector<Case> cases = {
+      {0, 4, 8, 1, false},      {1, 1, 8, 1, false},    {7, 13, 8, 1, false},
+      {33, 100, 8, 1, false},   {33, 100, 1, 1, false}, {33, 100, 32, 30, false},
+      {128, 512, 16, 1, false}, {9, 6, 4, 1, true},
+  };
+  std::vector<KernelCheck> checks;
+  uint64_t seed = 100;
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const Case& c : cases) {
+      std::string what =
+          fmt::format("{} {}x{}, {} rows a block{}{}", dtype_name(dtype), c.rows, c.n, c.block_rows,
+                      c.scale != 1 ? fmt::format(", values x{}", c.scale) : "",
+                      c.special ? ", with -inf, a row of -inf and a NaN" : "");
+      if (progress) progress("softmax " + what);
+      Array x = draw(++seed, Shape({c.rows, c.n}), DType::f64, c.scale);
+      if (c.special) {
+        std::vector<double> v = to_f64(x);
+        const double inf = std::numeric_limits<double>::infinity();
+        for (int64_t r = 0; r < c.rows; ++r) v[static_cast<size_t>(r * c.n + r % c.n)] = -inf;
+        for (int64_t j = 0; j < c.n; ++j) v[static_cast<size_t>(3 * c.n + j)] = -inf;
+        v[static_cast<size_t>(5 * c.n + 1)] = std::numeric_limits<double>::quiet_NaN();
+        x = from_host(v, Shape({c.rows, c.n}));
+      }
+      x = astype(x, dtype);
+      Array got = softmax(x, c.block_rows);
+      Array z = astype(x, DType::f64);
+      Array e = exp(z - max(z, {1}, true));
+      Array reference = e / sum(e, {1}, true);
+      // In f32: the exponentials and the sum of n of them, each within a few eps(f32)
+      // relative (n eps for the sum), then one ulp of the result's rounding.
+      std::vector<double> r = to_f64(reference);
+      double terms = static_cast<double>(c.n + 4);
+      checks.push_back(compare(
+          "softmax", what, got, reference,
+          [&](size_t i) { return terms * kEps32 * std::abs(r[i]); }, 1.0,
+          "(n + 4) eps(f32) |p| + 1 ulp"));
+    }
+  }
+  return checks;
+}
+
+}  // namespace
+
+std::vector<std::string> kernel_names() {
+  return {"matmul", "softmax"};
+}
+
+std::vector<KernelCheck> check_kernels(const std::string& name,
+                                       const std::function<void(const std::string&)>& progress) {
+  std::vector<std::string> names = kernel_names();
+  if (!name.empty() && std::find(names.begin(), names.end(), name) == names.end()) {
+    fail(kUnknownSite, fmt::format("no kernel named '{}'", name),
+         fmt::format("the kernels: {}", fmt::join(names, ", ")));
+  }
+  std::vector<KernelCheck> checks;
+  if (name.empty() || name == "matmul") {
+    for (KernelCheck& c : check_matmul(progress)) checks.push_back(std::move(c));
+  }
+  if (name.empty() || name == "softmax") {
+    for (KernelCheck& c : check_softmax(progress)) checks.push_back(std::move(c));
+  }
+  return checks;
+}
+
+}  // namespace kiln::pallas

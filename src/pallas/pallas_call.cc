@@ -1,0 +1,388 @@
+// pallas::call in interpret mode (kiln/pallas.h): every buffer lives on the host for the
+// whole call; at each grid point the body's Refs copy their block out of it (load) and back
+// (store), element runs along the last dimension at a time, the parts past the array's edge
+// left out. Every index the specs produce is checked before the body runs.
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "kiln/ops.h"
+#include "kiln/pallas.h"
+#include "prims/bind.h"
+
+namespace kiln::pallas {
+
+std::string index_text(const Index& index) {
+  return fmt::format("({})", fmt::join(index, ", "));
+}
+
+// A buffer and its blocking.
+class RefState {
+ public:
+  std::string name;    // "input 1", "output 0", "scratch 0"
+  AbstractValue aval;  // the whole buffer
+  Dims block;          // the block's shape (-1 resolved)
+  std::vector<std::byte> bytes;
+  bool is_output = false;
+  // Outputs: the parallel grid coordinates of the first point that stored each block, to
+  // catch two points a parallel run would race on.
+  std::map<Index, Index> writers;
+  std::vector<size_t> parallel_axes;
+
+  int64_t rank() const { return aval.shape.rank(); }
+  size_t element_size() const { return static_cast<size_t>(dtype_size(aval.dtype)); }
+
+  // The number of elements of block `index` along dimension d that lie inside the array.
+  int64_t valid(const Index& index, int64_t d) const {
+    int64_t start = index[static_cast<size_t>(d)] * block[static_cast<size_t>(d)];
+    return std::clamp<int64_t>(aval.shape[d] - start, 0, block[static_cast<size_t>(d)]);
+  }
+
+  // Calls copy(buffer offset, block offset, elements) for each run of the block's elements
+  // that lies inside the array, the runs along the last dimension.
+  template <typename F>
+  void for_each_run(const Index& index, F&& copy) const {
+    const int64_t r = rank();
+    if (r == 0) {
+      copy(size_t{0}, size_t{0}, size_t{1});
+      return;
+    }
+    Index valid_extent(static_cast<size_t>(r));
+    for (int64_t d = 0; d < r; ++d) {
+      valid_extent[static_cast<size_t>(d)] = valid(index, d);
+      if (valid_extent[static_cast<size_t>(d)] == 0) return;
+    }
+    Dims array_strides = aval.shape.strides();
+    Dims block_strides = Shape(block).strides();
+    Index row(static_cast<size_t>(r), 0);  // position inside the block; the last stays 0
+    const size_t run = static_cast<size_t>(valid_extent[static_cast<size_t>(r - 1)]);
+    while (true) {
+      int64_t buffer_offset = 0;
+      int64_t block_offset = 0;
+      for (int64_t d = 0; d < r; ++d) {
+        size_t u = static_cast<size_t>(d);
+        buffer_offset += (index[u] * block[u] + row[u]) * array_strides[u];
+        block_offset += row[u] * block_strides[u];
+      }
+      copy(static_cast<size_t>(buffer_offset), static_cast<size_t>(block_offset), run);
+      int64_t d = r - 2;
+      for (; d >= 0; --d) {
+        size_t u = static_cast<size_t>(d);
+        if (++row[u] < valid_extent[u]) break;
+        row[u] = 0;
+      }
+      if (d < 0) return;
+    }
+  }
+};
+
+Array Ref::load(double fill) const {
+  const RefState& s = *state_;
+  AbstractValue type(Shape(s.block), s.aval.dtype);
+  HostArray block = full(Shape(s.block), fill, s.aval.dtype).to_host();
+  const size_t size = s.element_size();
+  s.for_each_run(block_, [&](size_t at, size_t into, size_t count) {
+    std::memcpy(block.bytes.data() + into * size, s.bytes.data() + at * size, count * size);
+  });
+  return from_host_bytes(block.bytes.data(), type, nullptr, CallSite());
+}
+
+void Ref::store(const Array& value) const {
+  RefState& s = *state_;
+  if (!value.defined() || value.shape() != Shape(s.block)) {
+    fail(kUnknownSite,
+         fmt::format("{} stores {} into a block of shape {}", name_,
+                     value.defined() ? value.aval().to_string() : "an empty Array",
+                     Shape(s.block).to_string()),
+         "a store writes the whole block (ragged edges are left out for you)");
+  }
+  HostArray host = astype(value, s.aval.dtype).to_host();
+  const size_t size = s.element_size();
+  s.for_each_run(block_, [&](size_t at, size_t from, size_t count) {
+    std::memcpy(s.bytes.data() + at * size, host.bytes.data() + from * size, count * size);
+  });
+}
+
+AbstractValue Ref::block_type() const {
+  return AbstractValue(Shape(state_->block), state_->aval.dtype);
+}
+
+Dims Ref::valid_extent() const {
+  Dims extent;
+  for (int64_t d = 0; d < state_->rank(); ++d) extent.push_back(state_->valid(block_, d));
+  return extent;
+}
+
+int64_t Kernel::program_id(int64_t axis) const {
+  if (axis < 0 || axis >= static_cast<int64_t>(grid_.size())) {
+    fail(kUnknownSite, fmt::format("program_id({}) of a grid of rank {}", axis, grid_.size()));
+  }
+  return point_[static_cast<size_t>(axis)];
+}
+
+int64_t Kernel::num_programs(int64_t axis) const {
+  if (axis < 0 || axis >= static_cast<int64_t>(grid_.size())) {
+    fail(kUnknownSite, fmt::format("num_programs({}) of a grid of rank {}", axis, grid_.size()));
+  }
+  return grid_[static_cast<size_t>(axis)];
+}
+
+namespace {
+
+const Ref& ref_at(const std::vector<Ref>& refs, size_t i, const char* what) {
+  if (i >= refs.size()) {
+    fail(kUnknownSite, fmt::format("{}({}) of {} {}", what, i, refs.size(),
+                                   refs.size() == 1 ? "buffer" : "buffers"));
+  }
+  return refs[i];
+}
+
+}  // namespace
+
+const Ref& Kernel::in(size_t i) const {
+  return ref_at(in_, i, "in");
+}
+const Ref& Kernel::out(size_t i) const {
+  return ref_at(out_, i, "out");
+}
+const Ref& Kernel::scratch(size_t i) const {
+  return ref_at(scratch_, i, "scratch");
+}
+
+// One call: the checked setup, then the grid's points in order.
+class KernelRun {
+ public:
+  KernelRun(Index grid, const CallOptions& options, CallSite site)
+      : grid_(std::move(grid)), options_(options), site_(site) {}
+
+  void check_grid() {
+    for (size_t a = 0; a < grid_.size(); ++a) {
+      if (grid_[a] < 1) {
+        refuse(fmt::format("grid axis {} has extent {}; every axis needs at least 1 point", a,
+                           grid_[a]));
+      }
+    }
+    semantics_ = options_.semantics;
+    if (semantics_.empty()) {
+      semantics_.assign(grid_.size(), GridAxis::kParallel);
+      if (!grid_.empty()) semantics_.back() = GridAxis::kArbitrary;
+    }
+    if (semantics_.size() != grid_.size()) {
+      refuse(
+          fmt::format("{} axis semantics for a grid of rank {}", semantics_.size(), grid_.size()));
+    }
+    for (size_t a = 1; a < semantics_.size(); ++a) {
+      if (semantics_[a - 1] == GridAxis::kArbitrary && semantics_[a] == GridAxis::kParallel) {
+        refuse(
+            fmt::format("grid axis {} runs in order (arbitrary) but axis {} after it is "
+                        "parallel: the reduction axes must come last",
+                        a - 1, a));
+      }
+    }
+    for (size_t a = 0; a < semantics_.size(); ++a) {
+      if (semantics_[a] == GridAxis::kParallel) parallel_axes_.push_back(a);
+    }
+  }
+
+  std::shared_ptr<RefState> buffer(std::string name, const AbstractValue& aval,
+                                   const BlockSpec& spec) {
+    auto state = std::make_shared<RefState>();
+    state->name = std::move(name);
+    state->aval = aval;
+    if (static_cast<int64_t>(spec.block_shape.size()) != aval.shape.rank()) {
+      refuse(
+          fmt::format("the BlockSpec of {} has {} block dimension(s), the array {} has rank "
+                      "{}",
+                      state->name, spec.block_shape.size(), aval.to_string(), aval.shape.rank()));
+    }
+    for (int64_t d = 0; d < aval.shape.rank(); ++d) {
+      int64_t b = spec.block_shape[static_cast<size_t>(d)];
+      if (b == -1) b = std::max<int64_t>(aval.shape[d], 1);
+      if (b < 1) {
+        refuse(
+            fmt::format("the BlockSpec of {} has block size {} along dimension {}; sizes are "
+                        "positive, or -1 for the whole dimension",
+                        state->name, b, d));
+      }
+      state->block.push_back(b);
+    }
+    if (!spec.index_map && static_cast<int64_t>(grid_.size()) != aval.shape.rank()) {
+      refuse(
+          fmt::format("the BlockSpec of {} has no index map, so the grid's coordinates are "
+                      "its block indices, but the grid has rank {} and the array {}",
+                      state->name, grid_.size(), aval.shape.rank()));
+    }
+    state->bytes.assign(static_cast<size_t>(aval.size_bytes()), std::byte{0});
+    return state;
+  }
+
+  // The block of `state` at `point`, checked against the array's blocks.
+  Index block_at(const RefState& state, const BlockSpec& spec, const Index& point) {
+    Index block;
+    try {
+      block = spec.index_map ? spec.index_map(point) : point;
+    } catch (const Error& error) {
+      refuse(fmt::format("the index map of {} at grid point {}: {}", state.name, index_text(point),
+                         error.message()));
+    }
+    if (static_cast<int64_t>(block.size()) != state.rank()) {
+      refuse(fmt::format(
+          "the index map of {} returned {} at grid point {}: {} indices for an "
+          "array of rank {}",
+          state.name, index_text(block), index_text(point), block.size(), state.rank()));
+    }
+    for (int64_t d = 0; d < state.rank(); ++d) {
+      size_t u = static_cast<size_t>(d);
+      int64_t blocks =
+          std::max<int64_t>(1, (state.aval.shape[d] + state.block[u] - 1) / state.block[u]);
+      if (block[u] < 0 || block[u] >= blocks) {
+        refuse(
+            fmt::format("the index map of {} returned block {} at grid point {}: index {} "
+                        "along dimension {} is outside [0, {}) ({} in blocks of {})",
+                        state.name, index_text(block), index_text(point), block[u], d, blocks,
+                        state.aval.to_string(), Shape(state.block).to_string()));
+      }
+    }
+    return block;
+  }
+
+  void check_race(RefState& state, const Index& block, const Index& point) {
+    Index parallel;
+    for (size_t a : parallel_axes_) parallel.push_back(point[a]);
+    auto [it, first] = state.writers.emplace(block, parallel);
+    if (!first && it->second != parallel) {
+      refuse(fmt::format("{} block {} is written at grid points that differ in a parallel axis "
+                         "({} and now {}, parallel axes {}): a parallel run would race on it",
+                         state.name, index_text(block), index_text(it->second),
+                         index_text(parallel), fmt::join(parallel_axes_, ", ")),
+             "index the output by every parallel axis, or mark the axis arbitrary");
+    }
+  }
+
+  [[noreturn]] void refuse(const std::string& message, std::string hint = {}) const {
+    fail(site_, fmt::format("pallas kernel '{}': {}", options_.name, message), std::move(hint));
+  }
+
+  const Index& grid() const { return grid_; }
+
+  // Each point of the grid in row-major order.
+  template <typename F>
+  void for_each_point(F&& run_point) const {
+    Index point(grid_.size(), 0);
+    while (true) {
+      run_point(point);
+      int64_t a = static_cast<int64_t>(grid_.size()) - 1;
+      for (; a >= 0; --a) {
+        size_t u = static_cast<size_t>(a);
+        if (++point[u] < grid_[u]) break;
+        point[u] = 0;
+      }
+      if (a < 0) return;
+    }
+  }
+
+  Kernel kernel_at(const Index& point, const std::vector<std::shared_ptr<RefState>>& ins,
+                   const std::vector<BlockSpec>& in_specs,
+                   const std::vector<std::shared_ptr<RefState>>& outs,
+                   const std::vector<BlockSpec>& out_specs,
+                   const std::vector<std::shared_ptr<RefState>>& scratch) {
+    Kernel k;
+    k.name_ = options_.name;
+    k.point_ = point;
+    k.grid_ = grid_;
+    for (size_t i = 0; i < ins.size(); ++i) {
+      k.in_.push_back(Ref(ins[i], block_at(*ins[i], in_specs[i], point), ins[i]->name));
+    }
+    for (size_t i = 0; i < outs.size(); ++i) {
+      Index block = block_at(*outs[i], out_specs[i], point);
+      check_race(*outs[i], block, point);
+      k.out_.push_back(Ref(outs[i], std::move(block), outs[i]->name));
+    }
+    for (const auto& s : scratch) {
+      k.scratch_.push_back(Ref(s, Index(static_cast<size_t>(s->rank()), 0), s->name));
+    }
+    return k;
+  }
+
+  const CallOptions& options() const { return options_; }
+
+ private:
+  Index grid_;
+  const CallOptions& options_;
+  CallSite site_;
+  std::vector<GridAxis> semantics_;
+  std::vector<size_t> parallel_axes_;
+};
+
+std::vector<Array> call(const KernelBody& body, std::vector<AbstractValue> out_types, Index grid,
+                        std::vector<BlockSpec> in_specs, std::vector<BlockSpec> out_specs,
+                        const std::vector<Array>& inputs, const CallOptions& options,
+                        CallSite site) {
+  KernelRun run(std::move(grid), options, site);
+  if (&current_interpreter() != &eager_interpreter()) {
+    run.refuse("interpret mode runs the kernel on real values, one block at a time",
+               "call it outside jit, grad, vmap and make_program");
+  }
+  if (!body) run.refuse("the kernel body is an empty function");
+  run.check_grid();
+  if (in_specs.size() != inputs.size()) {
+    run.refuse(fmt::format("{} in_specs for {} inputs", in_specs.size(), inputs.size()));
+  }
+  if (out_specs.size() != out_types.size()) {
+    run.refuse(fmt::format("{} out_specs for {} outputs", out_specs.size(), out_types.size()));
+  }
+  std::vector<std::shared_ptr<RefState>> ins;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) run.refuse(fmt::format("input {} is an empty Array", i));
+    auto state = run.buffer(fmt::format("input {}", i), inputs[i].aval(), in_specs[i]);
+    HostArray host = inputs[i].to_host();
+    state->bytes = std::move(host.bytes);
+    ins.push_back(std::move(state));
+  }
+  std::vector<std::shared_ptr<RefState>> outs;
+  for (size_t i = 0; i < out_types.size(); ++i) {
+    outs.push_back(run.buffer(fmt::format("output {}", i), out_types[i], out_specs[i]));
+    outs.back()->is_output = true;
+  }
+  std::vector<std::shared_ptr<RefState>> scratch;
+  int64_t scratch_bytes = 0;
+  for (size_t i = 0; i < options.scratch.size(); ++i) {
+    const AbstractValue& type = options.scratch[i];
+    scratch_bytes += type.size_bytes();
+    Dims whole = type.shape.dims();
+    // One block, the whole buffer, at every point (kernel_at places it; no map is called).
+    scratch.push_back(run.buffer(
+        fmt::format("scratch {}", i), type,
+        BlockSpec(whole, [rank = whole.size()](const Index&) { return Index(rank, 0); })));
+  }
+  if (scratch_bytes > options.scratch_limit_bytes) {
+    run.refuse(fmt::format("scratch of {} bytes, more than the limit of {} bytes", scratch_bytes,
+                           options.scratch_limit_bytes),
+               "use smaller blocks, or raise CallOptions::scratch_limit_bytes");
+  }
+  run.for_each_point([&](const Index& point) {
+    Kernel kernel = run.kernel_at(point, ins, in_specs, outs, out_specs, scratch);
+    try {
+      body(kernel);
+    } catch (const Error& error) {
+      fail(site,
+           fmt::format("pallas kernel '{}' at grid point {}: {}", options.name, index_text(point),
+                       error.message()),
+           error.hint());
+    }
+  });
+  std::vector<Array> results;
+  for (const auto& out : outs) {
+    results.push_back(from_host_bytes(out->bytes.data(), out->aval, nullptr, site));
+  }
+  return results;
+}
+
+}  // namespace kiln::pallas
