@@ -47,13 +47,21 @@ Runner add_bench_command(CLI::App& app) {
       ->capture_default_str();
   collectives->add_flag("--quick", collective_options->quick,
                         "Every 16x in size instead of 4x (a smoke test)");
+  collectives->add_flag("--processes", collective_options->processes,
+                        "Between the processes of an MPI job (mpirun -np P kiln bench collectives "
+                        "--processes): the sum over processes the trainer uses, slowest rank, "
+                        "bytes per rank against 2 (P - 1) / P x S");
+  collectives->add_flag("--json", collective_options->json, "With --processes: print JSON");
   auto step = std::make_shared<std::function<int()>>();
   auto machine = std::make_shared<std::function<int()>>();
   add_bench_step_commands(*bench, step.get(), machine.get());
   auto cost = std::make_shared<std::function<int()>>();
   add_bench_cost_command(*bench, cost.get());
   return [options, collective_options, bench, step, machine, cost] {
-    if (bench->got_subcommand("collectives")) return run_bench_collectives(*collective_options);
+    if (bench->got_subcommand("collectives")) {
+      return collective_options->processes ? run_bench_process_collectives(*collective_options)
+                                           : run_bench_collectives(*collective_options);
+    }
     if (bench->got_subcommand("step")) return (*step)();
     if (bench->got_subcommand("machine")) return (*machine)();
     if (bench->got_subcommand("cost")) return (*cost)();

@@ -126,6 +126,23 @@ class ManyProcesses(unittest.TestCase):
         self.assertGreater(per_step, 1.5 * sums_bytes)
         self.assertLess(per_step, 1.5 * sums_bytes * 1.01 + 2048, per_step / sums_bytes)
 
+    def test_bench_collectives_between_processes_counts_the_formula(self):
+        # The points bench/scale_model.py fits: the sum over P ranks, timed, and the bytes
+        # each rank sent against 2 (P - 1) / P x S (a few bytes of framing per message).
+        result = mpirun(4, ["bench", "collectives", "--processes", "--json", "--quick",
+                            "--repeats", "2", "--max-bytes", "65536"], 1)
+        self.assertEqual(result.returncode, 0, result.stderr)
+        out = json.loads(result.stdout)
+        self.assertEqual(out["processes"], 4)
+        self.assertEqual([row["bytes"] for row in out["rows"]], [4096, 65536])
+        for row in out["rows"]:
+            self.assertGreater(row["median_seconds"], 0)
+            self.assertGreaterEqual(row["bytes_sent_per_rank"], row["formula_bytes"])
+            self.assertLess(row["bytes_sent_per_rank"], row["formula_bytes"] + 512)
+        alone = kiln(["bench", "collectives", "--processes"], 1)
+        self.assertEqual(alone.returncode, 1)
+        self.assertIn("run it under mpirun", alone.stderr)
+
     def test_ranks_must_have_one_identity(self):
         runs = self.runs("mismatch")
         base = self.train_args(runs, "--set", "mesh.data=2")
