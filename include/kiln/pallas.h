@@ -136,4 +136,17 @@ Array matmul(const Array& a, const Array& b, MatmulBlocks blocks = {}, CallSite 
 // f32 (the row's maximum subtracted first) and rounded once to x's dtype.
 Array softmax(const Array& x, int64_t block_rows = 8, CallSite site = {});
 
+struct AttentionBlocks {
+  int64_t q = 64;  // query rows per grid point
+  int64_t k = 64;  // key rows per step of the (last, in-order) key axis
+};
+// Flash attention's forward pass (Dao et al. 2022): softmax(q k^T * scale) v for q, k, v
+// [batch x heads, T, D] without the T x T matrix: each point holds a block of query rows
+// and runs through the key blocks in order, keeping the rows' running maximum, the running
+// sum of exponentials and the weighted values (online softmax) in f32 scratch. `causal`
+// masks keys after the query (key blocks wholly after a query block are skipped).
+// f32, bf16 or f16; the result in q's dtype.
+Array flash_attention(const Array& q, const Array& k, const Array& v, bool causal,
+                      AttentionBlocks blocks = {}, CallSite site = {});
+
 }  // namespace kiln::pallas

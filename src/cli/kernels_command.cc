@@ -18,19 +18,20 @@ int check(const std::string& name, bool verbose) {
   std::vector<pallas::KernelCheck> checks = pallas::check_kernels(name, [&](const std::string& c) {
     if (verbose) std::fprintf(stderr, "checking %s\n", c.c_str());
   });
-  std::string text = fmt::format("{:<8} {:<62} {:>10} {:>10} {:>8} {:>7}  {}\n", "kernel", "case",
+  std::string text = fmt::format("{:<15} {:<50} {:>10} {:>10} {:>8} {:>7}  {}\n", "kernel", "case",
                                  "max abs", "max rel", "ulps", "bound%", "");
   int failed = 0;
   for (const pallas::KernelCheck& c : checks) {
-    text += fmt::format("{:<8} {:<62} {:>10.3g} {:>10.3g} {:>8.2f} {:>6.1f}%  {}\n", c.kernel,
+    text += fmt::format("{:<15} {:<50} {:>10.3g} {:>10.3g} {:>8.2f} {:>6.1f}%  {}\n", c.kernel,
                         c.what, c.max_abs_error, c.max_rel_error, c.max_ulps,
                         100 * c.worst_share_of_bound, c.ok ? "ok" : "FAILED");
     failed += c.ok ? 0 : 1;
   }
   text += fmt::format(
       "{} case(s), {} failed. bound%: the largest error as a share of its element's bound "
-      "(matmul: 2 K eps(f32) sum|a b| + 1 ulp; softmax: (n + 4) eps(f32) |p| + 1 ulp); the "
-      "reference is the same math in f64.\n",
+      "(matmul: 2 K eps(f32) sum|a b| + 1 ulp; softmax: (n + 4) eps(f32) |p| + 1 ulp; "
+      "attention: (T + D + 8) eps(f32) max|v| + 1 ulp); the reference is the same math in "
+      "f64.\n",
       checks.size(), failed);
   train::print_best_effort(stdout, text);
   return failed ? 1 : 0;

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "kiln/array_functions.h"
 #include "kiln/ops.h"
 #include "kiln/pallas.h"
 #include "kiln/random.h"
@@ -150,10 +151,60 @@ std::vector<KernelCheck> check_softmax(const std::function<void(const std::strin
   return checks;
 }
 
+std::vector<KernelCheck> check_flash_attention(
+    const std::function<void(const std::string&)>& progress) {
+  struct Case {
+    int64_t heads, t, d;
+    AttentionBlocks blocks;
+  };
+  const std::vector<Case> cases = {
+      {1, 1, 1, {16, 16}},   {2, 37, 16, {16, 8}}, {3, 64, 32, {32, 32}},
+      {2, 100, 8, {64, 16}}, {1, 0, 4, {8, 8}},
+  };
+  std::vector<KernelCheck> checks;
+  uint64_t seed = 200;
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (bool causal : {false, true}) {
+      for (const Case& c : cases) {
+        std::string what = fmt::format("{} {}x{}x{}{}, blocks {}x{}", dtype_name(dtype), c.heads,
+                                       c.t, c.d, causal ? " causal" : "", c.blocks.q, c.blocks.k);
+        if (progress) progress("flash_attention " + what);
+        Shape shape({c.heads, c.t, c.d});
+        Array q = draw(++seed, shape, dtype), k = draw(++seed, shape, dtype),
+              v = draw(++seed, shape, dtype);
+        Array got = flash_attention(q, k, v, causal, c.blocks);
+        // The plain program: scores, mask, softmax, weighted values, in f64.
+        Array qf = astype(q, DType::f64), kf = astype(k, DType::f64), vf = astype(v, DType::f64);
+        Array scores = kiln::matmul(qf, swapaxes(kf, 1, 2)) /
+                       std::sqrt(static_cast<double>(std::max<int64_t>(c.d, 1)));
+        if (causal && c.t > 0) {
+          Array rows = iota(Shape({c.t, c.t}), DType::i32, 0);
+          Array cols = iota(Shape({c.t, c.t}), DType::i32, 1);
+          scores =
+              where(greater(cols, rows),
+                    full(Shape({c.t, c.t}), -std::numeric_limits<double>::infinity(), DType::f64),
+                    scores);
+        }
+        Array e = exp(scores - max(scores, {2}, true));
+        Array reference = kiln::matmul(e / sum(e, {2}, true), vf);
+        // Scores in f32 (D products), exponentials, their sum over T keys and the weighted
+        // sum of values: (T + D + 8) eps(f32) max|v|, then one ulp of the result's dtype.
+        double v_max = 0;
+        for (double x : to_f64(vf)) v_max = std::max(v_max, std::abs(x));
+        double atol = static_cast<double>(c.t + c.d + 8) * kEps32 * v_max;
+        checks.push_back(compare(
+            "flash_attention", what, got, reference, [&](size_t) { return atol; }, 1.0,
+            "(T + D + 8) eps(f32) max|v| + 1 ulp"));
+      }
+    }
+  }
+  return checks;
+}
+
 }  // namespace
 
 std::vector<std::string> kernel_names() {
-  return {"matmul", "softmax"};
+  return {"matmul", "softmax", "flash_attention"};
 }
 
 std::vector<KernelCheck> check_kernels(const std::string& name,
@@ -169,6 +220,9 @@ std::vector<KernelCheck> check_kernels(const std::string& name,
   }
   if (name.empty() || name == "softmax") {
     for (KernelCheck& c : check_softmax(progress)) checks.push_back(std::move(c));
+  }
+  if (name.empty() || name == "flash_attention") {
+    for (KernelCheck& c : check_flash_attention(progress)) checks.push_back(std::move(c));
   }
   return checks;
 }

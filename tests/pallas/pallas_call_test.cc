@@ -5,9 +5,11 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
+#include "kiln/array_functions.h"
 #include "kiln/jit.h"
 #include "kiln/ops.h"
 #include "kiln/pallas.h"
@@ -166,6 +168,33 @@ TEST(PallasKernels, MatmulAndSoftmaxAgreeWithTheOps) {
       fails_with([&] { pallas::matmul(a, a); }, {"pallas::matmul: f32[37,29] @ f32[37,29]"}));
   EXPECT_TRUE(
       fails_with([&] { softmax(astype(x, DType::i32)); }, {"pallas::softmax: x is i32[9,33]"}));
+}
+
+TEST(PallasKernels, FlashAttentionIsTheSoftmaxOfItsScoresWithoutTheMatrix) {
+  Array q = random::normal(random::key(4), {2, 21, 8});
+  Array k = random::normal(random::key(5), {2, 21, 8});
+  Array v = random::normal(random::key(6), {2, 21, 8});
+  for (bool causal : {false, true}) {
+    Array got = flash_attention(q, k, v, causal, AttentionBlocks{8, 4});
+    Array scores = kiln::matmul(q, swapaxes(k, 1, 2)) / std::sqrt(8.0);
+    if (causal) {
+      Array later =
+          greater(iota(Shape({21, 21}), DType::i32, 1), iota(Shape({21, 21}), DType::i32, 0));
+      scores = where(later, full(Shape({21, 21}), -1e30), scores);
+    }
+    Array e = exp(scores - max(scores, {2}, true));
+    Array want = kiln::matmul(e / sum(e, {2}, true), v);
+    std::vector<double> g = values(got), w = values(want);
+    for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], 1e-5) << i;
+  }
+  EXPECT_TRUE(
+      fails_with([&] { flash_attention(q, k, v.astype(DType::bf16), false); },
+                 {"pallas::flash_attention: q f32[2,21,8], k f32[2,21,8], v bf16[2,21,8]"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        flash_attention(q, k, v, false, AttentionBlocks{0, 4});
+      },
+      {"blocks 0 x 4 must be positive"}));
 }
 
 }  // namespace
