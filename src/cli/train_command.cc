@@ -66,7 +66,10 @@ void print_summary(const train::TrainSummary& summary) {
       "done: {} steps{} in {}; test accuracy {:.2f}%, test loss {:.4f}; median step {:.2f} ms; "
       "first step {:.2f} s after process start\n",
       summary.steps,
-      summary.skipped_steps ? fmt::format(" ({} skipped)", summary.skipped_steps) : "",
+      summary.skipped_steps == 0   ? ""
+      : summary.overflow_steps > 0 ? fmt::format(" ({} skipped, {} of them loss-scale overflows)",
+                                                 summary.skipped_steps, summary.overflow_steps)
+                                   : fmt::format(" ({} skipped)", summary.skipped_steps),
       train::format_duration(summary.seconds), 100 * summary.test_accuracy, summary.test_loss,
       summary.median_step_ms, summary.first_step_seconds);
   text += fmt::format("params: {} (sha256 {})\n", (summary.run_dir / "params.safetensors").string(),

@@ -595,14 +595,21 @@ void check_accumulation(const TrainConfig& config, const std::string& source_nam
 
 // f16 without loss scaling: gradients below f16's smallest normal (6e-5) would vanish.
 void check_precision(const TrainConfig& config, const std::string& source_name) {
-  if (config.model.compute_dtype != "f16") return;
+  if (config.model.compute_dtype != "f16" || resolved_loss_scale(config) != "none") return;
   error(source_name,
-        "model.compute_dtype = \"f16\" needs dynamic loss scaling, which kiln does not have yet: "
-        "without it, gradients below f16's smallest normal number (6.1e-5) underflow to zero",
-        "use \"bf16\" (f32's range with 8 bits of mantissa; docs/precision.md)");
+        "model.compute_dtype = \"f16\" with train.loss_scale = \"none\": without loss scaling, "
+        "gradients below f16's smallest normal number (6.1e-5) underflow to zero",
+        "set train.loss_scale = \"dynamic\" (the default for f16), or use \"bf16\" (f32's "
+        "range with 8 bits of mantissa; docs/precision.md)");
 }
 
 }  // namespace
+
+std::string resolved_loss_scale(const TrainConfig& config) {
+  const std::string& mode = config.train.loss_scale;
+  if (mode != "auto") return mode;
+  return config.model.compute_dtype == "f16" ? "dynamic" : "none";
+}
 
 TrainConfig update_config(const TrainConfig& config) {
   if (config.train.accumulate <= 1) return config;

@@ -91,7 +91,7 @@ struct ModelConfig {
   Gpt2ModelConfig gpt2;
   // Mixed precision (docs/precision.md): the dtype the layers compute in; params stay f32
   // (the master copy the optimizer updates), the loss and its reduction are f32.
-  std::string compute_dtype = "f32";  // f32 or bf16
+  std::string compute_dtype = "f32";  // f32, bf16 or f16 (f16 with loss scaling)
   friend bool operator==(const ModelConfig&, const ModelConfig&) = default;
 };
 
@@ -125,10 +125,19 @@ struct TrainLoopConfig {
   int64_t log_every = 100;            // plain progress lines every N steps (no terminal)
   std::string on_nonfinite = "stop";  // stop or skip
   int64_t max_skipped_steps = 10;     // skip: fail once more steps than this were skipped
-  int64_t max_steps = 0;              // stop after N steps in total (0: run all epochs)
-  bool flush_denormals = true;        // subnormal floats as zero in the jitted steps
-  bool drop_remainder = false;        // leave out each epoch's last, smaller batch
-  bool pad_remainder = false;         // or pad it to batch_size with masked-out rows
+  // Loss scaling (docs/precision.md): auto (dynamic with f16 compute, none otherwise),
+  // dynamic, fixed (always loss_scale_initial) or none.
+  std::string loss_scale = "auto";
+  double loss_scale_initial = 32768;  // 2^15, as jmp
+  int64_t loss_scale_growth_interval = 2000;
+  double loss_scale_backoff = 0.5;
+  double loss_scale_growth = 2;
+  // A skipped step advances the optimizer's step count (the learning-rate schedule).
+  bool skipped_steps_advance_schedule = false;
+  int64_t max_steps = 0;        // stop after N steps in total (0: run all epochs)
+  bool flush_denormals = true;  // subnormal floats as zero in the jitted steps
+  bool drop_remainder = false;  // leave out each epoch's last, smaller batch
+  bool pad_remainder = false;   // or pad it to batch_size with masked-out rows
   // Savepoints (docs/savepoints.md): every N steps and/or every S seconds (0: not for that
   // reason), always at the end and on SIGINT/SIGTERM.
   int64_t savepoint_every = 500;
@@ -200,6 +209,10 @@ std::string identity_toml(const TrainConfig& config);
 // the next one's, so memory follows the micro-batch. The run's identity and config.toml keep
 // the config as written; accumulate = 1 gives `config` unchanged.
 TrainConfig update_config(const TrainConfig& config);
+
+// train.loss_scale resolved: "dynamic", "fixed" or "none" ("auto" is dynamic with
+// model.compute_dtype = "f16", none otherwise).
+std::string resolved_loss_scale(const TrainConfig& config);
 
 // The reference table for docs/training.md: one row per key (section, key, type, default,
 // meaning), generated from the schema.

@@ -68,6 +68,12 @@ struct Field {
   // gives the same bits (so a run may resume on another). Unset: `get`.
   std::function<Value(const Owner&)> identity_get;
   std::function<void(Owner&, const Value&)> set;
+  // Whether the resolved config (to_toml, identity_toml) writes the key; unset: always.
+  // Keys added after runs existed are left out where they change nothing, so that those
+  // runs' config text and identity stay what they were (the loss-scale keys without loss
+  // scaling). The parser reads an absent key as its default, so the text still reads back
+  // to an equal config.
+  std::function<bool(const Owner&)> written;
 };
 using Key = Field<TrainConfig>;
 using LayerField = Field<LayerConfig>;

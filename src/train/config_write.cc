@@ -80,6 +80,7 @@ std::string toml_of(const TrainConfig& config, bool identity_only) {
     text += fmt::format("\n# {}\n[{}]\n", section.help, section.name);
     for (const Key& key : section.keys) {
       if (key.type == Type::kLayers) continue;  // written after the section's keys
+      if (key.written && !key.written(config)) continue;
       const auto& get = identity_only && key.identity_get ? key.identity_get : key.get;
       text += line_with_help(key.name, schema::format_value(get(config)), key.help);
     }

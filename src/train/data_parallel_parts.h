@@ -67,17 +67,20 @@ ChunkSums add_sums(const ChunkSums& a, const ChunkSums& b);
 // rows of x split evenly among them), each with the whole params `params`, added in the
 // pairwise tree over the chunk index. `mask` is undefined unless masked.
 // `loss_scale` multiplies the loss that is differentiated, not the one summed (tensor
-// parallelism's 1 / model_devices). The layers compute in `compute` (precision.h).
+// parallelism's 1 / model_devices), and so does `scale` when defined (loss scaling's, an
+// f32 scalar: the gradients are then those of the scaled loss). The layers compute in
+// `compute` (precision.h).
 ChunkSums device_chunk_sums(const nn::Module& model, const Tree& params, const Tree& state,
                             const Array& x, const Array& y, const Array& keys, const Array& mask,
-                            double loss_scale = 1, DType compute = DType::f32);
+                            double loss_scale = 1, DType compute = DType::f32,
+                            const Array& scale = Array());
 
 // The step's end, once `sums` holds every chunk's: the mean loss and gradient, batch norm's
-// statistics averaged over the `chunks`, the optimizer update (finish_step). `global_flags`
-// as finish_step's.
-StepResult apply_sums(const optim::GradientTransformation& optimizer, bool skip_nonfinite,
+// statistics averaged over the `chunks`, the optimizer update and the loss scale's
+// (finish_step). `global_flags` as finish_step's.
+StepResult apply_sums(const optim::GradientTransformation& optimizer, const StepOptions& options,
                       const Tree& params, const Tree& model_state, const Tree& opt_state,
-                      const ChunkSums& sums, int64_t chunks,
+                      const Tree& loss_scale, const ChunkSums& sums,
                       const std::function<Array(const Array&)>& global_flags = {});
 
 // ChunkSums as one Tree and back (for jit signatures and the exchange between processes).

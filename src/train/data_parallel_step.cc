@@ -67,7 +67,7 @@ ChunkSums add_sums(const ChunkSums& a, const ChunkSums& b) {
 
 ChunkSums device_chunk_sums(const nn::Module& model, const Tree& params, const Tree& state,
                             const Array& x, const Array& y, const Array& keys, const Array& mask,
-                            double loss_scale, DType compute) {
+                            double loss_scale, DType compute, const Array& scale) {
   const bool masked = mask.defined();
   const int64_t local_chunks = keys.dim(0);
   const int64_t chunk_rows = x.dim(0) / local_chunks;
@@ -86,8 +86,8 @@ ChunkSums device_chunk_sums(const nn::Module& model, const Tree& params, const T
                              {"count", sums.count},
                              {"loss", sums.loss_sum},
                              {"state", out.state}});
-      Array loss = sums.loss_sum;
-      return std::make_pair(loss_scale == 1 ? loss : loss * loss_scale, aux);
+      Array loss = loss_scale == 1 ? sums.loss_sum : sums.loss_sum * loss_scale;
+      return std::make_pair(scale.defined() ? loss * scale : loss, aux);
     };
     auto [value, grads] = value_and_grad(loss_fn, HasAux{})(params);
     const Tree& aux = value.second;
@@ -97,10 +97,11 @@ ChunkSums device_chunk_sums(const nn::Module& model, const Tree& params, const T
   return pairwise_sum(parts, add_sums);
 }
 
-StepResult apply_sums(const optim::GradientTransformation& optimizer, bool skip_nonfinite,
+StepResult apply_sums(const optim::GradientTransformation& optimizer, const StepOptions& options,
                       const Tree& params, const Tree& model_state, const Tree& opt_state,
-                      const ChunkSums& sums, int64_t chunks,
+                      const Tree& loss_scale, const ChunkSums& sums,
                       const std::function<Array(const Array&)>& global_flags) {
+  const int64_t chunks = options.chunks;
   Array loss = sums.loss / sums.count;
   Tree grads = sums.grads;
   if (grads.num_leaves() > 0) {
@@ -112,8 +113,8 @@ StepResult apply_sums(const optim::GradientTransformation& optimizer, bool skip_
     auto n = static_cast<double>(chunks);
     new_state = tree_map([n](const Array& s) { return s / n; }, new_state);
   }
-  return finish_step(optimizer, skip_nonfinite, params, model_state, opt_state, loss, sums.correct,
-                     grads, new_state, global_flags);
+  return finish_step(optimizer, options, params, model_state, opt_state, loss_scale, loss,
+                     sums.correct, grads, new_state, global_flags);
 }
 
 Tree to_tree(const ChunkSums& sums) {
@@ -156,8 +157,8 @@ Tree summed_gradients(const Tree& grads, const std::vector<bool>& param_split,
 }
 
 // What one device runs: its chunks' sums, summed over the mesh, then the update. `in` is
-// [params, model state, optimizer state, images, labels, keys(, mask)], the result
-// [params, model state, optimizer state, metrics].
+// [params, model state, optimizer state, loss-scale state, images, labels, keys(, mask)],
+// the result [params, model state, optimizer state, loss-scale state, metrics].
 Tree device_step(const nn::Module& model, const optim::GradientTransformation& optimizer,
                  const StepOptions& options, const StateLayout& layout, const Tree& in) {
   const bool tensor_parallel = options.model_devices > 1;
@@ -169,10 +170,10 @@ Tree device_step(const nn::Module& model, const optim::GradientTransformation& o
     param_split.push_back(splits_over_axis(layout.params[i], kDataAxis));
     if (param_split[i]) whole[i] = all_gather(whole[i], kDataAxis, 0, true);
   }
-  ChunkSums local =
-      device_chunk_sums(model, unflatten(params.structure(), whole), in[1], in[3].leaf(),
-                        in[4].leaf(), in[5].leaf(), options.masked ? in[6].leaf() : Array(),
-                        1.0 / static_cast<double>(options.model_devices), options.compute);
+  ChunkSums local = device_chunk_sums(
+      model, unflatten(params.structure(), whole), in[1], in[4].leaf(), in[5].leaf(), in[6].leaf(),
+      options.masked ? in[7].leaf() : Array(), 1.0 / static_cast<double>(options.model_devices),
+      options.compute, step_loss_scale(options.loss_scale, in[3]));
   ChunkSums global{
       psum(local.loss, kDataAxis), psum(local.correct, kDataAxis), psum(local.count, kDataAxis),
       summed_gradients(local.grads, param_split, layout, tensor_parallel), tree_psum(local.state)};
@@ -185,11 +186,11 @@ Tree device_step(const nn::Module& model, const optim::GradientTransformation& o
     if (split_axis == nullptr || flags.size() == 0) return flags;
     return greater(psum(astype(flags, DType::i32), split_axis), zeros({}, DType::i32));
   };
-  auto [new_params, next_state, new_opt, metrics] = apply_sums(
-      optimizer, options.skip_nonfinite, params, in[1], in[2], global, options.chunks, everywhere);
+  auto [new_params, next_state, new_opt, loss_scale, metrics] =
+      apply_sums(optimizer, options, params, in[1], in[2], in[3], global, everywhere);
   KILN_CHECK(new_opt.structure() == in[2].structure(),
              "the optimizer changed its state's structure");
-  return Tree::list({new_params, next_state, new_opt, metrics});
+  return Tree::list({new_params, next_state, new_opt, loss_scale, metrics});
 }
 
 }  // namespace
@@ -198,19 +199,23 @@ StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation 
                                 StepOptions options) {
   KILN_CHECK(options.data_devices > 0 && options.chunks % options.data_devices == 0);
   return [model, optimizer, options](const Tree& params, const Tree& model_state,
-                                     const Tree& opt_state, const Array& images,
-                                     const Array& labels, const Array& key, const Array& mask) {
+                                     const Tree& opt_state, const Tree& loss_scale,
+                                     const Array& images, const Array& labels, const Array& key,
+                                     const Array& mask) {
     StateLayout layout = state_layout(params, opt_state, options);
     SpecTree params_specs = SpecTree::of_leaves(params, layout.params);
     SpecTree opt_specs = SpecTree::of_leaves(opt_state, layout.opt);
-    std::vector<Tree> args = {params, model_state, opt_state,
-                              images, labels,      random::split(key, options.chunks)};
-    std::vector<SpecTree> in_specs = {params_specs,
-                                      PartitionSpec(),
-                                      opt_specs,
-                                      split_rows(images.rank()),
-                                      split_rows(labels.rank()),
-                                      split_rows(2)};
+    std::vector<Tree> args = {params,
+                              model_state,
+                              opt_state,
+                              loss_scale,
+                              images,
+                              labels,
+                              random::split(key, options.chunks)};
+    std::vector<SpecTree> in_specs = {
+        params_specs,    PartitionSpec(),           opt_specs,
+        PartitionSpec(), split_rows(images.rank()), split_rows(labels.rank()),
+        split_rows(2)};
     if (options.masked) {
       args.push_back(mask);
       in_specs.push_back(split_rows(mask.rank()));
@@ -218,11 +223,11 @@ StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation 
     TreeSpmdFunction body = [=](const Tree& in) {
       return device_step(model, optimizer, options, layout, in);
     };
-    Tree out = shard_map(
-        body, step_mesh(options.data_devices, options.model_devices), SpecTree::list(in_specs),
-        SpecTree::list({params_specs, PartitionSpec(), opt_specs, PartitionSpec()}))(
-        Tree::list(args));
-    return StepResult(out[0], out[1], out[2], out[3]);
+    Tree out = shard_map(body, step_mesh(options.data_devices, options.model_devices),
+                         SpecTree::list(in_specs),
+                         SpecTree::list({params_specs, PartitionSpec(), opt_specs, PartitionSpec(),
+                                         PartitionSpec()}))(Tree::list(args));
+    return StepResult(out[0], out[1], out[2], out[3], out[4]);
   };
 }
 

@@ -33,7 +33,8 @@ nn::ApplyResult apply_in(DType compute, const nn::Module& model, const nn::Varia
 
 DType compute_dtype_of(const std::string& name) {
   if (name == "bf16") return DType::bf16;
-  KILN_CHECK(name == "f32", "model.compute_dtype is f32 or bf16 (the config check refuses f16)");
+  if (name == "f16") return DType::f16;
+  KILN_CHECK(name == "f32", "model.compute_dtype is f32, bf16 or f16");
   return DType::f32;
 }
 

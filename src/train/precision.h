@@ -14,7 +14,7 @@ namespace kiln::train {
 nn::ApplyResult apply_in(DType compute, const nn::Module& model, const nn::Variables& variables,
                          const Array& x, const nn::ApplyOptions& options = {});
 
-// "f32" or "bf16" (model.compute_dtype) as a dtype.
+// "f32", "bf16" or "f16" (model.compute_dtype) as a dtype.
 DType compute_dtype_of(const std::string& name);
 
 }  // namespace kiln::train

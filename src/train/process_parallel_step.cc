@@ -138,19 +138,22 @@ ProcessParallelStep::ProcessParallelStep(nn::Module model, optim::GradientTransf
     : options_(options),
       mesh_({{kDataAxis, options.data_devices / options.processes}}),
       no_mask_(zeros({})),
-      sums_(SumsFn([model, mesh = mesh_, masked = options.masked, compute = options.compute](
-                       const Tree& params, const Tree& model_state, const Array& images,
-                       const Array& labels, const Array& keys, const Array& mask) {
+      sums_(SumsFn([model, mesh = mesh_, options](const Tree& params, const Tree& model_state,
+                                                  const Tree& loss_scale, const Array& images,
+                                                  const Array& labels, const Array& keys,
+                                                  const Array& mask) {
+              const bool masked = options.masked;
               TreeSpmdFunction body = [=](const Tree& in) {
                 ChunkSums local =
-                    device_chunk_sums(model, in[0], in[1], in[2].leaf(), in[3].leaf(), in[4].leaf(),
-                                      masked ? in[5].leaf() : Array(), 1, compute);
+                    device_chunk_sums(model, in[0], in[1], in[3].leaf(), in[4].leaf(), in[5].leaf(),
+                                      masked ? in[6].leaf() : Array(), 1, options.compute,
+                                      step_loss_scale(options.loss_scale, in[2]));
                 return tree_map([](const Array& x) { return psum(x, kDataAxis); }, to_tree(local));
               };
-              std::vector<Tree> args = {params, model_state, images, labels, keys};
-              std::vector<SpecTree> in_specs = {PartitionSpec(), PartitionSpec(),
-                                                split_rows(images.rank()),
-                                                split_rows(labels.rank()), split_rows(keys.rank())};
+              std::vector<Tree> args = {params, model_state, loss_scale, images, labels, keys};
+              std::vector<SpecTree> in_specs = {
+                  PartitionSpec(),           PartitionSpec(),           PartitionSpec(),
+                  split_rows(images.rank()), split_rows(labels.rank()), split_rows(keys.rank())};
               if (masked) {
                 args.push_back(mask);
                 in_specs.push_back(split_rows(mask.rank()));
@@ -160,23 +163,23 @@ ProcessParallelStep::ProcessParallelStep(nn::Module model, optim::GradientTransf
                                PartitionSpec())(Tree::list(args));
             }),
             JitOptions().named("train_step_sums").flushing_denormals(options.flush_denormals)),
-      apply_(ApplyFn([optimizer, mesh = mesh_, skip = options.skip_nonfinite,
-                      chunks = options.chunks](const Tree& params, const Tree& model_state,
-                                               const Tree& opt_state, const Tree& sums) {
+      apply_(ApplyFn([optimizer, mesh = mesh_, options](const Tree& params, const Tree& model_state,
+                                                        const Tree& opt_state,
+                                                        const Tree& loss_scale, const Tree& sums) {
                TreeSpmdFunction body = [=](const Tree& in) {
-                 auto [new_params, next_state, new_opt, metrics] =
-                     apply_sums(optimizer, skip, in[0], in[1], in[2], from_tree(in[3]), chunks);
+                 auto [new_params, next_state, new_opt, next_scale, metrics] =
+                     apply_sums(optimizer, options, in[0], in[1], in[2], in[3], from_tree(in[4]));
                  KILN_CHECK(new_opt.structure() == in[2].structure(),
                             "the optimizer changed its state's structure");
-                 return Tree::list({new_params, next_state, new_opt, metrics});
+                 return Tree::list({new_params, next_state, new_opt, next_scale, metrics});
                };
                Tree out = shard_map(body, mesh, PartitionSpec(), PartitionSpec())(
-                   Tree::list({params, model_state, opt_state, sums}));
-               return StepResult(out[0], out[1], out[2], out[3]);
+                   Tree::list({params, model_state, opt_state, loss_scale, sums}));
+               return StepResult(out[0], out[1], out[2], out[3], out[4]);
              }),
              JitOptions()
                  .named("train_step_apply")
-                 .donating({0, 1, 2})
+                 .donating({0, 1, 2, 3})
                  .flushing_denormals(options.flush_denormals)) {
   KILN_CHECK(options.processes > 0 && options.data_devices % options.processes == 0 &&
              options.chunks % options.data_devices == 0 && !options.shard_params &&
@@ -200,20 +203,20 @@ StepResult ProcessParallelStep::run(const TrainState& state, const Array& images
                                     const Array& labels, const Array& key,
                                     const Array& mask) const {
   LocalRows local = local_rows(images, labels, key, mask);
-  Tree sums =
-      sums_(state.params, state.model_state, local.images, local.labels, local.keys, local.mask);
+  Tree sums = sums_(state.params, state.model_state, state.loss_scale, local.images, local.labels,
+                    local.keys, local.mask);
   Tree total = sum_over_processes(sums, "train step sums");
   // Replicated on this process's devices, as the apply half's other arguments are.
   total = placed_on(total, mesh_);
-  return apply_(state.params, state.model_state, state.opt_state, total);
+  return apply_(state.params, state.model_state, state.opt_state, state.loss_scale, total);
 }
 
 Compiled ProcessParallelStep::compiled(const TrainState& state, const Array& images,
                                        const Array& labels, const Array& key,
                                        const Array& mask) const {
   LocalRows local = local_rows(images, labels, key, mask);
-  return sums_.compile(state.params, state.model_state, local.images, local.labels, local.keys,
-                       local.mask);
+  return sums_.compile(state.params, state.model_state, state.loss_scale, local.images,
+                       local.labels, local.keys, local.mask);
 }
 
 JitStats ProcessParallelStep::stats() const {

@@ -36,9 +36,10 @@ class ProcessParallelStep {
   const Mesh& local_mesh() const { return mesh_; }
 
  private:
-  using SumsFn = std::function<Tree(const Tree&, const Tree&, const Array&, const Array&,
-                                    const Array&, const Array&)>;
-  using ApplyFn = std::function<StepResult(const Tree&, const Tree&, const Tree&, const Tree&)>;
+  using SumsFn = std::function<Tree(const Tree&, const Tree&, const Tree&, const Array&,
+                                    const Array&, const Array&, const Array&)>;
+  using ApplyFn =
+      std::function<StepResult(const Tree&, const Tree&, const Tree&, const Tree&, const Tree&)>;
   struct LocalRows {
     Array images, labels, keys, mask;
   };

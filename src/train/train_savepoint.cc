@@ -13,6 +13,9 @@ namespace {
 using nlohmann::json;
 
 json counters_json(const SavedCounters& c) {
+  // The loss scale's state is the tensors of tree "loss_scale"; here its counter of skips.
+  json loss_scale = nullptr;
+  if (c.overflow_steps) loss_scale = {{"overflow_steps", *c.overflow_steps}};
   return {{"step", c.step},
           // The data pipeline's iterator state: {epoch, position}, position counted in
           // batches of batch_size (example position * batch_size).
@@ -28,8 +31,8 @@ json counters_json(const SavedCounters& c) {
             {"batches", c.epoch_batches},
             {"correct", c.epoch_correct},
             {"examples", c.epoch_examples}}},
-          // The loop has no loss scaling yet; the slot says so rather than leaving it out.
-          {"loss_scale", nullptr}};
+          // null without dynamic loss scaling.
+          {"loss_scale", loss_scale}};
 }
 
 int64_t integer_at(const savepoint::Loaded& loaded, const json& parent, const char* key,
@@ -52,6 +55,9 @@ savepoint::Snapshot take_snapshot(const TrainState& state, const RunKeys& keys,
                     {"model_state", savepoint::copy_tree("model_state", state.model_state)},
                     {"opt_state", savepoint::copy_tree("opt_state", state.opt_state)},
                     {"rng", savepoint::copy_tree("rng", rng)}};
+  if (state.loss_scale.num_leaves() > 0) {
+    snapshot.trees.push_back({"loss_scale", savepoint::copy_tree("loss_scale", state.loss_scale)});
+  }
   snapshot.state_json = io::json_text(counters_json(counters));
   snapshot.identity_json = identity_json_text(identity);
   return snapshot;
@@ -63,6 +69,16 @@ Restored restore(const savepoint::Loaded& loaded, const TrainState& like,
   restored.state.params = savepoint::restore_tree(loaded, "params", like.params);
   restored.state.model_state = savepoint::restore_tree(loaded, "model_state", like.model_state);
   restored.state.opt_state = savepoint::restore_tree(loaded, "opt_state", like.opt_state);
+  // A savepoint of a run without dynamic loss scaling (a resume that turned it on with
+  // --allow-changed) starts from the initial scale.
+  restored.state.loss_scale = like.loss_scale;
+  if (like.loss_scale.num_leaves() > 0) {
+    for (const auto& [name, arrays] : loaded.trees) {
+      if (name == "loss_scale") {
+        restored.state.loss_scale = savepoint::restore_tree(loaded, "loss_scale", like.loss_scale);
+      }
+    }
+  }
   Tree rng = savepoint::restore_tree(
       loaded, "rng", Tree::dict({{"data", keys_like.data}, {"dropout", keys_like.dropout}}));
   restored.keys = RunKeys{rng["data"].leaf(), rng["dropout"].leaf()};
@@ -81,6 +97,10 @@ Restored restore(const savepoint::Loaded& loaded, const TrainState& like,
   c.batch_size = integer_at(loaded, data, "batch_size", "data");
   c.skipped_steps = integer_at(loaded, state, "skipped_steps", "");
   c.metrics_lines = integer_at(loaded, state, "metrics_lines", "");
+  const json loss_scale = state.value("loss_scale", json());
+  if (loss_scale.is_object()) {
+    c.overflow_steps = integer_at(loaded, loss_scale, "overflow_steps", "loss_scale");
+  }
   const json& totals = state.value("epoch_totals", json());
   if (!totals.is_object() || !totals.value("loss_sum", json()).is_number()) {
     fail(kUnknownSite, fmt::format("savepoint '{}': manifest.json: state.epoch_totals.loss_sum "

@@ -1,11 +1,13 @@
 // The trainer's side of savepoints (io/savepoint.h holds the format): what a savepoint
 // of a run holds (params, model state, optimizer state, the data and dropout keys, the
-// data position, counters, the metrics recorded so far, the run identity) and turning one
+// data position, counters, the metrics recorded so far, the run identity; the loss scale's
+// state with dynamic loss scaling) and turning one
 // back into a run's state.
 #pragma once
 
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 
 #include "io/savepoint.h"
 #include "kiln/array.h"
@@ -27,7 +29,9 @@ struct SavedCounters {
   int64_t step = 0;
   DataPosition data;
   int64_t batch_size = 0;
-  int64_t skipped_steps = 0;
+  int64_t skipped_steps = 0;  // all of them, loss-scale overflows included
+  // Of those, the loss-scale overflows (dynamic loss scaling; none without).
+  std::optional<int64_t> overflow_steps;
   int64_t metrics_lines = 0;  // lines of metrics.jsonl recorded up to this step
   // The running totals of the epoch in progress (its evaluation reports their mean).
   double epoch_loss_sum = 0;

@@ -44,28 +44,90 @@ Tree keep_if(const Array& ok, const Tree& updated, const Tree& previous) {
 
 }  // namespace
 
-StepResult finish_step(const optim::GradientTransformation& optimizer, bool skip_nonfinite,
+Tree initial_loss_scale(const LossScaleOptions& options) {
+  if (options.mode != "dynamic") return Tree();
+  return Tree::dict(
+      {{"good_steps", zeros({}, DType::i32)}, {"scale", full({}, options.initial, DType::f32)}});
+}
+
+Array step_loss_scale(const LossScaleOptions& options, const Tree& loss_scale_state) {
+  if (options.mode == "dynamic") return loss_scale_state["scale"].leaf();
+  if (options.mode == "fixed") return full({}, options.initial, DType::f32);
+  return Array();
+}
+
+namespace {
+
+// The dynamic loss scale after a step whose gradients were (not) all finite: backed off
+// (never below 1) and the count of good steps reset on an overflow; grown after
+// growth_interval good steps in a row (unless that overflows f32).
+Tree next_loss_scale(const LossScaleOptions& options, const Tree& state, const Array& finite) {
+  const Array& scale = state["scale"].leaf();
+  Array good = state["good_steps"].leaf() + full({}, 1, DType::i32);
+  Array grow = finite & greater_equal(good, full({}, static_cast<double>(options.growth_interval),
+                                                 DType::i32));
+  Array grown = scale * full({}, options.growth, DType::f32);
+  grown = where(is_finite(grown), grown, scale);
+  Array backed_off = maximum(scale * full({}, options.backoff, DType::f32), full({}, 1));
+  Array next_scale = where(finite, where(grow, grown, scale), backed_off);
+  Array next_good = where(finite & logical_not(grow), good, zeros({}, DType::i32));
+  return Tree::dict({{"good_steps", next_good}, {"scale", next_scale}});
+}
+
+bool is_step_count(const std::string& path) {
+  return path == "count" || (path.size() > 6 && path.compare(path.size() - 6, 6, "/count") == 0);
+}
+
+// A skipped step's optimizer state: the previous one, but for the step counts when skipped
+// steps advance the schedule.
+Tree kept_opt_state(const Array& ok, const Tree& updated, const Tree& previous,
+                    bool advance_count) {
+  if (!advance_count || updated.num_leaves() == 0) return keep_if(ok, updated, previous);
+  std::vector<Array> next = updated.leaves(), before = previous.leaves();
+  std::vector<std::pair<std::string, Array>> named = updated.leaves_with_paths();
+  for (size_t i = 0; i < next.size(); ++i) {
+    if (!is_step_count(named[i].first)) next[i] = where(ok, next[i], before[i]);
+  }
+  return unflatten(updated.structure(), next);
+}
+
+}  // namespace
+
+StepResult finish_step(const optim::GradientTransformation& optimizer, const StepOptions& options,
                        const Tree& params, const Tree& model_state, const Tree& opt_state,
-                       const Array& loss, const Array& correct, const Tree& grads,
-                       const Tree& new_model_state,
+                       const Tree& loss_scale, const Array& loss, const Array& correct,
+                       const Tree& scaled_grads, const Tree& new_model_state,
                        const std::function<Array(const Array&)>& global_flags) {
+  const LossScaleOptions& scaling = options.loss_scale;
+  Array scale = step_loss_scale(scaling, loss_scale);
+  // Unscaled in f32 (the params' dtype); a scale that is a power of two divides exactly.
+  Tree grads = scaled_grads;
+  if (scale.defined() && grads.num_leaves() > 0) {
+    grads = tree_map([&scale](const Array& g) { return g / scale; }, grads);
+  }
   auto [updates, new_opt_state] = optimizer.update(grads, opt_state, params);
   Tree new_params = optim::apply_updates(params, updates);
   Tree next_model_state = new_model_state;
   Array nonfinite = nonfinite_flags(grads);
   if (global_flags) nonfinite = global_flags(nonfinite);
-  if (skip_nonfinite) {
-    Array ok = is_finite(loss) & (sum(astype(nonfinite, DType::i32)) == 0);
+  const bool dynamic = scaling.mode == "dynamic";
+  Tree next_loss_scale_state = loss_scale;
+  if (options.skip_nonfinite || dynamic) {
+    Array grads_finite = sum(astype(nonfinite, DType::i32)) == 0;
+    // With dynamic scaling an overflow is always skipped: that is how the scale is found.
+    Array ok = is_finite(loss) & grads_finite;
     new_params = keep_if(ok, new_params, params);
     next_model_state = keep_if(ok, next_model_state, model_state);
-    new_opt_state = keep_if(ok, new_opt_state, opt_state);
+    new_opt_state =
+        kept_opt_state(ok, new_opt_state, opt_state, options.skipped_steps_advance_schedule);
+    if (dynamic) next_loss_scale_state = next_loss_scale(scaling, loss_scale, grads_finite);
   }
   std::optional<Array> lr = optimizer.learning_rate(new_opt_state);
-  Tree metrics = Tree::dict({{"correct", correct},
-                             {"loss", loss},
-                             {"lr", lr ? *lr : zeros({})},
-                             {"nonfinite", nonfinite}});
-  return StepResult(new_params, next_model_state, new_opt_state, metrics);
+  std::vector<Tree::Item> metrics = {
+      {"correct", correct}, {"loss", loss}, {"lr", lr ? *lr : zeros({})}, {"nonfinite", nonfinite}};
+  if (scale.defined()) metrics.push_back({"loss_scale", scale});
+  return StepResult(new_params, next_model_state, new_opt_state, next_loss_scale_state,
+                    Tree::dict(std::move(metrics)));
 }
 
 namespace {
@@ -73,26 +135,30 @@ namespace {
 // One device: the batch's mean loss and its gradient in one pass.
 StepFunction single_device_step(nn::Module model, optim::GradientTransformation optimizer,
                                 StepOptions options) {
-  return [model, optimizer, skip_nonfinite = options.skip_nonfinite, masked = options.masked,
-          compute = options.compute](const Tree& params, const Tree& model_state,
-                                     const Tree& opt_state, const Array& images,
-                                     const Array& labels, const Array& key, const Array& mask) {
+  return [model, optimizer, options](const Tree& params, const Tree& model_state,
+                                     const Tree& opt_state, const Tree& loss_scale,
+                                     const Array& images, const Array& labels, const Array& key,
+                                     const Array& mask) {
+    const bool masked = options.masked;
+    const DType compute = options.compute;
+    Array scale = step_loss_scale(options.loss_scale, loss_scale);
     auto loss_fn = [&](const Tree& p) {
-      nn::ApplyOptions options;
-      options.train = true;
-      options.key = key;
-      nn::ApplyResult out =
-          apply_in(compute, model, nn::Variables{p, model_state}, images, options);
+      nn::ApplyOptions apply;
+      apply.train = true;
+      apply.key = key;
+      nn::ApplyResult out = apply_in(compute, model, nn::Variables{p, model_state}, images, apply);
       // The padded rows (mask 0) add exact zeros, so the loss and its gradient are those of
       // the real rows alone.
       PredictionSums sums = prediction_sums(out.y, labels, masked ? mask : Array());
-      Tree aux = Tree::dict({{"correct", sums.correct}, {"state", out.state}});
-      return std::make_pair(sums.loss_sum / sums.count, aux);
+      Array loss = sums.loss_sum / sums.count;
+      Tree aux = Tree::dict({{"correct", sums.correct}, {"loss", loss}, {"state", out.state}});
+      // With loss scaling the gradient is that of the scaled loss; the step reports the loss.
+      return std::make_pair(scale.defined() ? loss * scale : loss, aux);
     };
     auto [value, grads] = value_and_grad(loss_fn, HasAux{})(params);
-    const auto& [loss, aux] = value;
-    return finish_step(optimizer, skip_nonfinite, params, model_state, opt_state, loss,
-                       aux["correct"].leaf(), grads, aux["state"]);
+    const Tree& aux = value.second;
+    return finish_step(optimizer, options, params, model_state, opt_state, loss_scale,
+                       aux["loss"].leaf(), aux["correct"].leaf(), grads, aux["state"]);
   };
 }
 
@@ -201,7 +267,7 @@ TrainStep::TrainStep(nn::Module model, optim::GradientTransformation optimizer, 
                                      : single_device_step(model, optimizer, options),
             JitOptions()
                 .named("train_step")
-                .donating({0, 1, 2})
+                .donating({0, 1, 2, 3})
                 .flushing_denormals(options.flush_denormals)),
       processes_(options.processes > 0
                      ? std::make_shared<const ProcessParallelStep>(model, optimizer, options)
@@ -220,25 +286,27 @@ StepMetrics TrainStep::run(TrainState& state, const Array& images, const Array& 
   }
   if (chunks_ > 0) {
     if (!layout_) layout_ = state_layout(state.params, state.opt_state, options_);
-    state = TrainState{placed_on(state.params, *mesh_, layout_->params),
-                       placed_on(state.model_state, *mesh_),
-                       placed_on(state.opt_state, *mesh_, layout_->opt)};
+    state = TrainState{
+        placed_on(state.params, *mesh_, layout_->params), placed_on(state.model_state, *mesh_),
+        placed_on(state.opt_state, *mesh_, layout_->opt), placed_on(state.loss_scale, *mesh_)};
   }
-  auto [params, model_state, opt_state, metrics] =
+  auto [params, model_state, opt_state, loss_scale, metrics] =
       processes_ ? processes_->run(state, images, labels, key, masked_ ? mask : no_mask_)
-                 : step_(state.params, state.model_state, state.opt_state, images, labels, key,
-                         masked_ ? mask : no_mask_);
-  state = TrainState{std::move(params), std::move(model_state), std::move(opt_state)};
+                 : step_(state.params, state.model_state, state.opt_state, state.loss_scale, images,
+                         labels, key, masked_ ? mask : no_mask_);
+  state = TrainState{std::move(params), std::move(model_state), std::move(opt_state),
+                     std::move(loss_scale)};
   return StepMetrics{metrics["loss"].leaf(), metrics["correct"].leaf(), metrics["lr"].leaf(),
-                     metrics["nonfinite"].leaf()};
+                     metrics["nonfinite"].leaf(),
+                     metrics.contains("loss_scale") ? metrics["loss_scale"].leaf() : Array()};
 }
 
 Compiled TrainStep::compiled(const TrainState& state, const Array& images, const Array& labels,
                              const Array& key, const Array& mask) const {
   if (processes_)
     return processes_->compiled(state, images, labels, key, masked_ ? mask : no_mask_);
-  return step_.compile(state.params, state.model_state, state.opt_state, images, labels, key,
-                       masked_ ? mask : no_mask_);
+  return step_.compile(state.params, state.model_state, state.opt_state, state.loss_scale, images,
+                       labels, key, masked_ ? mask : no_mask_);
 }
 
 JitStats TrainStep::stats() const {

@@ -27,15 +27,35 @@ struct TrainState {
   Tree params;
   Tree model_state;
   Tree opt_state;
+  // Dynamic loss scaling's state (docs/precision.md), on the device like the rest:
+  // {"good_steps": i32[], "scale": f32[]}; none without dynamic loss scaling.
+  Tree loss_scale = Tree();
 };
+
+// Loss scaling (docs/precision.md, as jmp's DynamicLossScale and PyTorch's GradScaler):
+// the loss is multiplied by the scale before the gradient and the gradients are divided by
+// it (in f32) after. "dynamic": a step whose gradient is not finite is skipped and the
+// scale multiplied by `backoff` (never below 1); after `growth_interval` good steps in a
+// row it is multiplied by `growth`. "fixed": always `initial`. "none": no scaling.
+struct LossScaleOptions {
+  std::string mode = "none";  // none, fixed, dynamic
+  double initial = 32768;
+  int64_t growth_interval = 2000;
+  double backoff = 0.5;
+  double growth = 2;
+};
+
+// The loss-scale state a run starts with (none unless `options.mode` is dynamic).
+Tree initial_loss_scale(const LossScaleOptions& options);
 
 // What one step reports, still on the device (read later, so the host does not wait on
 // the step it just queued).
 struct StepMetrics {
-  Array loss;       // f32[]: mean over the batch
-  Array correct;    // i32[]: correct predictions in the batch
-  Array lr;         // f32[]: the learning rate this step used
-  Array nonfinite;  // bool[num_params]: the parameter's gradient has a NaN or infinity
+  Array loss;        // f32[]: mean over the batch
+  Array correct;     // i32[]: correct predictions in the batch
+  Array lr;          // f32[]: the learning rate this step used
+  Array nonfinite;   // bool[num_params]: the parameter's gradient has a NaN or infinity
+  Array loss_scale;  // f32[]: the scale the step multiplied its loss by (undefined: none)
 };
 
 struct StepOptions {
@@ -70,6 +90,11 @@ struct StepOptions {
   int64_t process_rank = 0;
   // The dtype the layers compute in (model.compute_dtype; precision.h).
   DType compute = DType::f32;
+  LossScaleOptions loss_scale;
+  // A skipped step (non-finite, or a loss-scale overflow) still advances the optimizer's
+  // step count, and with it the learning-rate schedule (false: the count stays, as params
+  // and optimizer state do).
+  bool skipped_steps_advance_schedule = false;
 };
 
 // Whether a params or optimizer-state leaf of this shape is split over `devices` with
@@ -88,22 +113,30 @@ struct StateLayout {
 // param follows the shard_params rule.
 StateLayout state_layout(const Tree& params, const Tree& opt_state, const StepOptions& options);
 
-// The step's function before jit: (params, model state, optimizer state, images, labels,
-// key, mask) to (params, model state, optimizer state, metrics).
-using StepResult = std::tuple<Tree, Tree, Tree, Tree>;
-using StepFunction = std::function<StepResult(const Tree&, const Tree&, const Tree&, const Array&,
-                                              const Array&, const Array&, const Array&)>;
+// The step's function before jit: (params, model state, optimizer state, loss-scale state,
+// images, labels, key, mask) to (params, model state, optimizer state, loss-scale state,
+// metrics).
+using StepResult = std::tuple<Tree, Tree, Tree, Tree, Tree>;
+using StepFunction =
+    std::function<StepResult(const Tree&, const Tree&, const Tree&, const Tree&, const Array&,
+                             const Array&, const Array&, const Array&)>;
+
+// The factor a step multiplies its loss by: the state's scale (dynamic), the constant
+// (fixed), or undefined (none).
+Array step_loss_scale(const LossScaleOptions& options, const Tree& loss_scale_state);
 
 // The data-parallel step (data_parallel_step.cc).
 StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation optimizer,
                                 StepOptions options);
-// What both steps do once the batch's loss and gradients are known: the optimizer update,
-// the non-finite check (and the skip it may ask for), and the metrics. `global_flags`
-// combines the per-parameter non-finite flags of gradients split over devices.
-StepResult finish_step(const optim::GradientTransformation& optimizer, bool skip_nonfinite,
+// What both steps do once the batch's loss and gradients are known: the gradients unscaled
+// (with loss scaling; `grads` are those of the loss times step_loss_scale), the optimizer
+// update, the non-finite check (and the skip it may ask for), the loss scale's update, and
+// the metrics. `global_flags` combines the per-parameter non-finite flags of gradients
+// split over devices.
+StepResult finish_step(const optim::GradientTransformation& optimizer, const StepOptions& options,
                        const Tree& params, const Tree& model_state, const Tree& opt_state,
-                       const Array& loss, const Array& correct, const Tree& grads,
-                       const Tree& new_model_state,
+                       const Tree& loss_scale, const Array& loss, const Array& correct,
+                       const Tree& grads, const Tree& new_model_state,
                        const std::function<Array(const Array&)>& global_flags = {});
 
 class ProcessParallelStep;

@@ -69,6 +69,17 @@ std::vector<bool> host_bools(const Array& flags) {
   return values;
 }
 
+// train.loss_scale and its keys as the step takes them.
+LossScaleOptions loss_scale_options_of(const TrainConfig& c) {
+  LossScaleOptions options;
+  options.mode = resolved_loss_scale(c);
+  options.initial = c.train.loss_scale_initial;
+  options.growth_interval = c.train.loss_scale_growth_interval;
+  options.backoff = c.train.loss_scale_backoff;
+  options.growth = c.train.loss_scale_growth;
+  return options;
+}
+
 // A section of run.json (track::RunInfo::sections): a report written whole, read only for
 // display.
 void set_section(track::RunInfo& info, const std::string& name, const nlohmann::json& value) {
@@ -169,6 +180,14 @@ class Run {
   void time_step(const PendingStep& pending);
   void show_progress(const PendingStep& pending);
   void report_nonfinite(const PendingStep& pending, double loss, const std::vector<bool>& flags);
+  // A step whose gradient overflowed the dynamic loss scale: skipped, the scale backed off.
+  void report_overflow(const PendingStep& pending, double loss, double scale,
+                       const std::vector<bool>& flags);
+  // The parameters whose gradient has non-finite elements, in backward order.
+  std::vector<std::string> nonfinite_paths(const std::vector<bool>& flags) const;
+  // run.json's "loss_scale" (dynamic loss scaling): the settings, the overflows, the scale
+  // now (read from the device: at the end of the run only).
+  void record_loss_scale();
   void end_epoch(int64_t epoch, int64_t step_number, const EvalStep& eval);
   void stop_if_asked(int64_t step_number, DataPosition next, std::deque<PendingStep>& pending);
   void save_final();
@@ -205,6 +224,7 @@ class Run {
   StartupTimes startup_;
   std::vector<std::string> param_paths_;
   std::vector<size_t> backward_order_;
+  LossScaleOptions loss_scale_;
   TrainState state_;
   std::optional<GoodState> last_good_;
   TrainSummary summary_;
@@ -265,7 +285,9 @@ void Run::prepare() {
   optimizer_.emplace(build_optimizer(c.optim, total_steps_));
 
   nn::Variables variables = model_->init(random::fold_in(root, 0), input_);
-  state_ = TrainState{variables.params, variables.state, optimizer_->init(variables.params)};
+  loss_scale_ = loss_scale_options_of(c);
+  state_ = TrainState{variables.params, variables.state, optimizer_->init(variables.params),
+                      initial_loss_scale(loss_scale_)};
   // The order of the batches follows from the config's seed (the sampler); the data key
   // recorded is the one the augmentation draws from.
   keys_ = RunKeys{augment_key, random::fold_in(root, 2)};
@@ -293,8 +315,10 @@ void Run::start_run_directory() {
   set_section(info, "dataset", dataset);
   set_section(info, "parameters", nn::parameter_count(state_.params));
   // The precision policy (docs/precision.md): what the layers compute in, what is kept.
-  set_section(info, "precision",
-              {{"compute", c.model.compute_dtype}, {"params", "f32"}, {"loss", "f32"}});
+  nlohmann::json precision = {
+      {"compute", c.model.compute_dtype}, {"params", "f32"}, {"loss", "f32"}};
+  if (loss_scale_.mode != "none") precision["loss_scale"] = loss_scale_.mode;
+  set_section(info, "precision", precision);
   set_section(info, "total_steps", total_steps_);
   set_section(info, "compute_threads", default_device().compute_threads());
   set_section(info, "environment", track::run_environment());
@@ -426,6 +450,8 @@ StepOptions step_options_of(const TrainConfig& c) {
   options.shard_params = c.mesh.shard_params;
   options.model_devices = c.mesh.model;
   options.compute = compute_dtype_of(c.model.compute_dtype);
+  options.loss_scale = loss_scale_options_of(c);
+  options.skipped_steps_advance_schedule = c.train.skipped_steps_advance_schedule;
   // With one device on `model` there is no model axis: the split layers are ordinary.
   if (c.mesh.model > 1) options.tensor_parallel = tensor_parallel_specs(c.model);
   if (dist::active()) {
@@ -719,6 +745,7 @@ void Run::save_savepoint(int64_t step_number, DataPosition data, std::deque<Pend
   counters.data = data;
   counters.batch_size = config_.train.batch_size;
   counters.skipped_steps = summary_.skipped_steps;
+  if (loss_scale_.mode == "dynamic") counters.overflow_steps = summary_.overflow_steps;
   counters.metrics_lines = run_->metrics_lines();
   counters.epoch_loss_sum = epoch_totals_.loss_sum;
   counters.epoch_batches = epoch_totals_.batches;
@@ -783,6 +810,7 @@ void Run::reopen_run_directory() {
     start_step_ = restored.counters.step;
     start_position_ = restored.counters.data;
     summary_.skipped_steps = restored.counters.skipped_steps;
+    summary_.overflow_steps = restored.counters.overflow_steps.value_or(0);
     metrics_lines = restored.counters.metrics_lines;
     summary_.resumed_from_step = start_step_;
     summary_.last_savepoint = point.loaded->path;
@@ -884,8 +912,17 @@ void Run::process(const PendingStep& pending) {
   int64_t correct = m.correct.item<int64_t>();
   double lr = m.lr.item<double>();
   std::vector<bool> nonfinite = host_bools(m.nonfinite);
+  std::optional<double> scale;
+  if (m.loss_scale.defined()) scale = m.loss_scale.item<double>();
   time_step(pending);
   bool bad_gradient = std::find(nonfinite.begin(), nonfinite.end(), true) != nonfinite.end();
+  // With dynamic loss scaling a finite loss whose gradient is not finite is an overflow
+  // (the step skipped, the scale backed off), unless the scale is already at its floor, 1:
+  // then the gradient is not finite by itself, and train.on_nonfinite decides.
+  if (std::isfinite(loss) && bad_gradient && loss_scale_.mode == "dynamic" && scale && *scale > 1) {
+    report_overflow(pending, loss, *scale, nonfinite);
+    return;
+  }
   if (!std::isfinite(loss) || bad_gradient) {
     report_nonfinite(pending, loss, nonfinite);
     return;
@@ -905,6 +942,7 @@ void Run::process(const PendingStep& pending) {
                  {"lr", lr},
                  {"step_ms", 1e3 * step_seconds},
                  {"data_wait_ms", 1e3 * pending.data_wait_seconds}};
+  if (scale) line.values["loss_scale"] = *scale;
   run_->append_metrics(std::move(line));
   show_progress(pending);
 }
@@ -952,13 +990,39 @@ void Run::show_progress(const PendingStep& pending) {
   progress_->update(p);
 }
 
-// A step with a non-finite loss or gradient: recorded, then stopped or skipped.
-void Run::report_nonfinite(const PendingStep& pending, double loss,
-                           const std::vector<bool>& flags) {
+std::vector<std::string> Run::nonfinite_paths(const std::vector<bool>& flags) const {
   std::vector<std::string> bad;
   for (size_t leaf : backward_order_) {
     if (flags[leaf]) bad.push_back(param_paths_[leaf]);
   }
+  return bad;
+}
+
+void Run::report_overflow(const PendingStep& pending, double loss, double scale,
+                          const std::vector<bool>& flags) {
+  std::vector<std::string> bad = nonfinite_paths(flags);
+  track::MetricsLine line;
+  line.kind = "nonfinite";
+  line.step = pending.step;
+  line.epoch = pending.epoch;
+  line.values = {{"loss", loss}, {"loss_scale", scale}};
+  line.texts = {{"first_nonfinite_gradient", bad.empty() ? "" : bad.front()},
+                {"action", "skipped"},
+                {"cause", "loss_scale_overflow"}};
+  line.lists = {{"nonfinite_gradients", bad}};
+  run_->append_metrics(std::move(line));
+  ++summary_.skipped_steps;
+  ++summary_.overflow_steps;
+  progress_->message(fmt::format(
+      "skipped step {} (epoch {}): the gradient overflowed at loss scale {}; the scale backs off "
+      "to {}",
+      pending.step, pending.epoch, scale, std::max(scale * loss_scale_.backoff, 1.0)));
+}
+
+// A step with a non-finite loss or gradient: recorded, then stopped or skipped.
+void Run::report_nonfinite(const PendingStep& pending, double loss,
+                           const std::vector<bool>& flags) {
+  std::vector<std::string> bad = nonfinite_paths(flags);
   std::string where =
       bad.empty() ? "none (the loss alone)"
                   : fmt::format("{} (in backward order: the last layer's first)", bad.front());
@@ -979,11 +1043,13 @@ void Run::report_nonfinite(const PendingStep& pending, double loss,
   }
   ++summary_.skipped_steps;
   progress_->message("skipped " + text);
-  if (summary_.skipped_steps > config_.train.max_skipped_steps) {
+  // Loss-scale overflows are how dynamic loss scaling finds its scale: not failures.
+  int64_t nonfinite_steps = summary_.skipped_steps - summary_.overflow_steps;
+  if (nonfinite_steps > config_.train.max_skipped_steps) {
     throw NonFiniteError(fmt::format(
         "{} steps were skipped as non-finite, more than train.max_skipped_steps = {}; the last: "
         "{}",
-        summary_.skipped_steps, config_.train.max_skipped_steps, text));
+        nonfinite_steps, config_.train.max_skipped_steps, text));
   }
 }
 
@@ -1010,6 +1076,20 @@ void Run::keep_last_good_state() {
   set_section(run_->info(), "last_good", record);
 }
 
+void Run::record_loss_scale() {
+  if (loss_scale_.mode == "none") return;
+  nlohmann::json record = {{"mode", loss_scale_.mode}, {"initial", loss_scale_.initial}};
+  if (loss_scale_.mode == "dynamic") {
+    record["growth_interval"] = loss_scale_.growth_interval;
+    record["backoff"] = loss_scale_.backoff;
+    record["growth"] = loss_scale_.growth;
+    record["overflow_steps"] = summary_.overflow_steps;
+    summary_.final_loss_scale = on_one_device(state_.loss_scale)["scale"].leaf().item<double>();
+    record["final_scale"] = summary_.final_loss_scale;
+  }
+  set_section(run_->info(), "loss_scale", record);
+}
+
 void Run::save_final() {
   agree_on_params(state_.params);
   if (!writes_) {
@@ -1031,6 +1111,7 @@ void Run::save_final() {
   }
   info.steps = summary_.steps;
   info.skipped_steps = summary_.skipped_steps;
+  record_loss_scale();
   if (!summary_.last_savepoint.empty()) {
     info.last_savepoint = fs::relative(summary_.last_savepoint, run_->path()).string();
   }

@@ -61,7 +61,9 @@ struct TrainSummary {
   std::vector<std::string> notes;  // resume: damaged savepoints skipped, accepted changes
   std::filesystem::path last_savepoint;
   int64_t steps = 0;
-  int64_t skipped_steps = 0;
+  int64_t skipped_steps = 0;    // loss-scale overflows included
+  int64_t overflow_steps = 0;   // skipped by dynamic loss scaling (docs/precision.md)
+  double final_loss_scale = 0;  // dynamic loss scaling: the scale at the end (0: none)
   double test_accuracy = 0;
   double test_loss = 0;
   double train_loss = 0;  // mean over the last epoch

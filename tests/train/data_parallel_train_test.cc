@@ -108,6 +108,31 @@ TEST_F(DataParallelTraining, SameWeightsOnOneTwoAndFourDevices) {
   fs::remove_all(runs);
 }
 
+// f16 with dynamic loss scaling (issue 47): the overflow decision is the whole mesh's (the
+// gradients are summed before it), so every mesh size skips the same steps and ends with the
+// same scale and bits, params split over the devices (FSDP) or not. Each chunk differentiates
+// its summed loss, so the first steps overflow the default 2^15 and back off.
+TEST_F(DataParallelTraining, F16LossScalingGivesTheSameBitsOnEveryMeshSize) {
+  fs::path runs = run_test::fresh_dir("dp", "f16");
+  std::vector<TrainSummary> summaries;
+  for (std::string data : {"1", "2", "4"}) {
+    summaries.push_back(
+        train(one_epoch_mlp(runs, {"mesh.data=" + data, "model.compute_dtype=\"f16\""}), quiet()));
+  }
+  summaries.push_back(train(
+      one_epoch_mlp(runs, {"mesh.data=4", "mesh.shard_params=true", "model.compute_dtype=\"f16\""}),
+      quiet()));
+  EXPECT_GT(summaries[0].overflow_steps, 0);
+  for (size_t i = 1; i < summaries.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(summaries[i].params_sha256, summaries[0].params_sha256);
+    EXPECT_EQ(summaries[i].overflow_steps, summaries[0].overflow_steps);
+    EXPECT_EQ(summaries[i].final_loss_scale, summaries[0].final_loss_scale);
+  }
+  EXPECT_GT(summaries[0].test_accuracy, 0.5);
+  fs::remove_all(runs);
+}
+
 TEST_F(DataParallelTraining, ShardedParamsGiveTheReplicatedBitsInAQuarterOfTheMemory) {
   fs::path runs = run_test::fresh_dir("dp", "fsdp");
   TrainSummary replicated = train(one_epoch_mlp(runs, {"mesh.data=4"}), quiet());

@@ -76,9 +76,12 @@ TEST(MixedPrecisionTraining, Bf16ComputeTrainsF32ParamsAndIsRecorded) {
   TrainSummary chunked_f32 = train(with({"mesh.data=1", "mesh.chunks=2"}), quiet());
   EXPECT_NE(chunked.params_sha256, chunked_f32.params_sha256);
   EXPECT_NEAR(chunked.test_accuracy, chunked_f32.test_accuracy, 0.05);
+  // f16 only with loss scaling (loss_scale_test.cc trains it).
   EXPECT_TRUE(kiln::testing::fails_with(
-      [&] { with({"model.compute_dtype=\"f16\""}); },
-      {"model.compute_dtype = \"f16\" needs dynamic loss scaling", "use \"bf16\""}));
+      [&] {
+        with({"model.compute_dtype=\"f16\"", "train.loss_scale=\"none\""});
+      },
+      {"model.compute_dtype = \"f16\" with train.loss_scale = \"none\"", "\"dynamic\""}));
   fs::remove_all(runs);
 }
 

@@ -171,6 +171,36 @@ TEST(SavepointsWithLoader, AShortLastBatchAndAugmentationResumeBitIdentical) {
   fs::remove_all(runs);
 }
 
+// f16 with dynamic loss scaling (issue 47): the scale and its count of good steps are in
+// the savepoint, so a resumed run has the uninterrupted one's bits. From 2^30 the first
+// steps overflow and back off; growth every 3 good steps keeps the scale moving, so each
+// resume point has another scale and count.
+TEST(SavepointsWithLossScale, AResumedF16RunHasTheUninterruptedBits) {
+  fs::path runs = savepoint_dir("f16");
+  std::vector<std::string> extra = {"model.compute_dtype=\"f16\"",
+                                    "train.loss_scale_initial=1073741824.0",
+                                    "train.loss_scale_growth_interval=3"};
+  TrainSummary straight = train(tiny_run(runs, extra), quiet());
+  ASSERT_EQ(straight.steps, 16);
+  EXPECT_GT(straight.overflow_steps, 2);
+  for (int64_t step : {2, 6, 8, 12}) {
+    SCOPED_TRACE(step);
+    fs::path copy = killed_copy(straight.run_dir, runs / "resumed" / std::to_string(step), step);
+    TrainSummary resumed = resume(copy, {}, quiet());
+    EXPECT_EQ(resumed.resumed_from_step, step);
+    EXPECT_EQ(resumed.params_sha256, straight.params_sha256);
+    EXPECT_EQ(resumed.overflow_steps, straight.overflow_steps);
+    EXPECT_EQ(resumed.final_loss_scale, straight.final_loss_scale);
+    for (const char* file : {"opt_state.safetensors", "loss_scale.safetensors"}) {
+      EXPECT_EQ(final_sha(copy, file), final_sha(straight.run_dir, file)) << file;
+    }
+    EXPECT_EQ(metrics_without_timing(copy), metrics_without_timing(straight.run_dir));
+    EXPECT_EQ(read_json(copy / "run.json")["loss_scale"],
+              read_json(straight.run_dir / "run.json")["loss_scale"]);
+  }
+  fs::remove_all(runs);
+}
+
 TEST_F(Savepoints, AGracefulStopSavesAndTheResumedRunMatches) {
   fs::path runs = savepoint_dir("graceful");
   std::atomic<int> stop{0};
