@@ -359,9 +359,9 @@ Section model_section() {
                "`[model.gpt2]`, for `text` and `tokens` data)",
                one_of({"sequential", "gpt2"}), {"type", "architecture"}),
            key(&C::model, &ModelConfig::compute_dtype, "compute_dtype",
-               "the dtype the layers compute in: `f32`, or `bf16` (params, the optimizer and "
-               "the loss stay f32; docs/precision.md); `f16` is refused until loss scaling "
-               "exists",
+               "the dtype the layers compute in: `f32`, `bf16`, or `f16` (with loss scaling, "
+               "train.loss_scale); params, the optimizer and the loss stay f32; "
+               "docs/precision.md",
                one_of({"f32", "bf16", "f16"}), {"precision", "dtype", "compute_precision"}),
            layers}};
 }
