@@ -198,7 +198,8 @@ TrainConfig parse_config(const std::string& text, const std::string& source_name
 // Every key with its value, as TOML that load_config reads back to an equal config.
 std::string to_toml(const TrainConfig& config);
 // The part of the resolved config that makes the run identity and run id: to_toml without
-// the sections that only say where the run is recorded ([tracking]).
+// the sections that only say where the run is recorded ([tracking]) and without comments
+// (a key's help can be reworded without changing any run's identity).
 std::string identity_toml(const TrainConfig& config);
 
 // The config a run's steps execute: with train.accumulate = K > 1, one update takes a batch

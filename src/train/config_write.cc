@@ -72,17 +72,23 @@ std::string code_list(const std::vector<std::string_view>& names) {
 
 namespace {
 
+// identity_only: the sections and keys that make the run identity, without the comments
+// (the help text), so that rewording a key's help changes no run's identity.
 std::string toml_of(const TrainConfig& config, bool identity_only) {
-  std::string text =
-      "# kiln training config, resolved: every key, defaults and overrides included.\n";
+  std::string text = identity_only
+                         ? ""
+                         : "# kiln training config, resolved: every key, defaults and overrides "
+                           "included.\n";
   for (const Section& section : schema::sections()) {
     if (identity_only && !section.in_identity) continue;
-    text += fmt::format("\n# {}\n[{}]\n", section.help, section.name);
+    text += identity_only ? fmt::format("\n[{}]\n", section.name)
+                          : fmt::format("\n# {}\n[{}]\n", section.help, section.name);
     for (const Key& key : section.keys) {
       if (key.type == Type::kLayers) continue;  // written after the section's keys
       if (key.written && !key.written(config)) continue;
       const auto& get = identity_only && key.identity_get ? key.identity_get : key.get;
-      text += line_with_help(key.name, schema::format_value(get(config)), key.help);
+      text += line_with_help(key.name, schema::format_value(get(config)),
+                             identity_only ? std::string_view() : key.help);
     }
     if (section.name == "model") {
       for (const LayerConfig& layer : config.model.layers) text += layer_toml(layer);
