@@ -1,14 +1,21 @@
 // Where a NaN or an infinity comes from (JAX's jax_debug_nans, as a function you call):
 // find_nonfinite traces f(args...) as make_program does, then runs the program one
-// primitive at a time, eagerly, and stops at the first equation whose result holds a NaN or
-// an infinity. Its inputs were all finite (else an earlier equation, or an argument, would
-// have been found first), so that equation is where the value was made: the primitive, the
-// named_scope it ran in and the line of the caller's code that called it.
+// primitive at a time, eagerly, and stops at the first equation that made a NaN or an
+// infinity its operands did not hold (a NaN from operands without one, an infinity from
+// finite operands): the primitive, the named_scope it ran in and the line of the caller's
+// code that called it.
 //
 //   auto loss = [](const Array& w, const Array& x) { return sum(log(matmul(x, w))); };
 //   NonFiniteOrigin origin = find_nonfinite(loss, w, x);
 //   if (origin.found()) std::cerr << origin.to_string();
-//   // equation 1 of 3, log at mlp.cc:12 (scope "mlp"): f32[4,3] has 2 NaN, 0 infinite ...
+//   // equation 1 of 3, log at mlp.cc:12 (scope "mlp"): result 0 f32[4,3] has 0 NaN and 2
+//   // infinite element(s), from finite operands
+//
+// Programs hold non-finite values on purpose (-inf to mask a score or pad a max-pool, NaN
+// for an invalid label's loss); those come in as constants and are carried along, not
+// made, so they are not origins. When no equation made one and a result still holds one,
+// the first such equation is reported with `made` false: the operands listed
+// show where it came from (a constant, marked so).
 //
 // Under jit, grad and vmap the same f gives the same program, so a jitted step that
 // returned a NaN is debugged by calling find_nonfinite on the function it was made from,
@@ -29,10 +36,9 @@ namespace kiln {
 
 struct NonFiniteOrigin {
   enum class Kind {
-    kNone,      // every argument and every result was finite
+    kNone,      // no argument and no result holds a NaN or an infinity
     kArgument,  // array argument `index` (in flattened leaf order) already held one
-    kConstant,  // a value f closed over (index: its position among the program's constants)
-    kEquation,  // equation `index` of the traced program made one
+    kEquation,  // equation `index` of the traced program (see from_finite_operands)
   };
   Kind kind = Kind::kNone;
   int64_t index = -1;
@@ -46,8 +52,13 @@ struct NonFiniteOrigin {
   int64_t result = 0;
   int64_t nan_count = 0;
   int64_t inf_count = 0;
-  // kEquation: each operand's type and, for floating ones, its finite range
-  // ("f32[4,3] in [-1.5, 0]"), so that log(0) or x / 0 shows at once.
+  // kEquation: whether it made the value (true), or only carried one an operand held, and
+  // how, in words: "from finite operands", "a NaN from operands with infinities", "carried
+  // from an operand that held one (no equation made one)".
+  bool made = true;
+  std::string how;
+  // kEquation: each operand's type and, for floating ones, its finite range and its
+  // non-finite elements ("f32[4,3] in [-1.5, 0]"), so that log(0) or x / 0 shows at once.
   std::vector<std::string> operands;
 
   bool found() const { return kind != Kind::kNone; }

@@ -34,6 +34,7 @@ struct TrainCommandOptions {
   bool quiet = false;
   bool print_config = false;
   std::string trace_steps;  // "A-B", or "" for none
+  bool debug_nonfinite = false;
 };
 
 // SIGINT / SIGTERM / SIGHUP ask the run to stop after the step in flight (the trainer polls this);
@@ -91,6 +92,7 @@ train::TrainOptions train_options(const TrainCommandOptions& options, double sta
   train_options.quiet = options.quiet;
   train_options.process_start_age_seconds = std::max(now_age, started_age);
   train_options.stop_signal = &stop_signal;
+  train_options.debug_nonfinite = options.debug_nonfinite;
   if (!options.trace_steps.empty()) {
     train_options.trace_steps = train::parse_step_range(options.trace_steps);
   }
@@ -176,6 +178,11 @@ Runner add_train_command(CLI::App& app) {
                    "synchronizations and live bytes; the run's roofline and memory report "
                    "then come from these steps (docs/profiling.md)")
       ->type_name("A-B");
+  command->add_flag("--debug-nonfinite", options->debug_nonfinite,
+                    "When a step's loss or gradient is not finite, run that step again one "
+                    "primitive at a time and name the first operation that made a NaN or an "
+                    "infinity, with its source line (slower: the step's inputs are kept; one "
+                    "device only; docs/training.md)");
   command->add_flag("--print-config", options->print_config,
                     "Print the resolved config (defaults and overrides applied) and exit");
   command->footer(
@@ -206,6 +213,11 @@ Runner add_resume_command(CLI::App& app) {
   command->add_flag("--no-progress", options->no_progress,
                     "Plain progress lines even on a terminal (every train.log_every steps)");
   command->add_flag("--quiet", options->quiet, "Print only the final summary");
+  command->add_flag("--debug-nonfinite", options->debug_nonfinite,
+                    "When a step's loss or gradient is not finite, run that step again one "
+                    "primitive at a time and name the first operation that made a NaN or an "
+                    "infinity, with its source line (slower: the step's inputs are kept; one "
+                    "device only; docs/training.md)");
   command
       ->add_option(
           "--trace-steps", options->trace_steps,

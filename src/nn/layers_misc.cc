@@ -10,6 +10,7 @@
 #include <fmt/ranges.h>
 
 #include "kiln/random.h"
+#include "kiln/tracing.h"
 #include "nn/module_impl.h"
 
 namespace kiln::nn {
@@ -135,7 +136,12 @@ class SequentialImpl final : public Layer {
       if (layer.uses_key(options) && options.key.defined()) {
         child_options.key = random::fold_in(options.key, static_cast<uint32_t>(i), scope.site);
       }
-      ApplyResult result = layer.apply(child, y, child_options, scope.child(names_[i]));
+      // The child's name on the equations it traces ("dense_3"), so that programs, profiles
+      // and find_nonfinite say which layer an operation belongs to.
+      ApplyResult result = [&] {
+        NamedScope name(names_[i]);
+        return layer.apply(child, y, child_options, scope.child(names_[i]));
+      }();
       if (!result.state.is_none()) state.emplace_back(names_[i], result.state);
       y = result.y;
     }

@@ -263,11 +263,12 @@ TrainStep::TrainStep(nn::Module model, optim::GradientTransformation optimizer, 
                 : std::nullopt),
       options_(options),
       no_mask_(zeros({})),
-      step_(options.data_devices > 0 ? data_parallel_step(model, optimizer, options)
-                                     : single_device_step(model, optimizer, options),
+      function_(options.data_devices > 0 ? data_parallel_step(model, optimizer, options)
+                                         : single_device_step(model, optimizer, options)),
+      step_(function_,
             JitOptions()
                 .named("train_step")
-                .donating({0, 1, 2, 3})
+                .donating(options.keep_inputs ? std::vector<int>{} : std::vector<int>{0, 1, 2, 3})
                 .flushing_denormals(options.flush_denormals)),
       processes_(options.processes > 0
                      ? std::make_shared<const ProcessParallelStep>(model, optimizer, options)
@@ -307,6 +308,15 @@ Compiled TrainStep::compiled(const TrainState& state, const Array& images, const
     return processes_->compiled(state, images, labels, key, masked_ ? mask : no_mask_);
   return step_.compile(state.params, state.model_state, state.opt_state, state.loss_scale, images,
                        labels, key, masked_ ? mask : no_mask_);
+}
+
+NonFiniteOrigin TrainStep::nonfinite_origin(const TrainState& before, const Array& images,
+                                            const Array& labels, const Array& key,
+                                            const Array& mask) const {
+  KILN_CHECK(options_.keep_inputs && !processes_ && chunks_ == 0,
+             "nonfinite_origin needs a one-device step that kept its inputs");
+  return find_nonfinite(function_, before.params, before.model_state, before.opt_state,
+                        before.loss_scale, images, labels, key, masked_ ? mask : no_mask_);
 }
 
 JitStats TrainStep::stats() const {

@@ -17,6 +17,7 @@
 #include "kiln/array.h"
 #include "kiln/jit.h"
 #include "kiln/nn/module.h"
+#include "kiln/nonfinite.h"
 #include "kiln/optim.h"
 #include "kiln/sharding.h"
 #include "kiln/tree.h"
@@ -62,6 +63,9 @@ struct StepOptions {
   // A step whose loss or gradients are not finite leaves the state as it was (the
   // selection is part of the program); otherwise the caller stops the run.
   bool skip_nonfinite = false;
+  // The step's inputs outlive it (no donation), so that a step that went non-finite can be
+  // run again one primitive at a time (TrainStep::nonfinite_origin; `--debug-nonfinite`).
+  bool keep_inputs = false;
   // Subnormal floats flushed to zero while the step runs (JitOptions::flush_denormals).
   bool flush_denormals = false;
   // Every batch comes with a mask (train.pad_remainder): the loss is the mean over the
@@ -153,6 +157,12 @@ class TrainStep {
   StepMetrics run(TrainState& state, const Array& images, const Array& labels, const Array& key,
                   const Array& mask = Array()) const;
   JitStats stats() const;
+  // The step run again on `before` (the state it started from: StepOptions::keep_inputs)
+  // one primitive at a time (find_nonfinite, kiln/nonfinite.h): the first equation that
+  // made a NaN or an infinity. One device only (no mesh, no MPI job).
+  NonFiniteOrigin nonfinite_origin(const TrainState& before, const Array& images,
+                                   const Array& labels, const Array& key,
+                                   const Array& mask = Array()) const;
   // The compiled program run() runs for these arguments (compiling it if run() has not).
   Compiled compiled(const TrainState& state, const Array& images, const Array& labels,
                     const Array& key, const Array& mask = Array()) const;
@@ -167,6 +177,7 @@ class TrainStep {
   // does not change between steps).
   mutable std::optional<StateLayout> layout_;
   Array no_mask_;  // what the unmasked step receives in the mask's place (unused)
+  Fn function_;    // what step_ compiles, for nonfinite_origin
   Jitted<Fn> step_;
   std::shared_ptr<const ProcessParallelStep> processes_;  // instead of step_ in an MPI job
 };

@@ -100,6 +100,9 @@ struct PendingStep {
   int64_t batch_size;
   StepMetrics metrics;
   double data_wait_seconds = 0;  // how long the loader kept the step waiting for its batch
+  // With TrainOptions::debug_nonfinite: runs the step again from its inputs, one primitive
+  // at a time, naming the first equation that made a NaN or an infinity.
+  std::function<NonFiniteOrigin()> explain_nonfinite = {};
 };
 
 // Leaf indices in the order the backward pass produces their gradients: Sequential runs
@@ -263,6 +266,13 @@ fs::path savepoints_dir(const fs::path& run_dir) {
 // the initial state. An error here leaves nothing on disk.
 void Run::prepare() {
   const TrainConfig& c = config_;
+  // Before anything is read or written: a debug request this run cannot serve.
+  if (options_.debug_nonfinite && (c.mesh.data > 0 || dist::active())) {
+    fail(kUnknownSite,
+         "--debug-nonfinite runs a failing step again on one device; this run's step is on a "
+         "mesh or across processes",
+         "reproduce the failure without [mesh] and mpirun, then debug it there");
+  }
   Array root = random::key(c.experiment.seed);
   Array augment_key = random::fold_in(root, 3);
   data_.emplace(c, augment_key);
@@ -440,8 +450,9 @@ void Run::finish_tracking() {
 }
 
 // The step's options, from the config and the MPI job.
-StepOptions step_options_of(const TrainConfig& c) {
+StepOptions step_options_of(const TrainConfig& c, bool keep_inputs) {
   StepOptions options;
+  options.keep_inputs = keep_inputs;
   options.skip_nonfinite = c.train.on_nonfinite == "skip";
   options.flush_denormals = c.train.flush_denormals;
   options.masked = c.train.pad_remainder;
@@ -463,7 +474,7 @@ StepOptions step_options_of(const TrainConfig& c) {
 
 void Run::train_epochs() {
   const TrainConfig& c = config_;
-  TrainStep step(*model_, *optimizer_, step_options_of(c));
+  TrainStep step(*model_, *optimizer_, step_options_of(c, options_.debug_nonfinite));
   EvalStep eval(*model_, c.train.flush_denormals, compute_dtype_of(c.model.compute_dtype));
   std::deque<PendingStep> pending;
   int64_t step_number = start_step_;
@@ -518,13 +529,20 @@ void Run::train_epoch(int64_t epoch, int64_t first_batch, TrainStep& step, data:
     ++step_number;
     Array key = random::fold_in(keys_.dropout, static_cast<uint32_t>(step_number));
     profiler_->before_step(step_number);
+    std::function<NonFiniteOrigin()> explain;
+    if (options_.debug_nonfinite) {
+      // The state the step starts from: not donated, so still whole after it ran.
+      explain = [&step, before = state_, batch, key] {
+        return step.nonfinite_origin(before, batch.images, batch.labels, key, batch.mask);
+      };
+    }
     StepMetrics metrics = step.run(state_, batch.images, batch.labels, key, batch.mask);
     profiler_->after_step(step_number, state_, [&] {
       return step.compiled(state_, batch.images, batch.labels, key, batch.mask);
     });
     if (profiler_->done() && !profiled_) record_profile();
-    pending.push_back(
-        PendingStep{step_number, epoch, host.examples(), metrics, loader.last_wait_seconds()});
+    pending.push_back(PendingStep{step_number, epoch, host.examples(), metrics,
+                                  loader.last_wait_seconds(), std::move(explain)});
     // Read the previous step's metrics only now: the step just queued keeps the
     // device busy while the host waits.
     if (pending.size() > 1) {
@@ -1036,6 +1054,16 @@ void Run::report_nonfinite(const PendingStep& pending, double loss,
   line.values = {{"loss", loss}};
   line.texts = {{"first_nonfinite_gradient", bad.empty() ? "" : bad.front()},
                 {"action", skip ? "skipped" : "stopped"}};
+  if (pending.explain_nonfinite) {
+    progress_->working_on(
+        fmt::format("running step {} again, one primitive at a time", pending.step));
+    NonFiniteOrigin origin = pending.explain_nonfinite();
+    progress_->working_on("");
+    std::string explained = origin.to_string();
+    while (!explained.empty() && explained.back() == '\n') explained.pop_back();
+    line.texts["nonfinite_origin"] = explained;
+    text += "\nwhere it came from: " + explained;
+  }
   line.lists = {{"nonfinite_gradients", bad}};
   run_->append_metrics(std::move(line));
   if (!skip) {

@@ -40,6 +40,11 @@ struct TrainOptions {
   // --trace-steps: write <run dir>/trace.json for these steps (and take the roofline and
   // memory report from them instead of the default window; see step_profiler.h).
   std::optional<StepRange> trace_steps;
+  // --debug-nonfinite: a step whose loss or gradient is not finite is run again one
+  // primitive at a time, and the error (and metrics.jsonl) names the first equation that made
+  // a NaN or an infinity, with its source line. Costs the step's donated buffers (its inputs
+  // are kept until its results are read). One device only.
+  bool debug_nonfinite = false;
   // Stop after the first epoch whose evaluation reaches this: the run completes there, with
   // fewer epochs than train.epochs (TrainSummary::target_epoch says which).
   std::optional<QualityTarget> stop_at;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,7 @@ bool checked(const Array& value) {
 
 Census census(const Array& value) {
   Census c;
+  if (!checked(value)) return c;
   HostArray host = astype(value, DType::f64).to_host();
   for (double x : host.as<double>()) {
     if (std::isnan(x)) {
@@ -48,25 +50,21 @@ Census census(const Array& value) {
   return c;
 }
 
-std::string operand_text(const Array& value) {
-  std::string type = value.aval().to_string();
-  if (!checked(value)) return type;
-  Census c = census(value);
-  std::string range = c.min <= c.max ? fmt::format("in [{:g}, {:g}]", c.min, c.max)
-                                     : std::string("with no finite element");
-  if (c.clean()) return fmt::format("{} {}", type, range);
-  return fmt::format("{} {}, {} NaN, {} infinite", type, range, c.nan, c.inf);
+std::string operand_text(const Array& value, const Census& c, bool constant) {
+  std::string text = value.aval().to_string();
+  if (checked(value)) {
+    text += c.min <= c.max ? fmt::format(" in [{:g}, {:g}]", c.min, c.max)
+                           : std::string(" with no finite element");
+    if (!c.clean()) text += fmt::format(", {} NaN, {} infinite", c.nan, c.inf);
+  }
+  if (constant) text += " (a constant of the program)";
+  return text;
 }
 
-// Fills `origin` with the value's counts when it holds a NaN or an infinity.
-bool holds_nonfinite(const Array& value, NonFiniteOrigin& origin) {
-  if (!checked(value)) return false;
-  Census c = census(value);
-  if (c.clean()) return false;
+void record(NonFiniteOrigin& origin, const Array& value, const Census& c) {
   origin.value = value.aval().to_string();
   origin.nan_count = c.nan;
   origin.inf_count = c.inf;
-  return true;
 }
 
 }  // namespace
@@ -82,16 +80,13 @@ std::string NonFiniteOrigin::to_string() const {
           equations);
     case Kind::kArgument:
       return fmt::format("argument leaf {} already: {}", index, counts);
-    case Kind::kConstant:
-      return fmt::format("constant {} (a value the function closes over) already: {}", index,
-                         counts);
     case Kind::kEquation:
       break;
   }
   std::string text = fmt::format("equation {} of {}, {}", index, equations, primitive);
   if (site.known()) text += fmt::format(" at {}", site.to_string());
   if (!scope.empty()) text += fmt::format(" (scope \"{}\")", scope);
-  text += fmt::format(": result {} {}, from finite operands\n", result, counts);
+  text += fmt::format(": result {} {}, {}\n", result, counts, how);
   for (size_t i = 0; i < operands.size(); ++i) {
     text += fmt::format("  operand {}: {}\n", i, operands[i]);
   }
@@ -115,52 +110,74 @@ NonFiniteOrigin find_nonfinite_flat(const FlatFunction& fn, std::span<const Arra
 
   NonFiniteOrigin origin;
   origin.equations = static_cast<int64_t>(program.equations.size());
+  std::vector<Array> env(program.num_vars());
+  std::vector<Census> seen(program.num_vars());
+  std::vector<bool> is_constant(program.num_vars(), false);
   for (size_t i = 0; i < inputs.size(); ++i) {
-    if (holds_nonfinite(inputs[i], origin)) {
+    Census c = census(inputs[i]);
+    if (!c.clean()) {
       origin.kind = NonFiniteOrigin::Kind::kArgument;
       origin.index = static_cast<int64_t>(i);
+      record(origin, inputs[i], c);
       return origin;
     }
-  }
-  for (size_t i = 0; i < program.constant_values.size(); ++i) {
-    if (holds_nonfinite(program.constant_values[i], origin)) {
-      origin.kind = NonFiniteOrigin::Kind::kConstant;
-      origin.index = static_cast<int64_t>(i);
-      return origin;
-    }
-  }
-
-  std::vector<Array> env(program.num_vars());
-  for (size_t i = 0; i < inputs.size(); ++i)
     env[static_cast<size_t>(program.inputs[i])] = inputs[i];
-  for (size_t i = 0; i < program.constants.size(); ++i) {
-    env[static_cast<size_t>(program.constants[i])] = program.constant_values[i];
+    seen[static_cast<size_t>(program.inputs[i])] = c;
   }
+  // Constants may hold infinities and NaNs on purpose (masks, a max's starting value).
+  for (size_t i = 0; i < program.constants.size(); ++i) {
+    size_t var = static_cast<size_t>(program.constants[i]);
+    env[var] = program.constant_values[i];
+    seen[var] = census(program.constant_values[i]);
+    is_constant[var] = true;
+  }
+  // The first equation that only carried a non-finite value, in case none made one.
+  std::optional<NonFiniteOrigin> carried;
   std::vector<Array> operands;
   for (size_t e = 0; e < program.equations.size(); ++e) {
     const Equation& equation = program.equations[e];
     operands.clear();
-    for (VarId var : equation.inputs) operands.push_back(env[static_cast<size_t>(var)]);
+    bool operand_nan = false, operand_inf = false;
+    for (VarId var : equation.inputs) {
+      operands.push_back(env[static_cast<size_t>(var)]);
+      operand_nan |= seen[static_cast<size_t>(var)].nan > 0;
+      operand_inf |= seen[static_cast<size_t>(var)].inf > 0;
+    }
     std::vector<Array> results;
     {
       ScopeOverride scope(equation.scope);
       results = bind(equation.prim, operands, equation.params, equation.site);
     }
     for (size_t r = 0; r < results.size(); ++r) {
-      if (!holds_nonfinite(results[r], origin)) continue;
-      origin.kind = NonFiniteOrigin::Kind::kEquation;
-      origin.index = static_cast<int64_t>(e);
-      origin.primitive = std::string(prim_name(equation.prim));
-      origin.scope = equation.scope;
-      origin.site = equation.site;
-      origin.result = static_cast<int64_t>(r);
-      for (const Array& operand : operands) origin.operands.push_back(operand_text(operand));
-      return origin;
-    }
-    for (size_t r = 0; r < results.size(); ++r) {
-      env[static_cast<size_t>(equation.outputs[r])] = std::move(results[r]);
+      Census c = census(results[r]);
+      size_t out = static_cast<size_t>(equation.outputs[r]);
+      env[out] = std::move(results[r]);
+      seen[out] = c;
+      if (c.clean()) continue;
+      // A NaN where no operand had one, or an infinity from operands without either.
+      bool made = (c.nan > 0 && !operand_nan) || (c.inf > 0 && !operand_nan && !operand_inf);
+      if (!made && carried) continue;
+      NonFiniteOrigin found = origin;
+      found.kind = NonFiniteOrigin::Kind::kEquation;
+      found.index = static_cast<int64_t>(e);
+      found.primitive = std::string(prim_name(equation.prim));
+      found.scope = equation.scope;
+      found.site = equation.site;
+      found.result = static_cast<int64_t>(r);
+      found.made = made;
+      found.how = !made         ? "carried from an operand that held one (no equation made one)"
+                  : operand_inf ? "a NaN from operands with infinities"
+                                : "from finite operands";
+      record(found, env[out], c);
+      for (size_t i = 0; i < equation.inputs.size(); ++i) {
+        size_t var = static_cast<size_t>(equation.inputs[i]);
+        found.operands.push_back(operand_text(env[var], seen[var], is_constant[var]));
+      }
+      if (made) return found;
+      carried = std::move(found);
     }
   }
+  if (carried) return *carried;
   return origin;
 }
 

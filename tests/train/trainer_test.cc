@@ -204,6 +204,44 @@ TEST_F(Trainer, FirstNonFiniteGradientIsTheFirstInBackwardOrder) {
   fs::remove_all(runs);
 }
 
+// --debug-nonfinite: the failing step run again one primitive at a time names the first
+// operation that made a NaN or an infinity, in the error and in metrics.jsonl, and the
+// same config gives the same failing step as without it (nothing donated changes no bits).
+TEST_F(Trainer, DebugNonfiniteNamesTheOperationThatMadeTheFirstNaN) {
+  fs::path runs = fresh_dir("debug_nan");
+  std::vector<std::string> keys = {"optim.name=\"sgd\"", "optim.lr=1e30"};
+  std::string plain;
+  try {
+    train(small_mlp(runs / "plain", keys), quiet());
+  } catch (const NonFiniteError& error) {
+    plain = error.what();
+  }
+  TrainOptions options = quiet();
+  options.debug_nonfinite = true;
+  try {
+    train(small_mlp(runs / "debug", keys), options);
+    FAIL() << "expected the run to stop";
+  } catch (const NonFiniteError& error) {
+    std::string message = error.what();
+    // The same step and parameter as without the flag, then where the value came from.
+    EXPECT_EQ(message.substr(0, plain.find(" (set train.on_nonfinite")),
+              plain.substr(0, plain.find(" (set train.on_nonfinite")));
+    EXPECT_THAT(message, HasSubstr("where it came from: equation "));
+    EXPECT_THAT(message, HasSubstr("from finite operands"));
+  }
+  bool explained = false;
+  for (const auto& r : read_metrics(run_test::only_run_dir(runs / "debug", "fashion_mnist_mlp"))) {
+    if (r["kind"] != "nonfinite") continue;
+    explained = r.contains("nonfinite_origin") &&
+                r["nonfinite_origin"].get<std::string>().find("equation ") == 0;
+  }
+  EXPECT_TRUE(explained);
+  // On a mesh it is refused before the run starts.
+  EXPECT_THROW(train(small_mlp(runs / "mesh", {"mesh.data=1"}), options), Error);
+  EXPECT_FALSE(fs::exists(runs / "mesh"));
+  fs::remove_all(runs);
+}
+
 // An error that only a full run would have met (here: BatchNorm's batch statistics on the
 // last batch of an epoch, 1 example) is found before the run directory exists.
 TEST_F(Trainer, BatchNormOnAOneExampleLastBatchIsRefusedBeforeTheFirstStep) {

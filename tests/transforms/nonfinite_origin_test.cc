@@ -75,11 +75,31 @@ TEST(FindNonfinite, AnArgumentOrAClosedOverValueThatAlreadyHoldsOne) {
   EXPECT_EQ(origin.index, 1);  // leaves in key order: a, b
   EXPECT_EQ(origin.nan_count, 1);
 
+  // A value f closes over may hold an infinity on purpose (a mask): carried, not made.
   Array captured = row({1, std::numeric_limits<double>::infinity()});
   auto g = [&](const Array& x) { return x * captured; };
   origin = find_nonfinite(g, row({1, 1}));
-  EXPECT_EQ(origin.kind, Kind::kConstant);
+  ASSERT_EQ(origin.kind, Kind::kEquation);
+  EXPECT_FALSE(origin.made);
   EXPECT_EQ(origin.inf_count, 1);
+  EXPECT_THAT(origin.operands[1], HasSubstr("1 infinite (a constant of the program)"));
+  EXPECT_THAT(origin.to_string(), HasSubstr("carried from an operand that held one"));
+}
+
+TEST(FindNonfinite, AMaskOfMinusInfinityIsNotAnOriginButWhatItMakesIs) {
+  // where(mask, x, -inf) carries the constant's -inf; exp(-inf - -inf) later makes a NaN.
+  auto f = [](const Array& x) {
+    Array masked = where(greater(x, full({}, 0.0)), x,
+                         full(x.shape(), -std::numeric_limits<double>::infinity()));
+    return masked - max(masked);
+  };
+  NonFiniteOrigin origin = find_nonfinite(f, row({-1, -2}));
+  ASSERT_EQ(origin.kind, Kind::kEquation);
+  EXPECT_TRUE(origin.made);
+  EXPECT_EQ(origin.primitive, "sub");
+  EXPECT_EQ(origin.nan_count, 2);
+  EXPECT_EQ(origin.how, "a NaN from operands with infinities");
+  EXPECT_FALSE(find_nonfinite(f, row({1, -2})).made);  // -inf carried, no NaN made
 }
 
 TEST(FindNonfinite, FollowsTheBackwardPassOfGrad) {
