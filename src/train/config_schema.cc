@@ -471,100 +471,123 @@ Constraint between(double min, double max, bool min_exclusive, bool max_exclusiv
   return constraint;
 }
 
-Section train_section() {
+// [train]: the loop's shape.
+std::vector<Key> train_loop_keys() {
   using C = TrainConfig;
-  return {
-      "train",
-      "The training loop.",
-      {key(&C::train, &TrainLoopConfig::epochs, "epochs", "passes over the training set",
-           at_most(at_least(1), kMaxEpochs), {"num_epochs", "n_epochs"}),
-       key(&C::train, &TrainLoopConfig::batch_size, "batch_size", "examples per step",
-           at_most(at_least(1), kMaxBatch), {"batch", "bs"}),
-       key(&C::train, &TrainLoopConfig::accumulate, "accumulate",
-           "micro-batches of batch_size whose gradients each update adds up (gradient "
-           "accumulation; the update of one batch of accumulate x batch_size in "
-           "accumulate x mesh.chunks chunks, with the memory of a micro-batch)",
-           at_most(at_least(1), kMaxBatch),
-           {"gradient_accumulation_steps", "accumulate_grad_batches", "accumulation_steps"}),
-       key(&C::train, &TrainLoopConfig::eval_batch_size, "eval_batch_size",
-           "examples per evaluation batch (does not change the results)",
-           at_most(at_least(1), kMaxBatch), {"test_batch_size"}),
-       key(&C::train, &TrainLoopConfig::log_every, "log_every",
-           "without a terminal, print a progress line every N steps", at_least(1),
-           {"log_interval", "print_every"}),
-       key(&C::train, &TrainLoopConfig::on_nonfinite, "on_nonfinite",
-           "a NaN or infinite loss or gradient: `stop` the run, or `skip` the step",
-           one_of({"stop", "skip"}), {"on_nan"}),
-       key(&C::train, &TrainLoopConfig::max_skipped_steps, "max_skipped_steps",
-           "with on_nonfinite = `skip`: the run fails (status 2) once more steps than this "
-           "were skipped",
-           at_most(at_least(1), kMaxSteps), {"max_skips"}),
-       loss_scale_key(&TrainLoopConfig::loss_scale, "loss_scale",
-                      "loss scaling (docs/precision.md): `auto` (`dynamic` with "
-                      "model.compute_dtype = `f16`, `none` otherwise), `dynamic` (a step "
-                      "whose gradient overflows is skipped, not counted against "
-                      "max_skipped_steps, and the scale backs off; it grows after "
-                      "loss_scale_growth_interval good steps), `fixed` (always "
-                      "loss_scale_initial), `none`",
-                      one_of({"auto", "dynamic", "fixed", "none"}),
-                      {"grad_scaler", "scaler", "amp"}),
-       loss_scale_key(&TrainLoopConfig::loss_scale_initial, "loss_scale_initial",
-                      "the first scale of `dynamic`, the scale of `fixed`",
-                      at_most(at_least(1), kMaxF32), {"init_scale", "initial_scale"}),
-       loss_scale_key(&TrainLoopConfig::loss_scale_growth_interval, "loss_scale_growth_interval",
-                      "`dynamic`: the scale grows after this many good steps in a row",
-                      at_most(at_least(1), kMaxSteps), {"growth_interval", "period"}),
-       loss_scale_key(&TrainLoopConfig::loss_scale_backoff, "loss_scale_backoff",
-                      "`dynamic`: the factor in (0, 1) a step whose gradient is not finite "
-                      "multiplies the scale by (never below 1)",
-                      between(0, 1, true, true), {"backoff_factor"}),
-       loss_scale_key(&TrainLoopConfig::loss_scale_growth, "loss_scale_growth",
-                      "`dynamic`: the factor, > 1, the scale grows by",
-                      between(1, kMaxF32, true, false), {"growth_factor", "factor"}),
-       loss_scale_key(&TrainLoopConfig::skipped_steps_advance_schedule,
-                      "skipped_steps_advance_schedule",
-                      "a skipped step (a loss-scale overflow, or on_nonfinite = `skip`) "
-                      "still advances the optimizer's step count, and so the learning-rate "
-                      "schedule (false: it changes nothing)",
-                      {}, {"skip_advances_schedule"}),
-       key(&C::train, &TrainLoopConfig::max_steps, "max_steps",
-           "stop after N steps in total (0: run all epochs)", at_most(at_least(0), kMaxSteps),
-           {"steps", "num_steps"}),
-       key(&C::train, &TrainLoopConfig::flush_denormals, "flush_denormals",
-           "run the train and eval steps with subnormal floats flushed to zero (faster where "
-           "gradients or optimizer moments underflow; false: IEEE gradual underflow)",
-           {}, {"ftz", "denormals_are_zero"}),
-       key(&C::train, &TrainLoopConfig::drop_remainder, "drop_remainder",
-           "leave out each epoch's last, smaller batch (every step has the same shape: one "
-           "compilation)",
-           {}, {"drop_last"}),
-       key(&C::train, &TrainLoopConfig::pad_remainder, "pad_remainder",
-           "fill each epoch's last, smaller batch up to batch_size with rows that a mask "
-           "leaves out of the loss, the gradient and the metrics (one compilation, and no "
-           "example left out)",
-           {}, {"pad_last"}),
-       key(&C::train, &TrainLoopConfig::savepoint_every, "savepoint_every",
-           "write a savepoint (the whole train state, for `kiln resume`) every N steps (0: "
-           "not by steps); one is always written at the end and on SIGINT/SIGTERM",
-           at_most(at_least(0), kMaxSteps), {"save_every", "save_steps"}),
-       key(&C::train, &TrainLoopConfig::savepoint_every_seconds, "savepoint_every_seconds",
-           "also write a savepoint once this many seconds passed since the last (0: not by "
-           "time)",
-           at_most(at_least(0), kMaxF32), {"save_every_seconds"}),
-       key(&C::train, &TrainLoopConfig::savepoint_keep_last, "savepoint_keep_last",
-           "keep the newest N savepoints", at_most(at_least(1), kMaxSteps),
-           {"keep_last", "save_total_limit", "max_to_keep"}),
-       key(&C::train, &TrainLoopConfig::savepoint_keep_every, "savepoint_keep_every",
-           "also keep every savepoint whose step is a multiple of N (0: none)",
-           at_most(at_least(0), kMaxSteps), {"keep_every"}),
-       key(&C::train, &TrainLoopConfig::savepoint_async, "savepoint_async",
-           "write savepoints on a background thread while training goes on (false: the step "
-           "waits for the write)",
-           {}, {"async_save"}),
-       key(&C::train, &TrainLoopConfig::on_savepoint_error, "on_savepoint_error",
-           "a savepoint that cannot be written (full disk): `stop` the run, or `continue` "
-           "without it (earlier savepoints are kept either way)",
-           one_of({"stop", "continue"}))}};
+  return {key(&C::train, &TrainLoopConfig::epochs, "epochs", "passes over the training set",
+              at_most(at_least(1), kMaxEpochs), {"num_epochs", "n_epochs"}),
+          key(&C::train, &TrainLoopConfig::batch_size, "batch_size", "examples per step",
+              at_most(at_least(1), kMaxBatch), {"batch", "bs"}),
+          key(&C::train, &TrainLoopConfig::accumulate, "accumulate",
+              "micro-batches of batch_size whose gradients each update adds up (gradient "
+              "accumulation; the update of one batch of accumulate x batch_size in "
+              "accumulate x mesh.chunks chunks, with the memory of a micro-batch)",
+              at_most(at_least(1), kMaxBatch),
+              {"gradient_accumulation_steps", "accumulate_grad_batches", "accumulation_steps"}),
+          key(&C::train, &TrainLoopConfig::eval_batch_size, "eval_batch_size",
+              "examples per evaluation batch (does not change the results)",
+              at_most(at_least(1), kMaxBatch), {"test_batch_size"}),
+          key(&C::train, &TrainLoopConfig::log_every, "log_every",
+              "without a terminal, print a progress line every N steps", at_least(1),
+              {"log_interval", "print_every"})};
+}
+
+// [train]: non-finite losses and gradients, and loss scaling.
+std::vector<Key> train_nonfinite_keys() {
+  using C = TrainConfig;
+  return {key(&C::train, &TrainLoopConfig::on_nonfinite, "on_nonfinite",
+              "a NaN or infinite loss or gradient: `stop` the run, or `skip` the step",
+              one_of({"stop", "skip"}), {"on_nan"}),
+          key(&C::train, &TrainLoopConfig::max_skipped_steps, "max_skipped_steps",
+              "with on_nonfinite = `skip`: the run fails (status 2) once more steps than this "
+              "were skipped",
+              at_most(at_least(1), kMaxSteps), {"max_skips"}),
+          loss_scale_key(&TrainLoopConfig::loss_scale, "loss_scale",
+                         "loss scaling (docs/precision.md): `auto` (`dynamic` with "
+                         "model.compute_dtype = `f16`, `none` otherwise), `dynamic` (a step "
+                         "whose gradient overflows is skipped, not counted against "
+                         "max_skipped_steps, and the scale backs off; it grows after "
+                         "loss_scale_growth_interval good steps), `fixed` (always "
+                         "loss_scale_initial), `none`",
+                         one_of({"auto", "dynamic", "fixed", "none"}),
+                         {"grad_scaler", "scaler", "amp"}),
+          loss_scale_key(&TrainLoopConfig::loss_scale_initial, "loss_scale_initial",
+                         "the first scale of `dynamic`, the scale of `fixed`",
+                         at_most(at_least(1), kMaxF32), {"init_scale", "initial_scale"}),
+          loss_scale_key(&TrainLoopConfig::loss_scale_growth_interval, "loss_scale_growth_interval",
+                         "`dynamic`: the scale grows after this many good steps in a row",
+                         at_most(at_least(1), kMaxSteps), {"growth_interval", "period"}),
+          loss_scale_key(&TrainLoopConfig::loss_scale_backoff, "loss_scale_backoff",
+                         "`dynamic`: the factor in (0, 1) a step whose gradient is not finite "
+                         "multiplies the scale by (never below 1)",
+                         between(0, 1, true, true), {"backoff_factor"}),
+          loss_scale_key(&TrainLoopConfig::loss_scale_growth, "loss_scale_growth",
+                         "`dynamic`: the factor, > 1, the scale grows by",
+                         between(1, kMaxF32, true, false), {"growth_factor", "factor"}),
+          loss_scale_key(&TrainLoopConfig::skipped_steps_advance_schedule,
+                         "skipped_steps_advance_schedule",
+                         "a skipped step (a loss-scale overflow, or on_nonfinite = `skip`) "
+                         "still advances the optimizer's step count, and so the learning-rate "
+                         "schedule (false: it changes nothing)",
+                         {}, {"skip_advances_schedule"})};
+}
+
+// [train]: how long it runs and how its batches are cut.
+std::vector<Key> train_batch_keys() {
+  using C = TrainConfig;
+  return {key(&C::train, &TrainLoopConfig::max_steps, "max_steps",
+              "stop after N steps in total (0: run all epochs)", at_most(at_least(0), kMaxSteps),
+              {"steps", "num_steps"}),
+          key(&C::train, &TrainLoopConfig::flush_denormals, "flush_denormals",
+              "run the train and eval steps with subnormal floats flushed to zero (faster where "
+              "gradients or optimizer moments underflow; false: IEEE gradual underflow)",
+              {}, {"ftz", "denormals_are_zero"}),
+          key(&C::train, &TrainLoopConfig::drop_remainder, "drop_remainder",
+              "leave out each epoch's last, smaller batch (every step has the same shape: one "
+              "compilation)",
+              {}, {"drop_last"}),
+          key(&C::train, &TrainLoopConfig::pad_remainder, "pad_remainder",
+              "fill each epoch's last, smaller batch up to batch_size with rows that a mask "
+              "leaves out of the loss, the gradient and the metrics (one compilation, and no "
+              "example left out)",
+              {}, {"pad_last"})};
+}
+
+// [train]: savepoints.
+std::vector<Key> train_savepoint_keys() {
+  using C = TrainConfig;
+  return {key(&C::train, &TrainLoopConfig::savepoint_every, "savepoint_every",
+              "write a savepoint (the whole train state, for `kiln resume`) every N steps (0: "
+              "not by steps); one is always written at the end and on SIGINT/SIGTERM",
+              at_most(at_least(0), kMaxSteps), {"save_every", "save_steps"}),
+          key(&C::train, &TrainLoopConfig::savepoint_every_seconds, "savepoint_every_seconds",
+              "also write a savepoint once this many seconds passed since the last (0: not by "
+              "time)",
+              at_most(at_least(0), kMaxF32), {"save_every_seconds"}),
+          key(&C::train, &TrainLoopConfig::savepoint_keep_last, "savepoint_keep_last",
+              "keep the newest N savepoints", at_most(at_least(1), kMaxSteps),
+              {"keep_last", "save_total_limit", "max_to_keep"}),
+          key(&C::train, &TrainLoopConfig::savepoint_keep_every, "savepoint_keep_every",
+              "also keep every savepoint whose step is a multiple of N (0: none)",
+              at_most(at_least(0), kMaxSteps), {"keep_every"}),
+          key(&C::train, &TrainLoopConfig::savepoint_async, "savepoint_async",
+              "write savepoints on a background thread while training goes on (false: the step "
+              "waits for the write)",
+              {}, {"async_save"}),
+          key(&C::train, &TrainLoopConfig::on_savepoint_error, "on_savepoint_error",
+              "a savepoint that cannot be written (full disk): `stop` the run, or `continue` "
+              "without it (earlier savepoints are kept either way)",
+              one_of({"stop", "continue"}))};
+}
+
+Section train_section() {
+  // In this order: it is the order of config.toml, of the docs and of the run identity.
+  std::vector<Key> keys;
+  for (auto part :
+       {train_loop_keys, train_nonfinite_keys, train_batch_keys, train_savepoint_keys}) {
+    for (Key& key : part()) keys.push_back(std::move(key));
+  }
+  return {"train", "The training loop.", std::move(keys)};
 }
 
 Section mesh_section() {
