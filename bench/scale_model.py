@@ -6,9 +6,10 @@ model"; docs/distributed.md, *The scale model*).
 1. Measure: `mpirun -np P kiln bench collectives --processes --json` for each P: the sum
    over processes the trainer uses (reduce-scatter by all_to_all, then all-gather), 4 KiB
    to 16 MiB, the slowest rank's median time.
-2. Fit one alpha (seconds per message round) and one beta (seconds per byte) to every point
-   of every P by least squares on the algorithm's cost,
-       t(P, S) = k(P) [2 (P - 1) alpha + 2 (P - 1) / P x S x beta],  k(P) = max(1, P / cores),
+2. Fit a fixed cost gamma per call, one alpha (seconds per message round) and one beta
+   (seconds per byte) to every point of every P by least squares on the algorithm's cost,
+       t(P, S) = gamma + k(P) [2 (P - 1) alpha + 2 (P - 1) / P x S x beta],
+       k(P) = max(1, P / cores),
    and print each point's prediction beside its measurement. k is this machine's: P
    processes share its cores, so each one's copies, adds and wake-ups take k times as long.
 3. Check a step: the MLP run of bench/scale_processes.py (global batch 128 in 16 chunks,
@@ -62,23 +63,25 @@ def collective_points(kiln, processes, max_bytes):
     return [(processes, row["bytes"], row["median_seconds"]) for row in rows]
 
 
-def comm_seconds(processes, size, alpha, beta, cores=None):
+def comm_seconds(processes, size, alpha, beta, cores=None, gamma=0.0):
     """The sum over `processes` ranks; `cores`: the ranks share that many cores (this
     machine), None: one machine per rank (the projection)."""
     if processes < 2:
         return 0.0
     shared = max(1.0, processes / cores) if cores else 1.0
-    return shared * (2 * (processes - 1) * alpha + 2 * (processes - 1) / processes * size * beta)
+    return gamma + shared * (2 * (processes - 1) * alpha +
+                             2 * (processes - 1) / processes * size * beta)
 
 
 def fit(points):
-    features = np.array([[2 * (p - 1), 2 * (p - 1) / p * s] for p, s, _ in points])
-    features *= np.array([[max(1.0, p / CORES)] for p, _, _ in points])
+    features = np.array([[1.0, 2 * (p - 1) * max(1.0, p / CORES),
+                          2 * (p - 1) / p * s * max(1.0, p / CORES)] for p, s, _ in points])
     times = np.array([t for _, _, t in points])
     # Relative least squares: small messages count as much as large ones.
     weights = 1 / times
-    (alpha, beta), *_ = np.linalg.lstsq(features * weights[:, None], times * weights, rcond=None)
-    return max(alpha, 0.0), max(beta, 0.0)
+    (gamma, alpha, beta), *_ = np.linalg.lstsq(features * weights[:, None], times * weights,
+                                               rcond=None)
+    return max(gamma, 0.0), max(alpha, 0.0), max(beta, 0.0)
 
 
 def crossover(step, gradient_bytes, alpha, beta):
@@ -105,14 +108,14 @@ def main():
     points = []
     for p in (int(x) for x in args.processes.split(",")):
         points += collective_points(kiln, p, args.max_bytes)
-    alpha, beta = fit(points)
+    gamma, alpha, beta = fit(points)
     print(f"# 1-2. the sum over P processes on this machine ({CORES} cores), fitted: "
-          f"alpha = {alpha * 1e6:.1f} us, beta = {beta * 1e9:.3f} ns/byte "
-          f"({1 / beta / 1e9 if beta else float('inf'):.2f} GB/s)")
+          f"gamma = {gamma * 1e6:.0f} us, alpha = {alpha * 1e6:.1f} us, beta = "
+          f"{beta * 1e9:.3f} ns/byte ({1 / beta / 1e9 if beta else float('inf'):.2f} GB/s)")
     print(f"{'P':>3} {'bytes':>10} {'measured ms':>12} {'model ms':>10} {'model/measured':>15}")
     errors = []
     for p, s, t in points:
-        m = comm_seconds(p, s, alpha, beta, CORES)
+        m = comm_seconds(p, s, alpha, beta, CORES, gamma)
         errors.append(m / t)
         print(f"{p:>3} {s:>10.0f} {t * 1e3:>12.3f} {m * 1e3:>10.3f} {m / t:>15.2f}")
     print(f"model/measured over the {len(points)} points: median {np.median(errors):.2f}, "
@@ -137,7 +140,7 @@ def main():
         if one is None:
             break
         compute = one / min(p, CORES)
-        comm = comm_seconds(p, gradient_bytes, alpha, beta, CORES)
+        comm = comm_seconds(p, gradient_bytes, alpha, beta, CORES, gamma)
         model = compute + comm
         print(f"{p:>3} {measured * 1e3:>12.2f} {model * 1e3:>10.2f} {compute * 1e3:>9.2f} "
               f"{comm * 1e3:>8.2f} {model / measured:>15.2f}")
