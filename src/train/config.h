@@ -169,6 +169,14 @@ struct MeshConfig {
   friend bool operator==(const MeshConfig&, const MeshConfig&) = default;
 };
 
+// [telemetry]: per-layer statistics every N steps (docs/training.md, *Telemetry*).
+struct TelemetryConfig {
+  int64_t every = 0;                // steps between two; 0: none
+  double dead_warning = 0.5;        // warn when more of a ReLU's units than this are dead
+  double saturation_warning = 0.5;  // ... or more of a sigmoid's / tanh's outputs saturated
+  friend bool operator==(const TelemetryConfig&, const TelemetryConfig&) = default;
+};
+
 struct TrainConfig {
   ExperimentConfig experiment;
   DataConfig data;
@@ -177,6 +185,7 @@ struct TrainConfig {
   TrainLoopConfig train;
   TrackingConfig tracking;
   MeshConfig mesh;
+  TelemetryConfig telemetry;
   std::string source;  // the file it was read from, for messages
   // Compares `source` and the layers' lines too.
   friend bool operator==(const TrainConfig&, const TrainConfig&) = default;

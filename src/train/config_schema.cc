@@ -634,10 +634,32 @@ Section tracking_section() {
           false};
 }
 
+Section telemetry_section() {
+  using C = TrainConfig;
+  return {"telemetry",
+          "Per-layer statistics of a sequential model every N steps, in metrics.jsonl "
+          "(docs/training.md, *Telemetry*). Not part of the run identity: it changes no number "
+          "the run computes.",
+          {key(&C::telemetry, &TelemetryConfig::every, "every",
+               "steps between two (0: none): each layer's activation mean and std, dead ReLU "
+               "units, saturated sigmoid/tanh outputs, gradient norm and update-to-parameter "
+               "ratio, on that step's batch and state",
+               at_most(at_least(0), kMaxSteps), {"every_steps", "interval", "log_every"}),
+           key(&C::telemetry, &TelemetryConfig::dead_warning, "dead_warning",
+               "warn when more than this fraction of a ReLU layer's units are dead (zero for "
+               "every example of the batch)",
+               between(0, 1, false, false), {"dead_threshold"}),
+           key(&C::telemetry, &TelemetryConfig::saturation_warning, "saturation_warning",
+               "warn when more than this fraction of a sigmoid or tanh layer's outputs are "
+               "saturated (within 0.01 of an asymptote)",
+               between(0, 1, false, false), {"saturation_threshold"})},
+          false};
+}
+
 std::vector<Section> make_sections() {
   return {experiment_section(),   data_section(),  data_features_section(), data_label_section(),
           data_augment_section(), model_section(), model_gpt2_section(),    optim_section(),
-          train_section(),        mesh_section(),  tracking_section()};
+          train_section(),        mesh_section(),  tracking_section(),      telemetry_section()};
 }
 
 }  // namespace

@@ -39,6 +39,7 @@
 #include "train/batches.h"
 #include "train/builders.h"
 #include "train/evaluation.h"
+#include "train/layer_telemetry.h"
 #include "train/precision.h"
 #include "train/progress.h"
 #include "train/rank_agreement.h"
@@ -183,6 +184,8 @@ class Run {
   void time_step(const PendingStep& pending);
   void show_progress(const PendingStep& pending);
   void report_nonfinite(const PendingStep& pending, double loss, const std::vector<bool>& flags);
+  // [telemetry]: the layers' statistics before step `step_number`, on its batch and state.
+  void record_telemetry(int64_t step_number, int64_t epoch, const Batch& batch, const Array& key);
   // A step whose gradient overflowed the dynamic loss scale: skipped, the scale backed off.
   void report_overflow(const PendingStep& pending, double loss, double scale,
                        const std::vector<bool>& flags);
@@ -224,6 +227,7 @@ class Run {
   std::optional<RunDirectory> run_;
   std::optional<Progress> progress_;
   std::optional<StepProfiler> profiler_;
+  std::optional<LayerTelemetry> telemetry_;  // [telemetry] every > 0, a sequential model
   StartupTimes startup_;
   std::vector<std::string> param_paths_;
   std::vector<size_t> backward_order_;
@@ -475,6 +479,10 @@ StepOptions step_options_of(const TrainConfig& c, bool keep_inputs) {
 void Run::train_epochs() {
   const TrainConfig& c = config_;
   TrainStep step(*model_, *optimizer_, step_options_of(c, options_.debug_nonfinite));
+  if (c.telemetry.every > 0) {
+    telemetry_ = LayerTelemetry::for_model(c.model, *optimizer_);
+    if (!telemetry_) progress_->message("telemetry covers sequential models; this one has none");
+  }
   EvalStep eval(*model_, c.train.flush_denormals, compute_dtype_of(c.model.compute_dtype));
   std::deque<PendingStep> pending;
   int64_t step_number = start_step_;
@@ -528,6 +536,9 @@ void Run::train_epoch(int64_t epoch, int64_t first_batch, TrainStep& step, data:
     Batch batch = to_arrays(host, data_->dataset.input_dtype);
     ++step_number;
     Array key = random::fold_in(keys_.dropout, static_cast<uint32_t>(step_number));
+    if (telemetry_ && step_number % config_.telemetry.every == 0 && !batch.mask.defined()) {
+      record_telemetry(step_number, epoch, batch, key);
+    }
     profiler_->before_step(step_number);
     std::function<NonFiniteOrigin()> explain;
     if (options_.debug_nonfinite) {
@@ -1035,6 +1046,39 @@ void Run::report_overflow(const PendingStep& pending, double loss, double scale,
       "skipped step {} (epoch {}): the gradient overflowed at loss scale {}; the scale backs off "
       "to {}",
       pending.step, pending.epoch, scale, std::max(scale * loss_scale_.backoff, 1.0)));
+}
+
+void Run::record_telemetry(int64_t step_number, int64_t epoch, const Batch& batch,
+                           const Array& key) {
+  const TelemetryConfig& c = config_.telemetry;
+  std::vector<LayerStats> layers = telemetry_->measure(state_, batch.images, batch.labels, key);
+  track::MetricsLine line;
+  line.kind = "telemetry";
+  line.step = step_number;
+  line.epoch = epoch;
+  std::vector<std::string> warnings;
+  for (const LayerStats& layer : layers) {
+    for (const auto& [name, value] : layer.values) line.values[layer.layer + "/" + name] = value;
+    auto at = [&](const char* name) {
+      auto it = layer.values.find(name);
+      return it == layer.values.end() ? 0.0 : it->second;
+    };
+    if (at("dead_fraction") > c.dead_warning) {
+      warnings.push_back(
+          fmt::format("{}: {:.0f}% of its units are dead (zero for every example "
+                      "of step {}'s batch; telemetry.dead_warning = {})",
+                      layer.layer, 100 * at("dead_fraction"), step_number, c.dead_warning));
+    }
+    if (at("saturated_fraction") > c.saturation_warning) {
+      warnings.push_back(fmt::format(
+          "{}: {:.0f}% of its outputs are saturated at step {} "
+          "(telemetry.saturation_warning = {})",
+          layer.layer, 100 * at("saturated_fraction"), step_number, c.saturation_warning));
+    }
+  }
+  for (const std::string& warning : warnings) progress_->message("warning: " + warning);
+  if (!warnings.empty()) line.lists["warnings"] = warnings;
+  run_->append_metrics(std::move(line));
 }
 
 // A step with a non-finite loss or gradient: recorded, then stopped or skipped.

@@ -242,6 +242,40 @@ TEST_F(Trainer, DebugNonfiniteNamesTheOperationThatMadeTheFirstNaN) {
   fs::remove_all(runs);
 }
 
+// [telemetry]: every N steps each layer's statistics in metrics.jsonl, a warning past a
+// threshold, and nothing of the run changed (the same params, the same run identity).
+TEST_F(Trainer, TelemetryRecordsEachLayerAndChangesNothing) {
+  fs::path runs = fresh_dir("telemetry");
+  std::vector<std::string> keys = {"train.epochs=1", "data.train_limit=1024"};
+  TrainSummary plain = train(small_mlp(runs / "plain", keys), quiet());
+  keys.insert(keys.end(), {"telemetry.every=4", "telemetry.dead_warning=0.0"});
+  TrainSummary observed = train(small_mlp(runs / "observed", keys), quiet());
+  EXPECT_EQ(observed.params_sha256, plain.params_sha256);
+  // Not part of the identity: the same config with and without it has one identity text.
+  EXPECT_EQ(identity_toml(small_mlp(runs / "plain", keys)),
+            identity_toml(small_mlp(runs / "plain", {"train.epochs=1", "data.train_limit=1024"})));
+  std::vector<int64_t> steps;
+  bool warned = false;
+  for (const auto& r :
+       read_metrics(run_test::only_run_dir(runs / "observed", "fashion_mnist_mlp"))) {
+    if (r["kind"] != "telemetry") continue;
+    steps.push_back(r["step"].get<int64_t>());
+    for (const char* key : {"dense_1/grad_norm", "dense_1/update_ratio", "relu_2/dead_fraction",
+                            "flatten_0/activation_std"}) {
+      ASSERT_TRUE(r.contains(key)) << key;
+      EXPECT_TRUE(std::isfinite(r[key].get<double>())) << key;
+    }
+    EXPECT_GE(r["relu_2/dead_fraction"].get<double>(), 0.0);
+    EXPECT_LE(r["relu_2/dead_fraction"].get<double>(), 1.0);
+    EXPECT_GT(r["dense_1/grad_norm"].get<double>(), 0.0);
+    EXPECT_FALSE(r.contains("relu_2/grad_norm"));  // no params, no gradient
+    warned |= r.contains("warnings");
+  }
+  EXPECT_EQ(steps, (std::vector<int64_t>{4, 8}));
+  EXPECT_TRUE(warned) << "dead_warning = 0 warns of any dead unit";
+  fs::remove_all(runs);
+}
+
 // An error that only a full run would have met (here: BatchNorm's batch statistics on the
 // last batch of an epoch, 1 example) is found before the run directory exists.
 TEST_F(Trainer, BatchNormOnAOneExampleLastBatchIsRefusedBeforeTheFirstStep) {
