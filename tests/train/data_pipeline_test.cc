@@ -177,10 +177,8 @@ TEST(DataPipeline, PadRemainderTrainsOnEveryExampleWithOneCompilation) {
   EXPECT_EQ(run_info(padded.run_dir)["jit"]["compiles"], 1);
   auto train_records = [](const fs::path& run_dir) {
     std::vector<nlohmann::json> records;
-    std::ifstream in(run_dir / "metrics.jsonl");
-    for (std::string line; std::getline(in, line);) {
-      nlohmann::json record = nlohmann::json::parse(line);
-      if (record["kind"] == "train") records.push_back(record);
+    for (nlohmann::json& record : run_test::read_metrics(run_dir)) {
+      if (record["kind"] == "train") records.push_back(std::move(record));
     }
     return records;
   };

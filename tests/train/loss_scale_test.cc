@@ -192,13 +192,6 @@ TEST(LossScale, TheChunkedStepScalesAlike) {
   EXPECT_EQ(on_one_device(state.loss_scale)["scale"].leaf().item<float>(), std::ldexp(1.0f, 39));
 }
 
-std::vector<nlohmann::json> metrics_of(const fs::path& run_dir) {
-  std::vector<nlohmann::json> records;
-  std::ifstream in(run_dir / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) records.push_back(nlohmann::json::parse(line));
-  return records;
-}
-
 TEST(F16Training, TrainsTheMlpAndRecordsTheScale) {
   fs::path runs = run_test::fresh_dir("loss_scale", "f16");
   std::vector<std::string> base = {"data.train_limit=2048", "data.test_limit=500",
@@ -219,7 +212,7 @@ TEST(F16Training, TrainsTheMlpAndRecordsTheScale) {
   EXPECT_EQ(info["precision"]["loss_scale"], "dynamic");
   EXPECT_EQ(info["loss_scale"]["final_scale"], 32768);
   EXPECT_EQ(info["loss_scale"]["overflow_steps"], 0);
-  for (const nlohmann::json& r : metrics_of(f16.run_dir)) {
+  for (const nlohmann::json& r : run_test::read_metrics(f16.run_dir)) {
     if (r["kind"] == "train") {
       EXPECT_EQ(r["loss_scale"], 32768);
     }
@@ -229,7 +222,8 @@ TEST(F16Training, TrainsTheMlpAndRecordsTheScale) {
   nlohmann::json f32_info = read_json(f32.run_dir / "run.json");
   EXPECT_FALSE(f32_info.contains("loss_scale"));
   EXPECT_FALSE(f32_info["precision"].contains("loss_scale"));
-  for (const nlohmann::json& r : metrics_of(f32.run_dir)) EXPECT_FALSE(r.contains("loss_scale"));
+  for (const nlohmann::json& r : run_test::read_metrics(f32.run_dir))
+    EXPECT_FALSE(r.contains("loss_scale"));
   std::string f32_text = run_test::read_text(f32.run_dir / "config.toml");
   EXPECT_THAT(f32_text, ::testing::Not(HasSubstr("\nloss_scale")));
   EXPECT_THAT(f32_text, ::testing::Not(HasSubstr("\nskipped_steps_advance_schedule")));
@@ -256,7 +250,7 @@ TEST(F16Training, OverflowsAreSkippedRecordedAndNotFailures) {
   EXPECT_GT(summary.test_accuracy, 0.5);
   int64_t recorded = 0;
   double last_scale = 1073741824.0 * 2;
-  for (const nlohmann::json& r : metrics_of(summary.run_dir)) {
+  for (const nlohmann::json& r : run_test::read_metrics(summary.run_dir)) {
     if (r["kind"] != "nonfinite") continue;
     ++recorded;
     EXPECT_EQ(r["action"], "skipped");

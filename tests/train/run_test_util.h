@@ -90,6 +90,14 @@ inline nlohmann::json read_json(const std::filesystem::path& path) {
   return nlohmann::json::parse(in);
 }
 
+// Every line of a run's metrics.jsonl, parsed.
+inline std::vector<nlohmann::json> read_metrics(const std::filesystem::path& run_dir) {
+  std::vector<nlohmann::json> records;
+  std::ifstream in(run_dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) records.push_back(nlohmann::json::parse(line));
+  return records;
+}
+
 // A copy of `run_dir` under `where` as a run killed right after savepoint `step` would
 // leave it: later savepoints and the final weights never written, run.json still
 // "running" for a process that is gone.

@@ -60,14 +60,11 @@ using run_test::read_json;
 
 // metrics.jsonl without the timings, which differ between any two runs.
 std::vector<nlohmann::json> metrics_without_timing(const fs::path& run_dir) {
-  std::vector<nlohmann::json> records;
-  std::ifstream in(run_dir / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    nlohmann::json record = nlohmann::json::parse(line);
+  std::vector<nlohmann::json> records = run_test::read_metrics(run_dir);
+  for (nlohmann::json& record : records) {
     record.erase("step_ms");
     record.erase("data_wait_ms");
     record.erase("time");
-    records.push_back(record);
   }
   return records;
 }

@@ -51,12 +51,7 @@ TrainConfig small_mlp(const fs::path& runs_dir, std::vector<std::string> extra =
 }
 
 using run_test::quiet;
-std::vector<nlohmann::json> read_metrics(const fs::path& run_dir) {
-  std::vector<nlohmann::json> records;
-  std::ifstream in(run_dir / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) records.push_back(nlohmann::json::parse(line));
-  return records;
-}
+using run_test::read_metrics;
 
 class Trainer : public ::testing::Test {
  protected:
