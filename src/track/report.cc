@@ -157,6 +157,7 @@ std::string render_report(const std::vector<RunData>& runs) {
   out += runs.size() == 1 ? one_run_header(runs[0]) : several_runs_header(runs);
   out += "</header>\n";
   out += report::curves_section(runs);
+  out += report::telemetry_section(runs);
   out += report::step_time_section(runs);
   for (size_t i = 0; i < runs.size(); ++i) out += report::run_section(runs[i], i, runs.size() > 1);
   out += fmt::format(

@@ -1,4 +1,10 @@
 // The chart sections of `kiln report`: curves per step and per epoch, and step times.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <fmt/format.h>
 
 #include "track/report_html.h"
@@ -64,7 +70,70 @@ std::string torn_notes(const std::vector<RunData>& runs) {
   return out;
 }
 
+// The layers that have `statistic` in a run's telemetry lines, in the order of their
+// positions in the model ("dense_1" before "relu_2" before "dense_10").
+std::vector<std::string> telemetry_layers(const RunData& run, const std::string& statistic) {
+  std::vector<std::pair<int64_t, std::string>> found;
+  const std::string suffix = "/" + statistic;
+  for (const MetricsLine& record : run.metrics) {
+    if (record.kind != "telemetry") continue;
+    for (const auto& [name, value] : record.values) {
+      if (name.size() <= suffix.size() ||
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+        continue;
+      }
+      std::string layer = name.substr(0, name.size() - suffix.size());
+      size_t underscore = layer.rfind('_');
+      int64_t position =
+          underscore == std::string::npos ? -1 : std::atoll(layer.c_str() + underscore + 1);
+      std::pair<int64_t, std::string> entry{position, layer};
+      if (std::find(found.begin(), found.end(), entry) == found.end()) found.push_back(entry);
+    }
+  }
+  std::sort(found.begin(), found.end());
+  std::vector<std::string> layers;
+  for (auto& [position, layer] : found) layers.push_back(layer);
+  return layers;
+}
+
+// One statistic of [telemetry], a line per layer (and per run when there are several).
+std::string telemetry_chart(const std::vector<RunData>& runs, const std::string& plot,
+                            const std::string& statistic, const svg::Axes& axes) {
+  std::vector<svg::LineSeries> series;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    std::vector<std::string> layers = telemetry_layers(runs[i], statistic);
+    for (size_t l = 0; l < layers.size(); ++l) {
+      series.push_back({series_label(runs[i], runs.size() > 1, layers[l]),
+                        svg::palette_color(runs.size() > 1 ? i : l), runs.size() > 1 && l % 2,
+                        points_of(runs[i], "telemetry", layers[l] + "/" + statistic, false)});
+    }
+  }
+  if (series.empty()) return "";
+  return svg::line_chart(plot, axes, series);
+}
+
 }  // namespace
+
+std::string telemetry_section(const std::vector<RunData>& runs) {
+  std::string charts =
+      telemetry_chart(runs, "telemetry_grad_norm", "grad_norm",
+                      {"Gradient norm per layer", "step", "L2 norm", "", true}) +
+      telemetry_chart(runs, "telemetry_update_ratio", "update_ratio",
+                      {"Update / parameter norm per layer", "step", "ratio", "", true}) +
+      telemetry_chart(runs, "telemetry_dead", "dead_fraction",
+                      {"Dead ReLU units", "step", "fraction of units", "", true}) +
+      telemetry_chart(runs, "telemetry_saturated", "saturated_fraction",
+                      {"Saturated sigmoid / tanh outputs", "step", "fraction", "", true}) +
+      telemetry_chart(runs, "telemetry_activation_std", "activation_std",
+                      {"Activation standard deviation per layer", "step", "std", "", true});
+  if (charts.empty()) return "";
+  return "<section id=\"telemetry\">\n<h2>Layers</h2>\n"
+         "<p class=\"help\">[telemetry] every N steps, on that step's batch: a gradient norm "
+         "that grows without bound or collapses, an update ratio far from about 1e-3, ReLU "
+         "units that no example activates, or saturated sigmoid and tanh outputs are where "
+         "training goes wrong.</p>\n<div class=\"charts\">\n" +
+         charts + "</div>\n</section>\n";
+}
 
 std::string run_color(size_t index) {
   return svg::palette_color(index);

@@ -19,6 +19,8 @@ std::string run_color(size_t index);
 
 // The curves: train loss and learning rate per step, accuracy and loss per epoch.
 std::string curves_section(const std::vector<RunData>& runs);
+// [telemetry]'s per-layer curves; "" when no run has telemetry lines.
+std::string telemetry_section(const std::vector<RunData>& runs);
 
 // The distribution of train step times (step 1 has no predecessor to be timed from).
 std::string step_time_section(const std::vector<RunData>& runs);

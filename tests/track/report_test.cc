@@ -121,6 +121,27 @@ TEST(ReportRender, EveryPlotHasData) {
   EXPECT_THAT(page, Not(HasSubstr("http")));  // nothing to fetch
 }
 
+TEST(ReportRender, TelemetryDrawsALinePerLayerOnlyWhenThereIsSome) {
+  EXPECT_THAT(render_report({run("a")}), Not(HasSubstr("id=\"telemetry\"")));
+  RunData observed = run("b");
+  for (int64_t step : {10, 20, 30}) {
+    double s = static_cast<double>(step);
+    observed.metrics.push_back(metrics_line("telemetry", step, 1,
+                                            {{"dense_1/grad_norm", 1 / s},
+                                             {"dense_10/grad_norm", 2 / s},
+                                             {"relu_2/dead_fraction", s / 100},
+                                             {"dense_1/update_ratio", 1e-3}}));
+  }
+  std::string page = render_report({observed});
+  EXPECT_THAT(page, HasSubstr("id=\"telemetry\""));
+  std::string grads = plot(page, "telemetry_grad_norm");
+  EXPECT_EQ(count(grads, "<path class=\"series\""), 2);
+  // In the model's order: dense_1 before dense_10 (not as text sorts them).
+  EXPECT_LT(grads.find(">dense_1<"), grads.find(">dense_10<"));
+  EXPECT_EQ(count(plot(page, "telemetry_dead"), "<path class=\"series\""), 1);
+  EXPECT_EQ(plot(page, "telemetry_saturated"), "");  // no sigmoid or tanh: no chart
+}
+
 TEST(ReportRender, EscapesEveryTextFromTheRunsFiles) {
   RunData bad = run("<script>alert(1)</script>");
   bad.config_toml = "name = \"<script>alert('config')</script>\"\n";
