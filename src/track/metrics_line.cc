@@ -111,7 +111,9 @@ MetricsFile read_metrics_file(const std::filesystem::path& run_dir) {
 
 std::vector<MetricPoint> metric_points(const MetricsLine& line) {
   std::vector<MetricPoint> points;
-  if (line.kind != "train" && line.kind != "eval") return points;
+  // The numbers of a step, an evaluation and [telemetry]'s per-layer statistics
+  // ("telemetry/dense_1/grad_norm"); a skipped step's line is an event, not a series.
+  if (line.kind != "train" && line.kind != "eval" && line.kind != "telemetry") return points;
   for (const auto& [name, value] : line.values) {
     points.push_back(
         {fmt::format("{}/{}", line.kind, name), line.step, value, line.time.value_or(0)});

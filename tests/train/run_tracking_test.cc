@@ -49,7 +49,7 @@ int count_event_files(const fs::path& run_dir) {
 
 TEST(RunTracking, TheCatalogHoldsTheRunItsMetricsAndItsEnvironment) {
   fs::path runs = run_test::fresh_dir("tracking", "catalog");
-  TrainSummary summary = train(tracked_run(runs), quiet());
+  TrainSummary summary = train(tracked_run(runs, {"telemetry.every=2"}), quiet());
   EXPECT_TRUE(summary.tracking_problems.empty());
   nlohmann::json info = read_json(summary.run_dir / "run.json");
   const nlohmann::json& environment = info["environment"];
@@ -78,6 +78,8 @@ TEST(RunTracking, TheCatalogHoldsTheRunItsMetricsAndItsEnvironment) {
   ASSERT_EQ(accuracy.size(), 2u);  // one per epoch
   EXPECT_DOUBLE_EQ(accuracy.back().value, summary.test_accuracy);
   EXPECT_GT(accuracy.back().wall_time, 1.7e9);
+  // [telemetry]'s per-layer series are metrics like the others (steps 2, 4, 6, 8).
+  EXPECT_EQ(catalog.metrics(rows[0].key, "telemetry/dense_1/grad_norm").size(), 4u);
   ASSERT_EQ(catalog.artifacts(rows[0].key).size(), 1u);
   EXPECT_EQ(catalog.artifacts(rows[0].key)[0].sha256, summary.params_sha256);
   EXPECT_EQ(count_event_files(summary.run_dir), 1);
