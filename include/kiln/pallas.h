@@ -44,6 +44,12 @@ namespace kiln::pallas {
 // Grid coordinates, or block indices (one per array dimension).
 using Index = std::vector<int64_t>;
 
+// The number of blocks of size `block` (> 0) that cover `size` elements, the last one
+// ragged when it does not divide: a grid's extent (Pallas' pl.cdiv).
+constexpr int64_t cdiv(int64_t size, int64_t block) {
+  return (size + block - 1) / block;
+}
+
 struct BlockSpec {
   // The block's size along each dimension of its array (-1: the whole dimension).
   Dims block_shape;

@@ -43,7 +43,7 @@ Array flash_attention(const Array& q, const Array& k, const Array& v, bool causa
   const int64_t bh = q.shape()[0], t = q.shape()[1], d = q.shape()[2];
   if (bh == 0 || t == 0 || d == 0) return zeros(q.shape(), q.dtype());
   const int64_t bq = blocks.q, bk = blocks.k;
-  const int64_t k_steps = (t + bk - 1) / bk;
+  const int64_t k_steps = cdiv(t, bk);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
   const double minus_inf = -std::numeric_limits<double>::infinity();
 
@@ -91,7 +91,7 @@ Array flash_attention(const Array& q, const Array& k, const Array& v, bool causa
                      AbstractValue(Shape({bq, d}), DType::f32)};
   auto q_map = [](const Index& g) { return Index{g[0], g[1], 0}; };
   auto kv_map = [](const Index& g) { return Index{g[0], g[2], 0}; };
-  return call(body, {AbstractValue(q.shape(), q.dtype())}, {bh, (t + bq - 1) / bq, k_steps},
+  return call(body, {AbstractValue(q.shape(), q.dtype())}, {bh, cdiv(t, bq), k_steps},
               {BlockSpec({1, bq, -1}, q_map), BlockSpec({1, bk, -1}, kv_map),
                BlockSpec({1, bk, -1}, kv_map)},
               {BlockSpec({1, bq, -1}, q_map)}, {q, k, v}, options, site)[0];

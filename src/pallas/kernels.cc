@@ -10,10 +10,6 @@
 namespace kiln::pallas {
 namespace {
 
-int64_t blocks_of(int64_t size, int64_t block) {
-  return (size + block - 1) / block;
-}
-
 void check_float(const Array& x, std::string_view kernel, std::string_view what, CallSite site) {
   if (!x.defined() ||
       !(x.dtype() == DType::f32 || x.dtype() == DType::bf16 || x.dtype() == DType::f16)) {
@@ -39,7 +35,7 @@ Array matmul(const Array& a, const Array& b, MatmulBlocks blocks, CallSite site)
   const int64_t m = a.shape()[0], k = a.shape()[1], n = b.shape()[1];
   // No grid point would run: the product is all zeros (K = 0) or has no elements.
   if (m == 0 || n == 0 || k == 0) return zeros(Shape({m, n}), a.dtype());
-  const int64_t k_steps = blocks_of(k, blocks.k);
+  const int64_t k_steps = cdiv(k, blocks.k);
   auto body = [k_steps](const Kernel& kernel) {
     const Ref& acc = kernel.scratch(0);
     if (kernel.program_id(2) == 0) acc.store(zeros(acc.block_type().shape));
@@ -53,7 +49,7 @@ Array matmul(const Array& a, const Array& b, MatmulBlocks blocks, CallSite site)
   options.name = "matmul";
   options.scratch = {AbstractValue(Shape({blocks.m, blocks.n}), DType::f32)};
   return call(body, {AbstractValue(Shape({m, n}), a.dtype())},
-              {blocks_of(m, blocks.m), blocks_of(n, blocks.n), k_steps},
+              {cdiv(m, blocks.m), cdiv(n, blocks.n), k_steps},
               {BlockSpec({blocks.m, blocks.k},
                          [](const Index& g) {
                            return Index{g[0], g[2]};
@@ -88,7 +84,7 @@ Array softmax(const Array& x, int64_t block_rows, CallSite site) {
   CallOptions options;
   options.name = "softmax";
   options.semantics = {GridAxis::kParallel};
-  return call(body, {AbstractValue(x.shape(), x.dtype())}, {blocks_of(rows, block_rows)},
+  return call(body, {AbstractValue(x.shape(), x.dtype())}, {cdiv(rows, block_rows)},
               {BlockSpec({block_rows, -1},
                          [](const Index& g) {
                            return Index{g[0], 0};

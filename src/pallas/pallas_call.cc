@@ -240,8 +240,7 @@ class KernelRun {
     }
     for (int64_t d = 0; d < state.rank(); ++d) {
       size_t u = static_cast<size_t>(d);
-      int64_t blocks =
-          std::max<int64_t>(1, (state.aval.shape[d] + state.block[u] - 1) / state.block[u]);
+      int64_t blocks = std::max<int64_t>(1, cdiv(state.aval.shape[d], state.block[u]));
       if (block[u] < 0 || block[u] >= blocks) {
         refuse(
             fmt::format("the index map of {} returned block {} at grid point {}: index {} "

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "kiln/train.h"
+#include "nn/module_impl.h"
 
 namespace kiln::train {
 namespace {
@@ -29,12 +30,6 @@ struct Registry {
 Registry& registry() {
   static auto* instance = new Registry();  // never destroyed: rows may be read at exit
   return *instance;
-}
-
-bool valid_name(const std::string& name) {
-  return !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
-    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_';
-  });
 }
 
 // The LayerConfig fields a registered type may read: every layer field but dense's
@@ -80,7 +75,8 @@ schema::LayerTypeRow row_viewing(const LayerType& type) {
 }  // namespace
 
 void register_layer_type(LayerType type, CallSite site) {
-  if (!valid_name(type.name)) {
+  // The rule a layer's kind follows: the type names the params' paths ("residual_mlp_3").
+  if (!nn::detail::valid_kind(type.name)) {
     fail(site,
          fmt::format("register_layer_type: name '{}' must be lower-case letters, digits and '_'",
                      type.name),

@@ -22,13 +22,9 @@ struct Piece {
   nn::Module module;
 };
 
-const Tree& entry_or_none(const Tree& tree, const std::string& name) {
-  static const Tree none;
-  if (!tree.is_dict()) return none;
-  for (const std::string& key : tree.keys()) {
-    if (key == name) return tree[name];
-  }
-  return none;
+// A layer's entry of the params (or state), none for a layer without any.
+Tree entry_or_none(const Tree& tree, const std::string& name) {
+  return tree.contains(name) ? tree[name] : Tree();
 }
 
 Array squared_norm(const Tree& tree) {
