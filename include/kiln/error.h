@@ -1,13 +1,12 @@
 // Errors kiln reports to its users. A kiln::Error carries what went wrong (naming the
 // primitive, file or field and the shapes/dtypes involved), where in the user's code it
-// happened, and a HINT line when a common fix exists. Internal invariants use KILN_CHECK.
+// happened, and a HINT line when a common fix exists. (Internal invariants are KILN_CHECK,
+// in src/base/check.h: not part of the API.)
 #pragma once
 
 #include <source_location>
 #include <stdexcept>
 #include <string>
-
-#include <fmt/format.h>
 
 namespace kiln {
 
@@ -47,16 +46,4 @@ class Error : public std::runtime_error {
 // Raises a user-facing error. `hint` may be empty.
 [[noreturn]] void fail(CallSite site, std::string message, std::string hint = {});
 
-namespace detail {
-[[noreturn]] void check_failed(const char* condition, const char* file, int line,
-                               const std::string& detail);
-}  // namespace detail
-
 }  // namespace kiln
-
-// Internal invariant; a failure is a kiln bug, reported with kiln's own file and line.
-#define KILN_CHECK(condition, ...)                                                                 \
-  do {                                                                                             \
-    if (!(condition)) [[unlikely]]                                                                 \
-      ::kiln::detail::check_failed(#condition, __FILE__, __LINE__, ::fmt::format("" __VA_ARGS__)); \
-  } while (0)

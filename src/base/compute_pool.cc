@@ -5,6 +5,8 @@
 #include <exception>
 #include <string>
 
+#include <fmt/format.h>
+
 #include "base/float_control.h"
 #include "base/spin_wait.h"
 #include "kiln/error.h"

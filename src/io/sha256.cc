@@ -1,5 +1,6 @@
 // SHA-256 through OpenSSL's EVP interface; see sha256.h.
 #include "io/sha256.h"
+#include "base/check.h"
 
 #include <openssl/evp.h>
 

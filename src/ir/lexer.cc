@@ -1,5 +1,6 @@
 // Splitting program text into tokens (see lexer.h).
 #include "ir/lexer.h"
+#include "base/check.h"
 
 #include <algorithm>
 

@@ -2,6 +2,7 @@
 // Params are read through the generic params walk (read_param_field), the parser
 // supplying each value; literals and equation comments are in parser_atoms.cc.
 #include "ir/parser.h"
+#include "base/check.h"
 
 #include <algorithm>
 #include <map>

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/check.h"
 #include "jit/executable.h"
 #include "prims/ids/control_flow.h"
 

@@ -1,5 +1,6 @@
 // Compiling a program into an executable and running it (see executable.h).
 #include "jit/executable.h"
+#include "base/check.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,6 @@
 // The memory planner (see memory_plan.h).
 #include "jit/memory_plan.h"
+#include "base/check.h"
 
 #include <fmt/format.h>
 

@@ -1,5 +1,6 @@
 // Index resolution shared by the indexing kernels (kernels/index_rows.h).
 #include "kernels/index_rows.h"
+#include "base/check.h"
 
 #include <type_traits>
 

@@ -1,6 +1,8 @@
 // Composition of gradient transformations (chain) and applying updates to parameters.
 // chain's state is a list holding each member's state in order; its learning rate is the
 // first member's that has one (the clipping transformations have none).
+#include <fmt/format.h>
+
 #include "kiln/ops.h"
 #include "kiln/optim.h"
 #include "optim/tree_math.h"

@@ -1,6 +1,8 @@
 // Gradient clipping: element-wise (clip) and by the global norm over every leaf
 // (clip_by_global_norm: g * min(1, max_norm / ||g||), torch.nn.utils.clip_grad_norm_
 // without its 1e-6). Stateless: their state is a none tree.
+#include <fmt/format.h>
+
 #include "kiln/device.h"
 #include "kiln/ops.h"
 #include "kiln/optim.h"

@@ -6,6 +6,8 @@
 #include <limits>
 #include <numbers>
 
+#include <fmt/format.h>
+
 #include "kiln/device.h"
 #include "kiln/ops.h"
 #include "optim/tree_math.h"

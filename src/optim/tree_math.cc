@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include <fmt/format.h>
+
 #include "kiln/device.h"
 #include "kiln/ops.h"
 

@@ -1,5 +1,6 @@
 // bind(): registry checks, abstract evaluation, then the current interpreter.
 #include "prims/bind.h"
+#include "base/check.h"
 
 #include <fmt/format.h>
 

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/check.h"
 #include "prims/ids/binary.h"
 #include "prims/ids/convert.h"
 #include "prims/ids/select.h"

@@ -1,6 +1,7 @@
 // The generic walk over params fields: printing, parsing and hashing for every params
 // struct.
 #include "prims/params_walk.h"
+#include "base/check.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>

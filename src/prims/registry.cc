@@ -1,8 +1,11 @@
 // The primitive table: static facts from prims/ids/all.def, rules from the registration
 // calls.
 #include "prims/registry.h"
+#include "base/check.h"
 
 #include <mutex>
+
+#include <fmt/format.h>
 
 #include "prims/ids/all.h"
 

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "prims/bind.h"
 #include "runtime/device_array.h"
 

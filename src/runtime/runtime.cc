@@ -1,5 +1,6 @@
 // The set of devices, the default-device scope, and transfer counters.
 #include "runtime/runtime.h"
+#include "base/check.h"
 
 #include <atomic>
 #include <cctype>

@@ -1,5 +1,6 @@
 // run_collective (collective_dispatch.h) and the choice of algorithm.
 #include "sharding/collective_dispatch.h"
+#include "base/check.h"
 
 #include <algorithm>
 #include <atomic>

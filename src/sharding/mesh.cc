@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "kiln/sharding.h"
 
 namespace kiln {

@@ -1,6 +1,7 @@
 // Sharding propagation and the partitioned program of jit's in_shardings
 // (spmd_partitioner.h).
 #include "sharding/spmd_partitioner.h"
+#include "base/check.h"
 
 #include <fmt/format.h>
 

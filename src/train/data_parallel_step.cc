@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/check.h"
 #include "kiln/error.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"

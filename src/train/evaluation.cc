@@ -1,5 +1,6 @@
 // The test set's evaluation (evaluation.h).
 #include "train/evaluation.h"
+#include "base/check.h"
 
 #include <cstring>
 #include <string>

@@ -1,5 +1,6 @@
 // Mixed precision (precision.h).
 #include "train/precision.h"
+#include "base/check.h"
 
 #include "kiln/error.h"
 #include "kiln/ops.h"

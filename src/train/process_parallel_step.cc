@@ -1,5 +1,6 @@
 // ProcessParallelStep (process_parallel_step.h).
 #include "train/process_parallel_step.h"
+#include "base/check.h"
 
 #include <cstring>
 #include <memory>

@@ -1,5 +1,6 @@
 // Building the train and eval step functions and compiling them with jit.
 #include "train/train_step.h"
+#include "base/check.h"
 #include "train/precision.h"
 
 #include <algorithm>

@@ -1,6 +1,7 @@
 // The training run: data, model, optimizer, checks, run directory, the step loop,
 // evaluation, and the final weights.
 #include "train/trainer.h"
+#include "base/check.h"
 
 #include <csignal>
 

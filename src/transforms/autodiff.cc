@@ -7,6 +7,7 @@
 // traced: grad(grad(f)) and jit(grad(f)) compose.
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
 #include "prims/bind.h"

@@ -1,5 +1,6 @@
 // BatchTrace (see batch.h) and the flat vmap the public front-end calls.
 #include "transforms/batch.h"
+#include "base/check.h"
 
 #include <fmt/format.h>
 

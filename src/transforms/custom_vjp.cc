@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "kiln/jvp.h"
 #include "kiln/ops.h"
 #include "kiln/transforms.h"

@@ -1,5 +1,6 @@
 // Running a Program (see eval.h).
 #include "transforms/eval.h"
+#include "base/check.h"
 
 #include <fmt/format.h>
 

@@ -7,6 +7,7 @@
 // ops, so the walk itself traces and batches: jit(jvp(f)), jacfwd (a vmap of the walk) and
 // hessian (jacfwd of jacrev) compose.
 #include "transforms/forward.h"
+#include "base/check.h"
 
 #include <memory>
 

@@ -1,5 +1,6 @@
 // Replaying a program with saved results (see saved_values.h).
 #include "transforms/saved_values.h"
+#include "base/check.h"
 
 #include <map>
 #include <mutex>

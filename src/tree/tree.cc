@@ -3,6 +3,9 @@
 // tree_map.cc.
 #include <algorithm>
 
+#include <fmt/format.h>
+
+#include "base/check.h"
 #include "base/edit_distance.h"
 #include "tree/tree_node.h"
 

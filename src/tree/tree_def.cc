@@ -1,5 +1,8 @@
 // Flattening of kiln::Tree (include/kiln/tree.h): leaves in canonical order, leaf paths,
 // the leafless structure (TreeDef), unflatten, and the printed forms of both.
+#include <fmt/format.h>
+
+#include "base/check.h"
 #include "tree/tree_node.h"
 
 namespace kiln {

@@ -5,6 +5,9 @@
 #include <iterator>
 #include <optional>
 
+#include <fmt/format.h>
+
+#include "base/check.h"
 #include "tree/tree_node.h"
 
 namespace kiln {

@@ -3,6 +3,7 @@
 // 512 Fashion-MNIST images, evaluated on 250 in batches of 100 (the last one partial).
 #include "kiln/artifact.h"  // first: the public header compiles on its own
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

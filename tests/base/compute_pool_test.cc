@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/check.h"
 #include "base/compute_pool.h"
 #include "kiln/error.h"
 

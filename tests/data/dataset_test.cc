@@ -2,6 +2,7 @@
 // each caught with its file and record index: NaN features, wrong shapes, out-of-range
 // labels, truncated IDX and NPY files, malformed CSV rows, image/label count mismatch.
 // Also: drops counted, report mode, preprocessing, and the dataset identity.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

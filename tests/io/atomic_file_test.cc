@@ -2,6 +2,7 @@
 // write (missing directory, a producer that throws) leaves no file and no temporary.
 #include "io/atomic_file.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

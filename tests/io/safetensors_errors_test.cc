@@ -2,6 +2,7 @@
 // naming the file (and the tensor), never a crash or an attempt to allocate what the
 // header claims. The checks follow the reference reader (research/formats.md §1.4), plus
 // duplicate names, unknown fields and non-0/1 booleans, which kiln also rejects.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -4,6 +4,7 @@
 // independent Python reader and writer (tests/tools/safetensors_check.py).
 #include "kiln/safetensors.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -1,6 +1,7 @@
 // Parsing program text: what is accepted (spacing, literals, comments with scopes and
 // sites, reserved words) and one test per class of error, each with its exact message,
 // line and column.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "core/element_convert.h"
 #include "kiln/ops.h"
 #include "prims/bind.h"

@@ -5,6 +5,8 @@
 // own gradient path; its second-order check covers a gradient of a gradient.
 #include <cmath>
 
+#include <fmt/format.h>
+
 #include "kiln/ops.h"
 #include "kiln/transforms.h"
 #include "prims/ids/custom.h"

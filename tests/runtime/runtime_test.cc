@@ -1,6 +1,7 @@
 // The asynchronous CPU runtime: devices, placement, device_put, errors surfacing at
 // synchronization with the user's call site, allocator and transfer statistics.
 // Tests named *FourDevices* need KILN_CPU_DEVICES=4 (ctest sets it).
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

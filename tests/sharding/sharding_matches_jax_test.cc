@@ -3,6 +3,7 @@
 // ones JAX's NamedSharding gives (tests/tools/jax_sharding_check.py).
 #include <gtest/gtest.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "kiln/sharding.h"

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Runs scripts/check_layers on the repository (it must pass) and on small made-up trees
-(an upward include, a public header including src/, a folder missing from the table: each
-must fail and name the file and line)."""
+(an upward include, a public header including src/ or another library's header, a folder
+missing from the table: each must fail and name the file and line)."""
 import atexit
 import pathlib
 import shutil
@@ -72,8 +72,16 @@ code, out = run(public)
 expect(code == 1 and "include/kiln/x.h:1: a public header includes" in out,
        f"a public header including src/ was not reported:\n{out}")
 
+third_party = tree({"include/kiln/y.h": "#include <vector>\n#include <kiln/x.h>\n"
+                                         "#include <fmt/format.h>\n",
+                     "include/kiln/x.h": "\n"})
+code, out = run(third_party)
+expect(code == 1 and "include/kiln/y.h:3: a public header includes <fmt/format.h>" in out
+       and "y.h:1" not in out and "y.h:2" not in out,
+       f"a public header including another library's header was not reported alone:\n{out}")
+
 unlisted = tree({"src/extra/e.cc": "\n"})
 code, out = run(unlisted)
 expect(code == 1 and "src/extra/: a folder that the layer table does not list" in out,
        f"a folder missing from the table was not reported:\n{out}")
-print("check_layers_test: 6 passed, 0 failed")
+print("check_layers_test: 7 passed, 0 failed")

@@ -3,6 +3,7 @@
 // recorder.
 #include "track/catalog.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 #include <sqlite3.h>

@@ -2,6 +2,7 @@
 // train_data_parallel): the same config gives bit-identical weights on 1, 2 and 4 devices,
 // with dropout, batch norm and a padded last batch too; a run resumes on another mesh size
 // and ends with the same bits; what cannot work is refused, naming the key.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

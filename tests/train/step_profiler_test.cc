@@ -3,6 +3,7 @@
 // outside the run is refused before anything is written.
 #include "train/step_profiler.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -2,6 +2,7 @@
 // logical devices): the same bits on any data-axis size for a fixed model-axis size, the
 // same learning as the unsplit model within f32 rounding, the split params' blocks where the
 // layout says, and what cannot work refused naming the layer or key.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -4,6 +4,7 @@
 // and so do vmap's per-example gradients; gradients of gradients agree to rounding; the
 // gradient program recomputes behind an optimization_barrier; the forward keeps exactly
 // the residuals the policy says; closures, static arguments and the errors for bad names.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -1,6 +1,7 @@
 // cost_analysis: FLOPs and bytes of traced programs against counts by hand (an MLP layer,
 // its gradient), totals against the sum of the equations, scopes and sites in the report,
 // and the error for an empty program.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

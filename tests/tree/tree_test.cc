@@ -1,5 +1,6 @@
 // kiln::Tree (src/tree): construction, sorted keys, flatten/unflatten round trips, paths,
 // tree_map with real arithmetic, sizes, and the errors for every bad input.
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -5,6 +5,7 @@
 // materialising them and split the output into size-determined chunks.
 #include <type_traits>
 
+#include "base/check.h"
 #include "core/element_convert.h"
 #include "kernels/cpu/broadcast_layout.h"
 #include "kernels/cpu/cpu_kernels.h"

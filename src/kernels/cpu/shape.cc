@@ -4,6 +4,7 @@
 // are copies, so their results are bit-identical to the reference kernels'.
 #include <algorithm>
 
+#include "base/check.h"
 #include "kernels/cpu/cpu_kernels.h"
 #include "kernels/cpu/shape_copy.h"
 #include "kernels/cpu/shape_kernels.h"

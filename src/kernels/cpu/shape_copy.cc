@@ -1,5 +1,6 @@
 // Strided block copies for the layout family's fast kernels (see shape_copy.h).
 #include "kernels/cpu/shape_copy.h"
+#include "base/check.h"
 
 #include <algorithm>
 #include <cstring>

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/check.h"
 #include "kernels/cpu/shape_copy.h"
 #include "kernels/cpu/shape_kernels.h"
 

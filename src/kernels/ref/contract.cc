@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "base/check.h"
 #include "core/element_convert.h"
 #include "kernels/contract_layout.h"
 #include "kernels/ref/accumulator.h"

@@ -3,6 +3,7 @@
 // floats are computed in float and rounded once.
 #include <type_traits>
 
+#include "base/check.h"
 #include "core/element_convert.h"
 #include "kernels/broadcast_iter.h"
 #include "kernels/elementwise_ops.h"

@@ -8,6 +8,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/check.h"
 #include "core/element_convert.h"
 #include "kernels/broadcast_iter.h"
 #include "kernels/ref/accumulator.h"

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "base/check.h"
 #include "core/element_convert.h"
 #include "kernels/ref/ref_kernels.h"
 #include "prims/ids/shape.h"

@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "base/check.h"
 #include "core/element_convert.h"
 #include "kernels/ref/ref_kernels.h"
 #include "prims/ids/window.h"

@@ -5,6 +5,7 @@
 // (see the comments there); a per-example padding value of pad becomes a select.
 #include <algorithm>
 
+#include "base/check.h"
 #include "prims/ids/index.h"
 #include "prims/ids/shape.h"
 #include "transforms/batch_rules/batch_rules.h"

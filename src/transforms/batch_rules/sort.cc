@@ -3,6 +3,7 @@
 // shifts past it. Each line along the dimension belongs to one example, so the batched
 // sort orders exactly the lines each example would.
 #include "prims/ids/sort.h"
+#include "base/check.h"
 #include "transforms/batch_rules/batch_rules.h"
 #include "transforms/batch_rules/batch_util.h"
 

@@ -1,6 +1,7 @@
 // Closure conversion, running and batching of control-flow sub-programs (see
 // sub_programs.h).
 #include "transforms/control_flow/sub_programs.h"
+#include "base/check.h"
 
 #include <fmt/format.h>
 
