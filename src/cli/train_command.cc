@@ -35,6 +35,7 @@ struct TrainCommandOptions {
   bool print_config = false;
   std::string trace_steps;  // "A-B", or "" for none
   bool debug_nonfinite = false;
+  std::string memory_budget;  // train: --memory-budget, the same as --set train.memory_budget
 };
 
 // SIGINT / SIGTERM / SIGHUP ask the run to stop after the step in flight (the trainer polls this);
@@ -133,7 +134,11 @@ int run_train(const TrainCommandOptions& options) {
   double started_age = process_age_seconds();
   // At once: a signal during loading is then an interruption before the run starts.
   handle_stop_signals();
-  train::TrainConfig config = train::load_config(options.config, options.overrides);
+  std::vector<std::string> overrides = options.overrides;
+  if (!options.memory_budget.empty()) {
+    overrides.push_back("train.memory_budget=" + options.memory_budget);
+  }
+  train::TrainConfig config = train::load_config(options.config, overrides);
   if (options.print_config) {
     fmt::print("{}", train::to_toml(config));
     return 0;
@@ -183,6 +188,13 @@ Runner add_train_command(CLI::App& app) {
                     "primitive at a time and name the first operation that made a NaN or an "
                     "infinity, with its source line (slower: the step's inputs are kept; one "
                     "device only; docs/training.md)");
+  command
+      ->add_option("--memory-budget", options->memory_budget,
+                   "Fit the train step in this much memory (train.memory_budget): before the "
+                   "first step, kiln picks the fewest micro-batches per update (and for a GPT-2 "
+                   "the least recomputation) whose step the memory planner expects to fit, "
+                   "prints the plans it tried, and refuses when none fits (docs/memory.md)")
+      ->type_name("SIZE");
   command->add_flag("--print-config", options->print_config,
                     "Print the resolved config (defaults and overrides applied) and exit");
   command->footer(

@@ -39,13 +39,17 @@ RunData::RunData(const TrainConfig& config, const Array& augment_key)
   data::SamplerOptions train_sampler{dataset.train.size(), config.experiment.seed, true, {}};
   train = std::make_unique<data::BatchAssembler>(dataset, dataset.train,
                                                  data::Sampler(train_sampler), train_options);
+  set_eval_batch_size(config.train.eval_batch_size);
+  loader_options.workers = static_cast<int>(config.data.workers);
+  loader_options.prefetch = static_cast<int>(config.data.prefetch);
+}
+
+void RunData::set_eval_batch_size(int64_t eval_batch_size) {
   data::BatchOptions test_options;
-  test_options.batch_size = config.train.eval_batch_size;
+  test_options.batch_size = eval_batch_size;
   data::SamplerOptions test_sampler{dataset.test.size(), 0, false, {}};
   test = std::make_unique<data::BatchAssembler>(dataset, dataset.test, data::Sampler(test_sampler),
                                                 test_options);
-  loader_options.workers = static_cast<int>(config.data.workers);
-  loader_options.prefetch = static_cast<int>(config.data.prefetch);
 }
 
 }  // namespace kiln::train

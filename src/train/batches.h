@@ -30,6 +30,8 @@ struct RunData {
   std::unique_ptr<data::BatchAssembler> train;
   std::unique_ptr<data::BatchAssembler> test;
   data::LoaderOptions loader_options;
+  // The test batches again, `eval_batch_size` rows each (train.memory_budget may lower it).
+  void set_eval_batch_size(int64_t eval_batch_size);
 };
 
 }  // namespace kiln::train

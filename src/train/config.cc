@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 #include <toml++/toml.h>
 
+#include "base/byte_size.h"
 #include "base/edit_distance.h"
 #include "io/bounded_read.h"
 #include "kiln/error.h"
@@ -593,6 +594,26 @@ void check_accumulation(const TrainConfig& config, const std::string& source_nam
   }
 }
 
+// A budget must be a size, and the plans it chooses among run on one device.
+void check_memory_budget(const TrainConfig& config, const std::string& source_name) {
+  const std::string& budget = config.train.memory_budget;
+  if (budget.empty()) return;
+  std::optional<int64_t> bytes = parse_byte_size(budget);
+  if (!bytes || *bytes == 0) {
+    error(source_name, fmt::format("train.memory_budget = \"{}\" is not a size in bytes", budget),
+          "write a number and a unit, such as \"2GiB\", \"1.5 GB\" or \"800MiB\" (KiB, MiB, "
+          "GiB, TiB: powers of 1024; kB, MB, GB, TB: powers of 1000), or bytes alone");
+  }
+  if (config.mesh.data > 0) {
+    error(source_name,
+          fmt::format("train.memory_budget with mesh.data = {}: the budget chooses among plans "
+                      "of a step on one device; a mesh's step is not planned that way yet",
+                      config.mesh.data),
+          "leave out [mesh] (or set mesh.data = 0) to train under a budget, or set "
+          "train.accumulate yourself on a mesh");
+  }
+}
+
 // f16 without loss scaling: gradients below f16's smallest normal (6e-5) would vanish.
 void check_precision(const TrainConfig& config, const std::string& source_name) {
   if (config.model.compute_dtype != "f16" || resolved_loss_scale(config) != "none") return;
@@ -616,9 +637,14 @@ TrainConfig update_config(const TrainConfig& config) {
   TrainConfig update = config;
   const int64_t k = config.train.accumulate;
   update.train.batch_size = k * config.train.batch_size;
-  update.mesh.chunks = k * (config.mesh.data > 0 ? config.mesh.chunks : 1);
-  update.mesh.data = std::max<int64_t>(config.mesh.data, 1);
-  update.train.accumulate = 1;  // resolved: the steps see one batch per update
+  if (config.mesh.data == 0) {
+    // No mesh: the step splits each batch into its K micro-batches itself (the arithmetic
+    // of a mesh of one device with K chunks, without the mesh).
+    update.train.accumulate = k;
+    return update;
+  }
+  update.mesh.chunks = k * config.mesh.chunks;
+  update.train.accumulate = 1;  // resolved: the steps see one batch per update, in chunks
   return update;
 }
 
@@ -654,6 +680,7 @@ TrainConfig parse_config(const std::string& text, const std::string& source_name
   check_last_batch(config.train, source_name);
   check_mesh(config, source_name);
   check_accumulation(config, source_name);
+  check_memory_budget(config, source_name);
   check_precision(config, source_name);
   return config;
 }

@@ -121,6 +121,10 @@ struct TrainLoopConfig {
   int64_t batch_size = 128;
   // Micro-batches of batch_size per update (gradient accumulation): see update_config.
   int64_t accumulate = 1;
+  // A size such as "2GiB" (empty: none): before the first step, the fewest micro-batches
+  // (and for a GPT-2 the least recomputation) whose train step the memory planner expects
+  // to fit (memory_fit.h, docs/memory.md).
+  std::string memory_budget;
   int64_t eval_batch_size = 1000;
   int64_t log_every = 100;            // plain progress lines every N steps (no terminal)
   std::string on_nonfinite = "stop";  // stop or skip
@@ -212,12 +216,14 @@ std::string to_toml(const TrainConfig& config);
 std::string identity_toml(const TrainConfig& config);
 
 // The config a run's steps execute: with train.accumulate = K > 1, one update takes a batch
-// of K x batch_size rows split into K x mesh.chunks chunks (K chunks, on a mesh of one
-// device, without a mesh), whose gradients are added in the canonical chunk order: the
-// accumulation of K micro-batches, and the same bits as that batch and chunk count written
-// out (docs/training.md, *Gradient accumulation*). Each chunk's activations are freed before
-// the next one's, so memory follows the micro-batch. The run's identity and config.toml keep
-// the config as written; accumulate = 1 gives `config` unchanged.
+// of K x batch_size rows split into K x mesh.chunks chunks on a mesh, whose gradients are
+// added in the canonical chunk order: the accumulation of K micro-batches, and the same bits
+// as that batch and chunk count written out (docs/training.md, *Gradient accumulation*).
+// Without a mesh the batch is K x batch_size rows and train.accumulate stays K: the one-device
+// step splits it into K chunks (StepOptions::accumulate), the same bits as a mesh of one
+// device with K chunks. Each chunk's activations and gradient are freed before the next
+// one's, so memory follows the micro-batch. The run's identity and config.toml keep the
+// config as written; accumulate = 1 gives `config` unchanged.
 TrainConfig update_config(const TrainConfig& config);
 
 // train.loss_scale resolved: "dynamic", "fixed" or "none" ("auto" is dynamic with

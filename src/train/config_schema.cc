@@ -471,6 +471,20 @@ Constraint between(double min, double max, bool min_exclusive, bool max_exclusiv
   return constraint;
 }
 
+// train.memory_budget: written only when set, so that the runs before it keep their config
+// text and identity.
+Key memory_budget_key() {
+  Key k = key(&TrainConfig::train, &TrainLoopConfig::memory_budget, "memory_budget",
+              "a size such as \"2GiB\" or \"1.5 GB\" (empty: none): before the first step, kiln "
+              "picks the fewest micro-batches per update (train.accumulate, train.batch_size; "
+              "for a GPT-2 then the least recomputation, model.gpt2.remat) whose train step the "
+              "memory planner expects to fit, prints the plans it tried and trains with the "
+              "first that fits (docs/memory.md); one device",
+              optional_path(), {"memory_limit", "max_memory"});
+  k.written = [](const TrainConfig& config) { return !config.train.memory_budget.empty(); };
+  return k;
+}
+
 // [train]: the loop's shape.
 std::vector<Key> train_loop_keys() {
   using C = TrainConfig;
@@ -484,6 +498,7 @@ std::vector<Key> train_loop_keys() {
               "accumulate x mesh.chunks chunks, with the memory of a micro-batch)",
               at_most(at_least(1), kMaxBatch),
               {"gradient_accumulation_steps", "accumulate_grad_batches", "accumulation_steps"}),
+          memory_budget_key(),
           key(&C::train, &TrainLoopConfig::eval_batch_size, "eval_batch_size",
               "examples per evaluation batch (does not change the results)",
               at_most(at_least(1), kMaxBatch), {"test_batch_size"}),

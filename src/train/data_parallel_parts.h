@@ -44,6 +44,42 @@ T pairwise_sum(const std::vector<T>& parts, const Add& add) {
   return pairwise_sum(parts, 0, parts.size(), add);
 }
 
+// pairwise_sum's tree built as the parts arrive, so that a traced step holds at most
+// log2(n) + 1 partial sums (of a gradient each) instead of every chunk's: a part is added to
+// the latest sum of as many parts as itself, as a binary counter carries, and total() adds
+// what is left from the right. The same operands in the same order as pairwise_sum.
+template <typename T, typename Add>
+class PairwiseAccumulator {
+ public:
+  explicit PairwiseAccumulator(Add add) : add_(std::move(add)) {}
+
+  void push(T part) {
+    T sum = std::move(part);
+    size_t parts = 1;
+    while (!sums_.empty() && sums_.back().parts == parts) {
+      sum = add_(sums_.back().sum, sum);
+      parts *= 2;
+      sums_.pop_back();
+    }
+    sums_.push_back(Partial{std::move(sum), parts});
+  }
+
+  // The sum of every part pushed (at least one).
+  T total() const {
+    T sum = sums_.back().sum;
+    for (size_t i = sums_.size() - 1; i-- > 0;) sum = add_(sums_[i].sum, sum);
+    return sum;
+  }
+
+ private:
+  struct Partial {
+    T sum;
+    size_t parts;
+  };
+  Add add_;
+  std::vector<Partial> sums_;
+};
+
 Tree tree_add(const Tree& a, const Tree& b);
 
 // Rows [begin, end) of x, whatever its rank.

@@ -72,7 +72,9 @@ ChunkSums device_chunk_sums(const nn::Module& model, const Tree& params, const T
   const bool masked = mask.defined();
   const int64_t local_chunks = keys.dim(0);
   const int64_t chunk_rows = x.dim(0) / local_chunks;
-  std::vector<ChunkSums> parts;
+  // Each chunk's sums join the pairwise tree as soon as they are traced, so that its
+  // gradient is added (and its buffers freed) before the next chunk runs.
+  PairwiseAccumulator<ChunkSums, decltype(&add_sums)> sums(&add_sums);
   for (int64_t c = 0; c < local_chunks; ++c) {
     Array xc = rows(x, c * chunk_rows, (c + 1) * chunk_rows);
     Array yc = rows(y, c * chunk_rows, (c + 1) * chunk_rows);
@@ -92,10 +94,10 @@ ChunkSums device_chunk_sums(const nn::Module& model, const Tree& params, const T
     };
     auto [value, grads] = value_and_grad(loss_fn, HasAux{})(params);
     const Tree& aux = value.second;
-    parts.push_back(ChunkSums{aux["loss"].leaf(), aux["correct"].leaf(), aux["count"].leaf(), grads,
-                              aux["state"]});
+    sums.push(ChunkSums{aux["loss"].leaf(), aux["correct"].leaf(), aux["count"].leaf(), grads,
+                        aux["state"]});
   }
-  return pairwise_sum(parts, add_sums);
+  return sums.total();
 }
 
 StepResult apply_sums(const optim::GradientTransformation& optimizer, const StepOptions& options,
@@ -195,6 +197,23 @@ Tree device_step(const nn::Module& model, const optim::GradientTransformation& o
 }
 
 }  // namespace
+
+StepFunction accumulating_step(nn::Module model, optim::GradientTransformation optimizer,
+                               StepOptions options) {
+  KILN_CHECK(options.data_devices == 0 && options.accumulate > 1);
+  // apply_sums averages batch norm's statistics over the chunks.
+  options.chunks = options.accumulate;
+  return [model, optimizer, options](const Tree& params, const Tree& model_state,
+                                     const Tree& opt_state, const Tree& loss_scale,
+                                     const Array& images, const Array& labels, const Array& key,
+                                     const Array& mask) {
+    ChunkSums sums =
+        device_chunk_sums(model, params, model_state, images, labels,
+                          random::split(key, options.accumulate), options.masked ? mask : Array(),
+                          1.0, options.compute, step_loss_scale(options.loss_scale, loss_scale));
+    return apply_sums(optimizer, options, params, model_state, opt_state, loss_scale, sums, {});
+  };
+}
 
 StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation optimizer,
                                 StepOptions options) {

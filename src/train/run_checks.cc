@@ -207,7 +207,21 @@ void check_mesh_spans_processes(const TrainConfig& c, int64_t processes) {
 void check_mesh_fits(const TrainConfig& c, int64_t train_examples) {
   const int64_t processes = dist::size();
   if (processes > 1) check_mesh_spans_processes(c, processes);
-  if (c.mesh.data == 0) return;
+  if (c.mesh.data == 0) {
+    // Gradient accumulation on one device (update_config): its batches split into
+    // train.accumulate micro-batches.
+    int64_t last = train_examples % c.train.batch_size;
+    if (c.train.accumulate > 1 && !c.train.drop_remainder && !c.train.pad_remainder &&
+        last % c.train.accumulate != 0) {
+      fail(kUnknownSite,
+           fmt::format("{}: each epoch's last batch has {} examples, which do not split into "
+                       "train.accumulate = {} equal micro-batches",
+                       c.source, last, c.train.accumulate),
+           "set train.pad_remainder = true (every example trains) or train.drop_remainder = "
+           "true");
+    }
+    return;
+  }
   if (dist::active() && c.mesh.model > 1) {
     fail(kUnknownSite,
          fmt::format("{}: mesh.model = {} in an MPI job is not built yet: tensor parallelism "

@@ -255,6 +255,7 @@ Tree on_one_device(const Tree& tree) {
 TrainStep::TrainStep(nn::Module model, optim::GradientTransformation optimizer, StepOptions options)
     : masked_(options.masked),
       chunks_(options.data_devices > 0 ? options.chunks : 0),
+      accumulate_(options.data_devices > 0 ? 1 : options.accumulate),
       // In an MPI job, this process's part of the global mesh.
       mesh_(options.data_devices > 0
                 ? std::optional<Mesh>(step_mesh(options.processes > 0
@@ -265,6 +266,7 @@ TrainStep::TrainStep(nn::Module model, optim::GradientTransformation optimizer, 
       options_(options),
       no_mask_(zeros({})),
       function_(options.data_devices > 0 ? data_parallel_step(model, optimizer, options)
+                : options.accumulate > 1 ? accumulating_step(model, optimizer, options)
                                          : single_device_step(model, optimizer, options)),
       step_(function_,
             JitOptions()
@@ -285,6 +287,14 @@ StepMetrics TrainStep::run(TrainState& state, const Array& images, const Array& 
                      images.rank() == 0 ? 0 : images.dim(0), chunks_),
          "choose train.batch_size divisible by mesh.chunks, and set train.drop_remainder or "
          "train.pad_remainder when the last batch of an epoch would not divide");
+  }
+  if (accumulate_ > 1 && (images.rank() == 0 || images.dim(0) % accumulate_ != 0)) {
+    fail(kUnknownSite,
+         fmt::format("train step: a batch of {} rows does not split into train.accumulate = {} "
+                     "equal micro-batches",
+                     images.rank() == 0 ? 0 : images.dim(0), accumulate_),
+         "set train.drop_remainder or train.pad_remainder when the last batch of an epoch "
+         "would not divide");
   }
   if (chunks_ > 0) {
     if (!layout_) layout_ = state_layout(state.params, state.opt_state, options_);
@@ -333,6 +343,12 @@ EvalStep::EvalStep(nn::Module model, bool flush_denormals, DType compute)
               return std::make_pair(sums.loss_sum, sums.correct);
             }),
             JitOptions().named("eval_step").flushing_denormals(flush_denormals)) {}
+
+Compiled EvalStep::compiled(const TrainState& state, const Array& images,
+                            const Array& labels) const {
+  return eval_.compile(on_one_device(state.params), on_one_device(state.model_state), images,
+                       labels);
+}
 
 EvalSums EvalStep::run(const TrainState& state, const Array& images, const Array& labels) const {
   auto [loss_sum, correct] =

@@ -78,6 +78,11 @@ struct StepOptions {
   // every power-of-two mesh size that divides `chunks` (docs/training.md, *Data parallel*).
   int64_t data_devices = 0;
   int64_t chunks = 4;
+  // Without a mesh (data_devices 0): the batch is split into this many chunks, added as a
+  // mesh of one device with as many chunks adds them (the same bits), each chunk's
+  // activations and gradient freed before the next: gradient accumulation
+  // (train.accumulate) in the memory of one chunk.
+  int64_t accumulate = 1;
   // With a mesh: params and optimizer state split over the devices along their first
   // dimension where it divides (FSDP); the same bits as replicated (mesh.shard_params).
   bool shard_params = false;
@@ -132,6 +137,9 @@ Array step_loss_scale(const LossScaleOptions& options, const Tree& loss_scale_st
 // The data-parallel step (data_parallel_step.cc).
 StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation optimizer,
                                 StepOptions options);
+// Gradient accumulation on one device, without a mesh (StepOptions::accumulate > 1).
+StepFunction accumulating_step(nn::Module model, optim::GradientTransformation optimizer,
+                               StepOptions options);
 // What both steps do once the batch's loss and gradients are known: the gradients unscaled
 // (with loss scaling; `grads` are those of the loss times step_loss_scale), the optimizer
 // update, the non-finite check (and the skip it may ask for), the loss scale's update, and
@@ -171,6 +179,7 @@ class TrainStep {
   using Fn = StepFunction;
   bool masked_;
   int64_t chunks_;            // 0: not data parallel
+  int64_t accumulate_;        // micro-batches of a one-device step (StepOptions::accumulate)
   std::optional<Mesh> mesh_;  // the data-parallel step's
   StepOptions options_;
   // Where the state's leaves live on mesh_, known at the first step (the trees' structure
@@ -195,6 +204,8 @@ class EvalStep {
  public:
   explicit EvalStep(nn::Module model, bool flush_denormals = false, DType compute = DType::f32);
   EvalSums run(const TrainState& state, const Array& images, const Array& labels) const;
+  // The compiled program run() runs for these arguments (compiling it if run() has not).
+  Compiled compiled(const TrainState& state, const Array& images, const Array& labels) const;
 
  private:
   using Fn =

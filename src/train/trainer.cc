@@ -19,6 +19,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/byte_size.h"
 #include "dist/processes.h"
 #include "io/atomic_file.h"
 #include "io/bounded_read.h"
@@ -41,6 +42,7 @@
 #include "train/builders.h"
 #include "train/evaluation.h"
 #include "train/layer_telemetry.h"
+#include "train/memory_fit.h"
 #include "train/precision.h"
 #include "train/progress.h"
 #include "train/rank_agreement.h"
@@ -86,6 +88,30 @@ LossScaleOptions loss_scale_options_of(const TrainConfig& c) {
 // display.
 void set_section(track::RunInfo& info, const std::string& name, const nlohmann::json& value) {
   info.sections[name] = io::json_text(value);
+}
+
+// run.json's "memory_budget": the budget, every plan tried with its planned peak, the choice.
+nlohmann::json memory_fit_json(const MemoryFit& fit) {
+  nlohmann::json plans = nlohmann::json::array();
+  for (const MemoryCandidate& c : fit.tried) {
+    nlohmann::json plan = {{"accumulate", c.accumulate}, {"batch_size", c.batch_size}};
+    if (!c.remat.empty()) plan["remat"] = c.remat;
+    if (c.not_possible.empty()) {
+      plan["planned_peak_bytes"] = c.planned_peak_bytes;
+    } else {
+      plan["not_possible"] = c.not_possible;
+    }
+    plans.push_back(plan);
+  }
+  nlohmann::json evaluation = nlohmann::json::array();
+  for (const EvalCandidate& e : fit.eval_tried) {
+    evaluation.push_back(
+        {{"eval_batch_size", e.eval_batch_size}, {"planned_peak_bytes", e.planned_peak_bytes}});
+  }
+  return {{"budget_bytes", fit.budget_bytes},
+          {"plans", plans},
+          {"chosen", static_cast<int64_t>(fit.tried.size()) - 1},
+          {"evaluation", evaluation}};
 }
 
 // The startup breakdown as [[phase, seconds], ...], in order.
@@ -147,6 +173,9 @@ struct ResumePlan {
   const ResumeOptions* options = nullptr;
 };
 
+// The step's options, from the config and the MPI job.
+StepOptions step_options_of(const TrainConfig& c, bool keep_inputs);
+
 class Run {
  public:
   Run(const TrainConfig& config, const TrainOptions& options, const ResumePlan* resume = nullptr)
@@ -161,6 +190,9 @@ class Run {
 
  private:
   void prepare();
+  // train.memory_budget on a fresh run: the plan whose step fits, in the written config
+  // and the steps' config (memory_fit.h).
+  void fit_memory_budget(const Array& init_key);
   void start_run_directory();
   void reopen_run_directory();
   void agree_on_resume_step() const;
@@ -213,9 +245,11 @@ class Run {
   }
 
   // The config as written (the run identity, config.toml) and as the steps run it
-  // (update_config: gradient accumulation resolved into one batch per update).
-  const TrainConfig& written_config_;
-  const TrainConfig config_;
+  // (update_config: gradient accumulation resolved into one batch per update). A memory
+  // budget changes both once, in prepare(), before anything reads them.
+  TrainConfig written_config_;
+  TrainConfig config_;
+  std::optional<MemoryFit> memory_fit_;
   const TrainOptions& options_;
   const ResumePlan* resume_;
   Clock::time_point start_;
@@ -287,12 +321,13 @@ void Run::prepare() {
   startup_.add_part("data_identity", dataset.load_times.identity_seconds);
   startup_.end_phase("data_setup");
   total_steps_ = planned_steps(c.train, dataset.train.size(), data_->train->batches_per_epoch());
-
-  model_.emplace(build_model(c.model));
   std::vector<int64_t> input_shape = {1};
   for (int64_t dim : data::example_input_shape(dataset.record_shape)) input_shape.push_back(dim);
   input_ = AbstractValue(Shape{std::span<const int64_t>(input_shape)}, dataset.input_dtype);
   labels_per_example_ = dataset.train.labels_per_record;
+  if (!resume_ && !c.train.memory_budget.empty()) fit_memory_budget(random::fold_in(root, 0));
+
+  model_.emplace(build_model(c.model));
   check_model_output(c.model, *model_, input_, dataset);
   check_layers(c, input_, dataset.train.size(), total_steps_);
   check_mesh_fits(c, dataset.train.size());
@@ -311,6 +346,79 @@ void Run::prepare() {
   for (const auto& [path, leaf] : state_.params.leaves_with_paths()) param_paths_.push_back(path);
   backward_order_ = backward_order(param_paths_);
   startup_.end_phase("model");
+}
+
+void Run::fit_memory_budget(const Array& init_key) {
+  if (dist::active()) {
+    fail(kUnknownSite,
+         fmt::format("{}: train.memory_budget in an MPI job: the budget chooses among plans of a "
+                     "step in one process",
+                     config_.source),
+         "run it without mpirun, or set train.accumulate yourself");
+  }
+  std::optional<int64_t> budget = parse_byte_size(written_config_.train.memory_budget);
+  KILN_CHECK(budget.has_value(), "train.memory_budget passed the config's checks");
+  const data::Dataset& dataset = data_->dataset;
+  // Every plan holds the same parameters and optimizer state (recomputation changes no
+  // parameter), so they are made once; each plan's step compiles for the update's batch.
+  nn::Module model = build_model(config_.model);
+  optim::GradientTransformation optimizer = build_optimizer(config_.optim, total_steps_);
+  nn::Variables variables = model.init(init_key, input_);
+  TrainState state{variables.params, variables.state, optimizer.init(variables.params),
+                   initial_loss_scale(loss_scale_options_of(config_))};
+  int64_t state_bytes =
+      state.params.size_bytes() + state.model_state.size_bytes() + state.opt_state.size_bytes();
+  // What the run holds on the device beside the step, measured (docs/memory.md): the next
+  // batch, made while the step runs, and with asynchronous savepoints the snapshot's copy of
+  // the state plus the step after it, which allocates its results anew while the copy still
+  // reads the buffers it would have reused.
+  const int64_t batch_bytes =
+      config_.train.batch_size *
+      (input_.size_bytes() + labels_per_example_ * 4 + (config_.train.pad_remainder ? 4 : 0));
+  const bool async_savepoints =
+      config_.train.savepoint_async &&
+      (config_.train.savepoint_every > 0 || config_.train.savepoint_every_seconds > 0);
+  const int64_t beside = batch_bytes + (async_savepoints ? 2 * state_bytes : 0);
+  auto planned_peak = [&](const TrainConfig& candidate) {
+    TrainConfig update = update_config(candidate);
+    check_mesh_fits(update, dataset.train.size());
+    TrainStep step(build_model(update.model), optimizer, step_options_of(update, false));
+    const int64_t rows = update.train.batch_size;
+    std::vector<int64_t> images_shape(input_.shape.dims().begin(), input_.shape.dims().end());
+    images_shape[0] = rows;
+    Array images = zeros(Shape{std::span<const int64_t>(images_shape)}, input_.dtype);
+    Array labels = labels_per_example_ > 1 ? zeros(Shape{rows, labels_per_example_}, DType::i32)
+                                           : zeros(Shape{rows}, DType::i32);
+    Array mask = update.train.pad_remainder ? ones(Shape{rows}) : Array();
+    return step.compiled(state, images, labels, random::key(0), mask).memory_plan().peak_bytes +
+           beside;
+  };
+  memory_fit_ = train::fit_memory_budget(written_config_, *budget, state_bytes, planned_peak);
+  // The evaluation holds the optimizer state too (the eval step's arguments are the params
+  // and model state), and the next test batch.
+  EvalStep eval(build_model(memory_fit_->config.model), config_.train.flush_denormals,
+                compute_dtype_of(config_.model.compute_dtype));
+  const int64_t row_bytes = input_.size_bytes() + labels_per_example_ * 4;
+  auto eval_peak = [&](int64_t rows) {
+    std::vector<int64_t> images_shape(input_.shape.dims().begin(), input_.shape.dims().end());
+    images_shape[0] = rows;
+    Array images = zeros(Shape{std::span<const int64_t>(images_shape)}, input_.dtype);
+    Array labels = labels_per_example_ > 1 ? zeros(Shape{rows, labels_per_example_}, DType::i32)
+                                           : zeros(Shape{rows}, DType::i32);
+    return eval.compiled(state, images, labels).memory_plan().peak_bytes +
+           state.opt_state.size_bytes() + rows * row_bytes;
+  };
+  fit_eval_batch_size(*memory_fit_, dataset.test.size(), eval_peak);
+  if (memory_fit_->config.train.eval_batch_size != written_config_.train.eval_batch_size) {
+    data_->set_eval_batch_size(memory_fit_->config.train.eval_batch_size);
+  }
+  written_config_ = memory_fit_->config;
+  config_ = update_config(written_config_);
+  print(memory_fit_->to_string() +
+        fmt::format("  (a plan's peak: its compiled step's, plus {} beside the step: the next "
+                    "batch{})\n",
+                    format_byte_size(beside),
+                    async_savepoints ? ", and an asynchronous savepoint's copy of the state" : ""));
 }
 
 void Run::start_run_directory() {
@@ -335,6 +443,7 @@ void Run::start_run_directory() {
   if (loss_scale_.mode != "none") precision["loss_scale"] = loss_scale_.mode;
   set_section(info, "precision", precision);
   set_section(info, "total_steps", total_steps_);
+  if (memory_fit_) set_section(info, "memory_budget", memory_fit_json(*memory_fit_));
   set_section(info, "compute_threads", default_device().compute_threads());
   set_section(info, "environment", track::run_environment());
   if (!writes_) {
@@ -454,7 +563,6 @@ void Run::finish_tracking() {
   }
 }
 
-// The step's options, from the config and the MPI job.
 StepOptions step_options_of(const TrainConfig& c, bool keep_inputs) {
   StepOptions options;
   options.keep_inputs = keep_inputs;
@@ -463,6 +571,7 @@ StepOptions step_options_of(const TrainConfig& c, bool keep_inputs) {
   options.masked = c.train.pad_remainder;
   options.data_devices = c.mesh.data;
   options.chunks = c.mesh.chunks;
+  options.accumulate = c.mesh.data == 0 ? c.train.accumulate : 1;
   options.shard_params = c.mesh.shard_params;
   options.model_devices = c.mesh.model;
   options.compute = compute_dtype_of(c.model.compute_dtype);

@@ -121,6 +121,49 @@ TEST(PassAlgebraic, AnOperandThatMayFailAtRunTimeIsNotDropped) {
   EXPECT_EQ(text, "{ lambda ; a:bool[4] b:f32[4]. let\n  in (b) }");
 }
 
+// An exact elementwise equation over rank-0 values and their broadcasts has one value in
+// every element: computed once and broadcast, so that no full-size array ties its readers'
+// loops together (the GPT-2 step's micro-batches, docs/memory.md).
+TEST(PassAlgebraic, AValueTheSameInEveryElementIsComputedOnceAndBroadcast) {
+  EXPECT_EQ(simplified("a:f32[]",
+                       "b:f32[4,8] = broadcast_in_dim[shape=(4,8) broadcast_dimensions=()] a "
+                       "c:f32[4,8] = mul b 0.5:f32[]",
+                       "c"),
+            "{ lambda ; a:f32[]. let\n"
+            "    b:f32[] = mul a 0.5:f32[]\n"
+            "    c:f32[4,8] = broadcast_in_dim[shape=(4,8) broadcast_dimensions=()] b\n"
+            "  in (c) }");
+  // Chains and selections collapse to rank-0 work and one broadcast.
+  std::string chain =
+      simplified("a:f32[] p:bool[]",
+                 "b:f32[6] = broadcast_in_dim[shape=(6) broadcast_dimensions=()] a "
+                 "c:bool[6] = broadcast_in_dim[shape=(6) broadcast_dimensions=()] p "
+                 "d:f32[6] = neg b  e:f32[6] = select c b d  f:f32[6] = max e -0.0:f32[]",
+                 "f");
+  EXPECT_EQ(std::count(chain.begin(), chain.end(), '\n'), 5) << chain;
+  EXPECT_NE(chain.find("f:f32[6] = broadcast_in_dim"), std::string::npos) << chain;
+  // Not: an operand that varies by element, a broadcast of more than one value, and an
+  // operation whose result a kernel may round in its own way (tanh).
+  EXPECT_NE(simplified("a:f32[] x:f32[4]",
+                       "b:f32[4] = broadcast_in_dim[shape=(4) broadcast_dimensions=()] a "
+                       "c:f32[4] = mul b x",
+                       "c")
+                .find("f32[4] = mul"),
+            std::string::npos);
+  EXPECT_NE(simplified("a:f32[4]",
+                       "b:f32[2,4] = broadcast_in_dim[shape=(2,4) broadcast_dimensions=(1)] a "
+                       "c:f32[2,4] = mul b 2.0:f32[]",
+                       "c")
+                .find("c:f32[2,4] = mul b 2.0:f32[]"),
+            std::string::npos);
+  EXPECT_NE(simplified("a:f32[]",
+                       "b:f32[4] = broadcast_in_dim[shape=(4) broadcast_dimensions=()] a "
+                       "c:f32[4] = tanh b",
+                       "c")
+                .find("c:f32[4] = tanh b"),
+            std::string::npos);
+}
+
 TEST(PassAlgebraic, BitwiseAndLogicalIdentities) {
   EXPECT_TRUE(removed("i32[4]", "b:i32[4] = or a 0:i32[]"));
   EXPECT_TRUE(removed("u32[4]", "b:u32[4] = xor 0:u32[] a"));

@@ -80,6 +80,7 @@ class Simplifier {
     note_new_equations();
     for (const Equation& equation : source.equations) {
       VarId replacement = equation.outputs.size() == 1 ? simplify(equation) : -1;
+      if (replacement < 0 && equation.outputs.size() == 1) replacement = computed_once(equation);
       if (replacement >= 0 && rewrite_.aval(replacement) == source.aval(equation.outputs[0])) {
         rewrite_.map(equation.outputs[0], replacement);
       } else {
@@ -184,6 +185,74 @@ class Simplifier {
         // need not give x exactly) and optimization_barrier, which is copied as it is; no
         // rule looks at what a barrier's results come from.
         return -1;
+    }
+  }
+
+  // An elementwise equation whose operands are each a rank-0 value or a broadcast of one has
+  // one value in every element: it is computed once, on the rank-0 values, and broadcast.
+  // Only for operations whose result is the exactly rounded one (or exact), so where it is
+  // computed cannot change a bit. Why it matters: such a data-independent array (the VJP of
+  // a clamp builds one from constants) is one value that common-subexpression elimination
+  // shares between every layer and every micro-batch of a step; the fusion planner then puts
+  // all their loops that read it into one group (step_plan.cc), which runs every
+  // micro-batch's forward pass before any backward pass, so gradient accumulation kept every
+  // micro-batch's activations at once. A broadcast is cloned into each reader instead
+  // (clone_broadcasts).
+  VarId computed_once(const Equation& equation) {
+    if (!exactly_rounded(equation.prim)) return -1;
+    const AbstractValue& result = rewrite_.source().aval(equation.outputs[0]);
+    if (result.shape.rank() == 0) return -1;
+    std::vector<VarId> scalars;
+    bool broadcast = false;
+    for (VarId var : equation.inputs) {
+      VarId value = rewrite_[var];
+      if (rewrite_.aval(value).shape.rank() == 0) {
+        scalars.push_back(value);
+        continue;
+      }
+      const Equation* inner = producer(value);
+      if (inner == nullptr || inner->prim != prim::broadcast_in_dim ||
+          rewrite_.aval(inner->inputs[0]).shape.rank() != 0) {
+        return -1;
+      }
+      scalars.push_back(inner->inputs[0]);
+      broadcast = true;
+    }
+    if (!broadcast) return -1;
+    VarId scalar = rewrite_.add_equation(equation.prim, scalars, equation.params, equation.site,
+                                         equation.scope)[0];
+    return rewrite_.add_equation(prim::broadcast_in_dim, {scalar},
+                                 BroadcastInDimParams{result.shape, {}}, equation.site,
+                                 equation.scope)[0];
+  }
+
+  // IEEE arithmetic and comparisons, selection, bitwise logic and conversions: a result
+  // that does not depend on how or where a kernel computes it.
+  static bool exactly_rounded(PrimId prim) {
+    switch (prim) {
+      case prim::add:
+      case prim::sub:
+      case prim::mul:
+      case prim::div:
+      case prim::max:
+      case prim::min:
+      case prim::neg:
+      case prim::abs:
+      case prim::eq:
+      case prim::ne:
+      case prim::lt:
+      case prim::le:
+      case prim::gt:
+      case prim::ge:
+      case prim::select:
+      case prim::and_:
+      case prim::or_:
+      case prim::xor_:
+      case prim::not_:
+      case prim::convert_element_type:
+        return true;
+      default:
+        return false;
     }
   }
 
