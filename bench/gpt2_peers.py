@@ -21,6 +21,13 @@ KILN_COMPUTE_THREADS=N, torch with torch.set_num_threads(N), JAX with the thread
 sizes from the cores it may run on (XLA has no thread-count setting of its own: its
 --xla_cpu_multi_thread_eigen=false still ran at 160% CPU here).
 
+--gemms compares the matrix products alone: every GEMM shape of kiln's step (its forward
+and backward dense layers, attention per head, the tied projection; the list
+gpt2_step_bench --gemms-only prints) through kiln's GEMM and through XLA's dot_general
+(jax.jit, operands laid out as kiln's, transposes folded into the dimension numbers),
+alternating per round. It says whether a peer's step is faster than kiln's GEMMs alone,
+which no change outside the GEMM could beat.
+
 One side alone (what the rounds run):
   .venv/peers/bin/python bench/gpt2_peers.py --side jax --context 64
   .venv/bench/bin/python bench/gpt2_peers.py --side torch [--compile]
@@ -56,6 +63,9 @@ def parse_args():
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=2)
     parser.add_argument("--build", default=os.path.join(ROOT, "build", "release"))
+    parser.add_argument("--gemms", action="store_true",
+                        help="compare the step's GEMM shapes alone, kiln against XLA")
+    parser.add_argument("--shapes", help="jax side with --gemms: kiln's JSON lines of shapes")
     parser.add_argument("--threads", type=int, default=0,
                         help="compute threads for every side (0: each side's default)")
     return parser.parse_args()
@@ -144,6 +154,30 @@ def jax_side(args):
     return {"side": "jax", "version": jax.__version__, "first_step_s": first, "median_step_s": median}
 
 
+def jax_gemms_side(args):
+    import jax
+    import jax.numpy as jnp
+    from jax import lax
+
+    with open(args.shapes) as shapes_file:
+        shapes = [json.loads(line) for line in shapes_file if line.strip()]
+    results = []
+    for s in shapes:
+        m, n, k = s["m"], s["n"], s["k"]
+        a = jnp.full((k, m) if s["trans_a"] else (m, k), 0.5, jnp.float32)
+        b = jnp.full((n, k) if s["trans_b"] else (k, n), 0.25, jnp.float32)
+        dims = (((0 if s["trans_a"] else 1,), (1 if s["trans_b"] else 0,)), ((), ()))
+        product = jax.jit(lambda a, b, dims=dims: lax.dot_general(a, b, dims))
+        product(a, b).block_until_ready()  # compile and warm, as kiln's side warms
+        samples = []
+        for _ in range(5):
+            start = time.perf_counter()
+            product(a, b).block_until_ready()
+            samples.append(time.perf_counter() - start)
+        results.append(dict(s, seconds=statistics.median(samples)))
+    return {"side": "jax", "version": jax.__version__, "gemms": results}
+
+
 def torch_side(args):
     import torch
     import torch.nn.functional as F
@@ -222,6 +256,54 @@ def run_json(command, env=None):
     return json.loads(process.stdout.decode().strip().splitlines()[-1])
 
 
+def gemm_label(s):
+    return (f"{'T' if s['trans_a'] else 'N'}{'T' if s['trans_b'] else 'N'} m={s['m']} n={s['n']} "
+            f"k={s['k']}")
+
+
+def orchestrate_gemms(args):
+    """kiln's GEMMs against XLA's, shape by shape, alternating per round."""
+    env = dict(os.environ)
+    pinned = ["taskset", "-c", f"0-{args.threads - 1}"] if args.threads > 0 else []
+    if args.threads > 0:
+        env["KILN_COMPUTE_THREADS"] = str(args.threads)
+    kiln = pinned + [os.path.join(args.build, "bench", "gpt2_step_bench"), "--batch",
+                     str(args.batch), "--context", str(args.context), "--gemms-only", "--json"]
+    shapes_path = os.path.join(ROOT, "build", f"gpt2_gemm_shapes_{os.getpid()}.jsonl")
+    print(f"GPT-2 124M step's GEMMs, B = {args.batch}, T = {args.context}, "
+          f"{args.rounds} rounds (each shape: the median of 5 calls after one warm-up)")
+    kiln_rounds, jax_rounds = [], []
+    try:
+        for round_index in range(args.rounds):
+            process = subprocess.run(kiln, capture_output=True, cwd=ROOT, env=env, check=True)
+            lines = process.stdout.decode().strip().splitlines()
+            with open(shapes_path, "w") as shapes_file:
+                shapes_file.write("\n".join(lines) + "\n")
+            kiln_rounds.append([json.loads(line) for line in lines])
+            jax = run_json(pinned + [JAX_PYTHON, __file__, "--side", "jax", "--gemms", "--shapes",
+                                     shapes_path], env)
+            jax_rounds.append(jax["gemms"])
+            kiln_total = sum(s["seconds"] * s["count"] for s in kiln_rounds[-1])
+            jax_total = sum(s["seconds"] * s["count"] for s in jax_rounds[-1])
+            print(f"round {round_index}: a step's GEMMs, kiln {kiln_total:.3f} s, JAX "
+                  f"{jax['version']} {jax_total:.3f} s, XLA / kiln {jax_total / kiln_total:.2f}",
+                  flush=True)
+    finally:
+        if os.path.exists(shapes_path):
+            os.remove(shapes_path)
+    print(f"{'shape':<30} {'count':>5} {'kiln ms':>9} {'XLA ms':>9} {'XLA/kiln per round':>22}")
+    for index, shape in enumerate(kiln_rounds[0]):
+        ratios = [j[index]["seconds"] / k[index]["seconds"] for k, j in zip(kiln_rounds, jax_rounds)]
+        kiln_ms = statistics.median(k[index]["seconds"] for k in kiln_rounds) * 1e3
+        jax_ms = statistics.median(j[index]["seconds"] for j in jax_rounds) * 1e3
+        print(f"{gemm_label(shape):<30} {shape['count']:>5} {kiln_ms:9.3f} {jax_ms:9.3f} "
+              f"{' '.join(f'{r:.2f}' for r in ratios):>22}")
+    totals = [sum(j["seconds"] * j["count"] for j in js) / sum(k["seconds"] * k["count"] for k in ks)
+              for ks, js in zip(kiln_rounds, jax_rounds)]
+    print(f"a step's GEMMs, XLA / kiln per round: {' '.join(f'{r:.2f}' for r in totals)} "
+          f"(median {statistics.median(totals):.2f}; above 1: kiln's GEMMs are faster)")
+
+
 def orchestrate(args):
     common = ["--batch", str(args.batch), "--context", str(args.context), "--steps", str(args.steps),
               "--warmup", str(args.warmup), "--threads", str(args.threads)]
@@ -263,8 +345,12 @@ def orchestrate(args):
 
 def main():
     args = parse_args()
-    if args.side == "jax":
+    if args.side == "jax" and args.gemms:
+        print(json.dumps(jax_gemms_side(args)))
+    elif args.side == "jax":
         print(json.dumps(jax_side(args)))
+    elif args.gemms:
+        orchestrate_gemms(args)
     elif args.side == "torch":
         print(json.dumps(torch_side(args)))
     else:

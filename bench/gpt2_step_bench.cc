@@ -113,19 +113,50 @@ double gemm_flops(const std::vector<StepGemm>& gemms) {
   return flops;
 }
 
-double time_gemms(std::vector<StepGemm>& gemms) {
+// The median of `repeats` calls of one GEMM shape through kiln's GEMM.
+double time_gemm(StepGemm& g, int repeats) {
   ComputePool& pool = compute_pool();
+  std::vector<double> samples;
+  for (int i = 0; i < repeats; ++i) {
+    double start = profile::now_seconds();
+    gemm(pool, g.dims, g.a.data(), g.b.data(), g.c.data());
+    samples.push_back(profile::now_seconds() - start);
+  }
+  return median(samples);
+}
+
+double time_gemms(std::vector<StepGemm>& gemms) {
+  double total = 0;
+  for (StepGemm& g : gemms) total += time_gemm(g, 3) * static_cast<double>(g.count);
+  return total;
+}
+
+std::string gemm_label(const GemmDims& d) {
+  return fmt::format("{}{} m={} n={} k={}", d.trans_a ? 'T' : 'N', d.trans_b ? 'T' : 'N', d.m, d.n,
+                     d.k);
+}
+
+// --gemms-only: each GEMM shape of the step alone (median of 5 calls), one JSON line per
+// shape (bench/gpt2_peers.py --gemms times XLA's dot_general on the same list).
+int print_gemm_table(std::vector<StepGemm>& gemms, bool json) {
   double total = 0;
   for (StepGemm& g : gemms) {
-    std::vector<double> samples;
-    for (int i = 0; i < 3; ++i) {
-      double start = profile::now_seconds();
-      gemm(pool, g.dims, g.a.data(), g.b.data(), g.c.data());
-      samples.push_back(profile::now_seconds() - start);
+    time_gemm(g, 1);  // warm: the pool's threads, the operands' pages
+    double seconds = time_gemm(g, 5);
+    double flops = 2.0 * static_cast<double>(g.dims.m * g.dims.n * g.dims.k);
+    total += seconds * static_cast<double>(g.count);
+    if (json) {
+      fmt::print(
+          "{{\"trans_a\": {}, \"trans_b\": {}, \"m\": {}, \"n\": {}, \"k\": {}, "
+          "\"count\": {}, \"seconds\": {}}}\n",
+          g.dims.trans_a, g.dims.trans_b, g.dims.m, g.dims.n, g.dims.k, g.count, seconds);
+    } else {
+      fmt::print("{:<32} x{:<4} {:8.3f} ms {:6.0f} GFLOP/s\n", gemm_label(g.dims), g.count,
+                 seconds * 1e3, flops / seconds / 1e9);
     }
-    total += median(samples) * static_cast<double>(g.count);
   }
-  return total;
+  if (!json) fmt::print("GEMM limit of a step: {:.3f} s\n", total);
+  return 0;
 }
 
 // The kernels of one traced call of `fn`, summed by name, largest first.
@@ -250,7 +281,15 @@ int main(int argc, char** argv) {
   app.add_flag("--json", json,
                "end with one JSON line: median step and GEMM limit over the rounds "
                "(bench/gpt2_peers.py reads it)");
+  bool gemms_only = false;
+  app.add_flag("--gemms-only", gemms_only,
+               "time only the step's GEMM shapes, each alone, and print them one by one "
+               "(with --json: one JSON line per shape)");
   CLI11_PARSE(app, argc, argv);
+  if (gemms_only) {
+    std::vector<StepGemm> gemms = step_gemms(config, batch, length);
+    return print_gemm_table(gemms, json);
+  }
   config.remat = remat == "blocks"             ? nn::Gpt2Remat::kBlocks
                  : remat == "blocks_save_dots" ? nn::Gpt2Remat::kBlocksSaveDots
                                                : nn::Gpt2Remat::kNone;
