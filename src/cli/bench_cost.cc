@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "base/byte_size.h"
 #include "kiln/error.h"
 #include "track/run_info.h"
 #include "train/config.h"
@@ -36,7 +37,8 @@ struct CostRow {
   int64_t steps = 0;
   int64_t examples = 0;
   double seconds = 0;
-  double flops = -1;  // -1: the run has no roofline to count them from
+  double flops = -1;        // -1: the run has no roofline to count them from
+  int64_t peak_bytes = -1;  // the allocator's peak over the profiled steps; -1: not profiled
   double test_accuracy = 0;
   double test_loss = 0;
   fs::path run_dir;
@@ -123,31 +125,39 @@ CostRow run_variant(const BenchCostOptions& options, const train::QualityTarget&
     json r = json::parse(roofline);
     if (r.contains("flops")) row.flops = r["flops"].get<double>() * static_cast<double>(row.steps);
   }
+  // What a remat policy or a precision buys is memory: the step's observed peak.
+  std::string memory = track::read_run_info(summary.run_dir).section("memory");
+  if (!memory.empty()) {
+    json m = json::parse(memory);
+    if (m.contains("observed_peak_bytes")) row.peak_bytes = m["observed_peak_bytes"].get<int64_t>();
+  }
   return row;
 }
 
 std::string table(const std::vector<CostRow>& rows, const train::QualityTarget& target,
                   int64_t max_epochs) {
   std::string text =
-      fmt::format("{:<30} {:>8} {:>6} {:>7} {:>10} {:>9} {:>11} {:>10} {:>11} {:>9}\n", "variant",
-                  "reached", "epochs", "steps", "examples", "seconds", "train FLOP", "us/example",
-                  "FLOP/example", "vs first");
+      fmt::format("{:<30} {:>8} {:>6} {:>7} {:>10} {:>9} {:>11} {:>10} {:>11} {:>10} {:>9}\n",
+                  "variant", "reached", "epochs", "steps", "examples", "seconds", "train FLOP",
+                  "us/example", "FLOP/example", "peak mem", "vs first");
   for (const CostRow& row : rows) {
     std::string flops = row.flops < 0 ? "n/a" : fmt::format("{:.3g}", row.flops);
     std::string per_example = row.flops < 0 || row.examples == 0
                                   ? "n/a"
                                   : fmt::format("{:.3g}", row.flops / row.examples);
-    text +=
-        fmt::format("{:<30} {:>8} {:>6} {:>7} {:>10} {:>9.2f} {:>11} {:>10.2f} {:>11} {:>8.2f}x\n",
-                    row.variant.empty() ? "(the config)" : row.variant, row.reached ? "yes" : "no",
-                    row.epochs, row.steps, row.examples, row.seconds, flops,
-                    row.examples ? 1e6 * row.seconds / row.examples : 0.0, per_example,
-                    rows.front().seconds > 0 ? row.seconds / rows.front().seconds : 0.0);
+    std::string peak = row.peak_bytes < 0 ? "n/a" : format_byte_size(row.peak_bytes);
+    text += fmt::format(
+        "{:<30} {:>8} {:>6} {:>7} {:>10} {:>9.2f} {:>11} {:>10.2f} {:>11} {:>10} {:>8.2f}x\n",
+        row.variant.empty() ? "(the config)" : row.variant, row.reached ? "yes" : "no", row.epochs,
+        row.steps, row.examples, row.seconds, flops,
+        row.examples ? 1e6 * row.seconds / row.examples : 0.0, per_example, peak,
+        rows.front().seconds > 0 ? row.seconds / rows.front().seconds : 0.0);
   }
   text += fmt::format(
       "target: {} {} {}; a row that did not reach it ran all {} epochs (its cost is a lower "
       "bound). seconds: the whole run (data, compilation, evaluations); train FLOP: the train "
-      "steps' (cost rules), evaluation not counted.\n",
+      "steps' (cost rules, recomputation included), evaluation not counted; peak mem: the "
+      "allocator's peak over the run's profiled steps.\n",
       target.metric, target.metric == "test_loss" ? "<=" : ">=", target.value, max_epochs);
   return text;
 }
@@ -156,16 +166,18 @@ json to_json(const std::vector<CostRow>& rows, const train::QualityTarget& targe
   json out = {{"target", {{"metric", target.metric}, {"value", target.value}}},
               {"rows", json::array()}};
   for (const CostRow& row : rows) {
-    out["rows"].push_back({{"variant", row.variant},
-                           {"reached", row.reached},
-                           {"epochs", row.epochs},
-                           {"steps", row.steps},
-                           {"examples", row.examples},
-                           {"seconds", row.seconds},
-                           {"train_flops", row.flops < 0 ? json(nullptr) : json(row.flops)},
-                           {"test_accuracy", row.test_accuracy},
-                           {"test_loss", row.test_loss},
-                           {"run_dir", row.run_dir.string()}});
+    out["rows"].push_back(
+        {{"variant", row.variant},
+         {"reached", row.reached},
+         {"epochs", row.epochs},
+         {"steps", row.steps},
+         {"examples", row.examples},
+         {"seconds", row.seconds},
+         {"train_flops", row.flops < 0 ? json(nullptr) : json(row.flops)},
+         {"peak_bytes", row.peak_bytes < 0 ? json(nullptr) : json(row.peak_bytes)},
+         {"test_accuracy", row.test_accuracy},
+         {"test_loss", row.test_loss},
+         {"run_dir", row.run_dir.string()}});
   }
   return out;
 }

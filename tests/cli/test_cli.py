@@ -515,12 +515,16 @@ class BenchCli(unittest.TestCase):
             self.assertEqual(stalls["steps"], 3 * learns["steps"])
             self.assertGreater(learns["train_flops"], 0)
             self.assertAlmostEqual(stalls["train_flops"] / learns["train_flops"], 3, places=6)
+            # The same model and batch: the same step, so about the same peak memory.
+            self.assertGreater(learns["peak_bytes"], 0)
+            self.assertLess(abs(stalls["peak_bytes"] / learns["peak_bytes"] - 1), 0.2)
             runs_json = [json.load(open(os.path.join(row["run_dir"], "run.json")))
                          for row in out["rows"]]
             self.assertEqual([r["status"] for r in runs_json], ["completed", "completed"])
             table = run("bench", "cost", MLP, *SMALL, "--target", "test_loss=100").stdout
             self.assertIn("(the config)", table)
             self.assertIn("vs first", table)
+            self.assertIn("peak mem", table)
         finally:
             shutil.rmtree(runs, ignore_errors=True)
         for target, says in (("test_accuracy=88", "for 88%, write 0.88"),
