@@ -44,7 +44,10 @@ struct LayerConfig {
   std::string padding = "valid";     // conv2d, max_pool, avg_pool: valid or same
   double rate = 0;                   // dropout
   std::string parallel = "none";     // dense: none, column or row (tensor parallel)
-  int64_t line = 0;                  // where the layer starts in the file, for errors
+  // Every type: the dtype this layer computes in, f32, bf16 or f16 (empty: the model's
+  // model.compute_dtype); a mixed-precision policy per layer (docs/precision.md).
+  std::string compute_dtype;
+  int64_t line = 0;  // where the layer starts in the file, for errors
   // Compares `line` too: clear it to compare configs read from different texts.
   friend bool operator==(const LayerConfig&, const LayerConfig&) = default;
 };

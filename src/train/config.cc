@@ -17,6 +17,7 @@
 #include "io/bounded_read.h"
 #include "kiln/error.h"
 #include "train/config_schema.h"
+#include "train/precision.h"
 
 namespace kiln::train {
 namespace {
@@ -616,10 +617,12 @@ void check_memory_budget(const TrainConfig& config, const std::string& source_na
 
 // f16 without loss scaling: gradients below f16's smallest normal (6e-5) would vanish.
 void check_precision(const TrainConfig& config, const std::string& source_name) {
-  if (config.model.compute_dtype != "f16" || resolved_loss_scale(config) != "none") return;
+  if (!computes_in(config.model, "f16") || resolved_loss_scale(config) != "none") return;
   error(source_name,
-        "model.compute_dtype = \"f16\" with train.loss_scale = \"none\": without loss scaling, "
-        "gradients below f16's smallest normal number (6.1e-5) underflow to zero",
+        std::string(config.model.compute_dtype == "f16" ? "model.compute_dtype"
+                                                        : "a layer's compute_dtype") +
+            " = \"f16\" with train.loss_scale = \"none\": without loss scaling, "
+            "gradients below f16's smallest normal number (6.1e-5) underflow to zero",
         "set train.loss_scale = \"dynamic\" (the default for f16), or use \"bf16\" (f32's "
         "range with 8 bits of mantissa; docs/precision.md)");
 }
@@ -629,7 +632,7 @@ void check_precision(const TrainConfig& config, const std::string& source_name) 
 std::string resolved_loss_scale(const TrainConfig& config) {
   const std::string& mode = config.train.loss_scale;
   if (mode != "auto") return mode;
-  return config.model.compute_dtype == "f16" ? "dynamic" : "none";
+  return computes_in(config.model, "f16") ? "dynamic" : "none";
 }
 
 TrainConfig update_config(const TrainConfig& config) {

@@ -680,6 +680,7 @@ std::vector<Section> make_sections() {
 }  // namespace
 
 bool LayerTypeRow::takes(std::string_view field) const {
+  if (field == "compute_dtype") return true;  // a policy, not a layer's own setting
   auto has = [&](const std::vector<std::string_view>& names) {
     return std::find(names.begin(), names.end(), field) != names.end();
   };
@@ -718,6 +719,11 @@ const std::vector<LayerField>& layer_fields() {
                   "(and the bias), `row` its rows; a column layer is followed, after "
                   "activations only, by a row layer",
                   one_of({"none", "column", "row"})),
+      layer_field(&LayerConfig::compute_dtype, "compute_dtype",
+                  "any type: the dtype this layer computes in, overriding model.compute_dtype "
+                  "for it (`f32` keeps a norm in full precision inside a `bf16` model); its "
+                  "parameters stay f32",
+                  one_of({"", "f32", "bf16", "f16"}), "model.compute_dtype"),
   };
   return *table;
 }

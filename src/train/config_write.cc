@@ -44,6 +44,8 @@ std::string layer_toml(const LayerConfig& layer) {
     // Written only when split, so that an unsplit model's text, and the run identity made
     // from it, stayed what they were before tensor parallelism.
     if (field.name == "parallel" && layer.parallel == "none") continue;
+    // Likewise a layer that computes in the model's dtype.
+    if (field.name == "compute_dtype" && layer.compute_dtype.empty()) continue;
     text += fmt::format("{} = {}\n", field.name, schema::format_value(value));
   }
   return text;

@@ -12,6 +12,7 @@
 #include "train/builders.h"
 #include "train/config_schema.h"
 #include "train/data_parallel_parts.h"
+#include "train/precision.h"
 
 namespace kiln::train {
 namespace {
@@ -152,7 +153,17 @@ nn::Module build_model(const ModelConfig& config) {
   if (config.kind == "gpt2") return nn::Gpt2(gpt2_config(config.gpt2));
   std::vector<nn::Module> layers;
   layers.reserve(config.layers.size());
-  for (const LayerConfig& layer : config.layers) layers.push_back(build_layer(layer));
+  // A policy per layer: each layer casts its own params and input (precision.h).
+  const bool per_layer = per_layer_precision(config);
+  for (const LayerConfig& layer : config.layers) {
+    nn::Module module = build_layer(layer);
+    if (per_layer) {
+      module = layer_in_precision(
+          std::move(module), compute_dtype_of(layer.compute_dtype.empty() ? config.compute_dtype
+                                                                          : layer.compute_dtype));
+    }
+    layers.push_back(std::move(module));
+  }
   return nn::Sequential(std::move(layers));
 }
 

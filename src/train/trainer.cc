@@ -397,7 +397,7 @@ void Run::fit_memory_budget(const Array& init_key) {
   // The evaluation holds the optimizer state too (the eval step's arguments are the params
   // and model state), and the next test batch.
   EvalStep eval(build_model(memory_fit_->config.model), config_.train.flush_denormals,
-                compute_dtype_of(config_.model.compute_dtype));
+                step_compute_dtype(config_.model));
   const int64_t row_bytes = input_.size_bytes() + labels_per_example_ * 4;
   auto eval_peak = [&](int64_t rows) {
     std::vector<int64_t> images_shape(input_.shape.dims().begin(), input_.shape.dims().end());
@@ -441,6 +441,15 @@ void Run::start_run_directory() {
   nlohmann::json precision = {
       {"compute", c.model.compute_dtype}, {"params", "f32"}, {"loss", "f32"}};
   if (loss_scale_.mode != "none") precision["loss_scale"] = loss_scale_.mode;
+  // A policy per layer: the layers that compute in another dtype than the model's.
+  nlohmann::json layers = nlohmann::json::object();
+  for (size_t i = 0; i < c.model.layers.size(); ++i) {
+    const LayerConfig& layer = c.model.layers[i];
+    if (!layer.compute_dtype.empty() && layer.compute_dtype != c.model.compute_dtype) {
+      layers[fmt::format("{}_{}", layer.type, i)] = layer.compute_dtype;
+    }
+  }
+  if (!layers.empty()) precision["layers"] = layers;
   set_section(info, "precision", precision);
   set_section(info, "total_steps", total_steps_);
   if (memory_fit_) set_section(info, "memory_budget", memory_fit_json(*memory_fit_));
@@ -574,7 +583,7 @@ StepOptions step_options_of(const TrainConfig& c, bool keep_inputs) {
   options.accumulate = c.mesh.data == 0 ? c.train.accumulate : 1;
   options.shard_params = c.mesh.shard_params;
   options.model_devices = c.mesh.model;
-  options.compute = compute_dtype_of(c.model.compute_dtype);
+  options.compute = step_compute_dtype(c.model);
   options.loss_scale = loss_scale_options_of(c);
   options.skipped_steps_advance_schedule = c.train.skipped_steps_advance_schedule;
   // With one device on `model` there is no model axis: the split layers are ordinary.
@@ -593,7 +602,7 @@ void Run::train_epochs() {
     telemetry_ = LayerTelemetry::for_model(c.model, *optimizer_);
     if (!telemetry_) progress_->message("telemetry covers sequential models; this one has none");
   }
-  EvalStep eval(*model_, c.train.flush_denormals, compute_dtype_of(c.model.compute_dtype));
+  EvalStep eval(*model_, c.train.flush_denormals, step_compute_dtype(c.model));
   std::deque<PendingStep> pending;
   int64_t step_number = start_step_;
   int64_t first_epoch = start_position_.epoch + 1;

@@ -6,11 +6,18 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
 #include "kiln/nn.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
 #include "kiln/safetensors.h"
 #include "support/errors.h"
+#include "train/config.h"
 #include "train/run_test_util.h"
 #include "train/trainer.h"
 
@@ -83,6 +90,67 @@ TEST(MixedPrecisionTraining, Bf16ComputeTrainsF32ParamsAndIsRecorded) {
       },
       {"model.compute_dtype = \"f16\" with train.loss_scale = \"none\"", "\"dynamic\""}));
   fs::remove_all(runs);
+}
+
+}  // namespace
+}  // namespace kiln::train
+
+namespace kiln::train {
+namespace {
+
+// A model whose layers say their own dtypes: `dtypes[i]` for layer i ("" for the model's).
+TrainConfig per_layer(const fs::path& runs, const std::string& model_dtype,
+                      const std::vector<std::string>& dtypes) {
+  std::vector<std::string> types = {"flatten", "dense", "layer_norm", "relu", "dense"};
+  std::string text = fmt::format(
+      "[experiment]\nname = \"policy\"\nruns_dir = \"{}\"\n[data]\ndataset = "
+      "\"fashion_mnist\"\ndir = \"/usr/share/datasets/fashion-mnist\"\ntrain_limit = 1024\n"
+      "test_limit = 500\n[model]\ncompute_dtype = \"{}\"\n",
+      runs.string(), model_dtype);
+  for (size_t i = 0; i < types.size(); ++i) {
+    text += fmt::format("[[model.layers]]\ntype = \"{}\"\n", types[i]);
+    if (types[i] == "dense") text += fmt::format("features = {}\n", i == 1 ? 64 : 10);
+    if (!dtypes[i].empty()) text += fmt::format("compute_dtype = \"{}\"\n", dtypes[i]);
+  }
+  text += "[train]\nepochs = 1\n";
+  return parse_config(text, "policy.toml");
+}
+
+TEST(PrecisionPolicy, EveryLayerInBf16IsTheModelInBf16BitForBit) {
+  fs::path runs = run_test::fresh_dir("precision", "per_layer");
+  TrainSummary model_wide = train(per_layer(runs, "bf16", {"", "", "", "", ""}), quiet());
+  TrainSummary layer_by_layer =
+      train(per_layer(runs, "f32", {"bf16", "bf16", "bf16", "bf16", "bf16"}), quiet());
+  EXPECT_EQ(layer_by_layer.params_sha256, model_wide.params_sha256);
+  // A layer norm kept in f32 inside the bf16 model is another computation, recorded.
+  TrainSummary norm_f32 = train(per_layer(runs, "bf16", {"", "", "f32", "", ""}), quiet());
+  EXPECT_NE(norm_f32.params_sha256, model_wide.params_sha256);
+  TrainSummary all_f32 = train(per_layer(runs, "f32", {"", "", "", "", ""}), quiet());
+  EXPECT_NE(norm_f32.params_sha256, all_f32.params_sha256);
+  EXPECT_GT(norm_f32.test_accuracy, 0.5);
+  nlohmann::json precision = read_json(norm_f32.run_dir / "run.json")["precision"];
+  EXPECT_EQ(precision["compute"], "bf16");
+  EXPECT_EQ(precision["layers"]["layer_norm_2"], "f32");
+  // config.toml writes the field where it is set, and only there.
+  std::string text = run_test::read_text(norm_f32.run_dir / "config.toml");
+  EXPECT_EQ(text.find("compute_dtype = \"f32\""), text.rfind("compute_dtype = \"f32\""));
+  EXPECT_NE(text.find("type = \"layer_norm\"\ncompute_dtype = \"f32\""), std::string::npos) << text;
+}
+
+TEST(PrecisionPolicy, AnF16LayerScalesTheLossAndBadDtypesAreRefused) {
+  fs::path runs = run_test::fresh_dir("precision", "per_layer_errors");
+  TrainConfig f16_layer = per_layer(runs, "f32", {"", "f16", "", "", ""});
+  EXPECT_EQ(resolved_loss_scale(f16_layer), "dynamic");
+  TrainConfig no_scaling = f16_layer;
+  no_scaling.train.loss_scale = "none";
+  EXPECT_TRUE(kiln::testing::fails_with(
+      [&] { parse_config(to_toml(no_scaling), "policy.toml"); },
+      {"a layer's compute_dtype = \"f16\" with train.loss_scale = \"none\""}));
+  EXPECT_TRUE(kiln::testing::fails_with(
+      [&] {
+        per_layer(runs, "f32", {"", "f64", "", "", ""});
+      },
+      {"compute_dtype", "f64"}));
 }
 
 }  // namespace
