@@ -13,6 +13,7 @@
 #include "train/config_schema.h"
 #include "train/data_parallel_parts.h"
 #include "train/precision.h"
+#include "train/wrapped_layer.h"
 
 namespace kiln::train {
 namespace {
@@ -25,46 +26,15 @@ Dims dims_of(const std::vector<int64_t>& values) {
   return Dims(values.begin(), values.end());
 }
 
-// `inner` under another kind: transparent otherwise (params, state, keys and summary rows
-// are inner's own), as nn::Residual and nn::Remat are.
-class NamedLayer final : public nn::Layer {
+// `inner` under another kind: transparent otherwise, as nn::Residual and nn::Remat are.
+class NamedLayer final : public WrappedLayer {
  public:
   NamedLayer(std::string kind, nn::Module inner)
-      : kind_(std::move(kind)), inner_(std::move(inner)) {}
-
+      : WrappedLayer(std::move(inner)), kind_(std::move(kind)) {}
   std::string_view kind() const override { return kind_; }
-  std::string describe() const override { return inner_.layer().describe(); }
-  AbstractValue output_type(const AbstractValue& input,
-                            const nn::LayerScope& scope) const override {
-    return inner_.layer().output_type(input, scope);
-  }
-  nn::LayerInit init(const Array& key, const AbstractValue& input,
-                     const nn::LayerScope& scope) const override {
-    return inner_.layer().init(key, input, scope);
-  }
-  nn::ApplyResult apply(const nn::Variables& variables, const Array& x,
-                        const nn::ApplyOptions& options,
-                        const nn::LayerScope& scope) const override {
-    return inner_.layer().apply(variables, x, options, scope);
-  }
-  int64_t count_params(const AbstractValue& input, const nn::LayerScope& scope) const override {
-    return inner_.layer().count_params(input, scope);
-  }
-  bool uses_key(const nn::ApplyOptions& options) const override {
-    return inner_.layer().uses_key(options);
-  }
-  void summarize(const AbstractValue& input, const nn::LayerScope& scope,
-                 std::vector<nn::SummaryRow>& rows) const override {
-    inner_.layer().summarize(input, scope, rows);
-  }
-  void summarize_children(const AbstractValue& input, const nn::LayerScope& scope,
-                          std::vector<nn::SummaryRow>& rows) const override {
-    inner_.layer().summarize_children(input, scope, rows);
-  }
 
  private:
   std::string kind_;
-  nn::Module inner_;
 };
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "kiln/error.h"
 #include "kiln/ops.h"
 #include "kiln/tree.h"
+#include "train/wrapped_layer.h"
 
 namespace kiln::train {
 namespace {
@@ -19,8 +20,6 @@ Tree floats_as(const Tree& tree, DType dtype) {
                   tree);
 }
 
-}  // namespace
-
 // The new state in the dtypes of the state it replaces (f32 running statistics).
 Tree state_as(const Tree& kept_state, const Tree& next_state) {
   std::vector<Array> kept = kept_state.leaves(), next = next_state.leaves();
@@ -29,46 +28,27 @@ Tree state_as(const Tree& kept_state, const Tree& next_state) {
   return unflatten(next_state.structure(), next);
 }
 
-class LayerInPrecision final : public nn::Layer {
+class LayerInPrecision final : public WrappedLayer {
  public:
-  LayerInPrecision(nn::Module inner, DType dtype) : inner_(std::move(inner)), dtype_(dtype) {}
+  LayerInPrecision(nn::Module inner, DType dtype) : WrappedLayer(std::move(inner)), dtype_(dtype) {}
 
-  std::string_view kind() const override { return inner_.layer().kind(); }
   std::string describe() const override {
-    return fmt::format("{} in {}", inner_.layer().describe(), dtype_name(dtype_));
+    return fmt::format("{} in {}", inner().describe(), dtype_name(dtype_));
   }
   AbstractValue output_type(const AbstractValue& input,
                             const nn::LayerScope& scope) const override {
-    AbstractValue out = inner_.layer().output_type(cast(input), scope);
+    AbstractValue out = inner().output_type(cast(input), scope);
     if (is_floating(out.dtype)) out.dtype = dtype_;
     return out;
-  }
-  nn::LayerInit init(const Array& key, const AbstractValue& input,
-                     const nn::LayerScope& scope) const override {
-    return inner_.layer().init(key, input, scope);  // params are made, and kept, in f32
   }
   nn::ApplyResult apply(const nn::Variables& variables, const Array& x,
                         const nn::ApplyOptions& options,
                         const nn::LayerScope& scope) const override {
     nn::Variables low{floats_as(variables.params, dtype_), floats_as(variables.state, dtype_)};
     Array input = is_floating(x.dtype()) ? x.astype(dtype_) : x;
-    nn::ApplyResult out = inner_.layer().apply(low, input, options, scope);
+    nn::ApplyResult out = inner().apply(low, input, options, scope);
     out.state = state_as(variables.state, out.state);
     return out;
-  }
-  int64_t count_params(const AbstractValue& input, const nn::LayerScope& scope) const override {
-    return inner_.layer().count_params(input, scope);
-  }
-  bool uses_key(const nn::ApplyOptions& options) const override {
-    return inner_.layer().uses_key(options);
-  }
-  void summarize(const AbstractValue& input, const nn::LayerScope& scope,
-                 std::vector<nn::SummaryRow>& rows) const override {
-    inner_.layer().summarize(input, scope, rows);
-  }
-  void summarize_children(const AbstractValue& input, const nn::LayerScope& scope,
-                          std::vector<nn::SummaryRow>& rows) const override {
-    inner_.layer().summarize_children(input, scope, rows);
   }
 
  private:
@@ -76,9 +56,10 @@ class LayerInPrecision final : public nn::Layer {
     if (is_floating(type.dtype)) type.dtype = dtype_;
     return type;
   }
-  nn::Module inner_;
   DType dtype_;
 };
+
+}  // namespace
 
 nn::ApplyResult apply_in(DType compute, const nn::Module& model, const nn::Variables& variables,
                          const Array& x, const nn::ApplyOptions& options) {

@@ -280,21 +280,15 @@ TrainStep::TrainStep(nn::Module model, optim::GradientTransformation optimizer, 
 StepMetrics TrainStep::run(TrainState& state, const Array& images, const Array& labels,
                            const Array& key, const Array& mask) const {
   KILN_CHECK(masked_ == mask.defined());
-  if (chunks_ > 0 && (images.rank() == 0 || images.dim(0) % chunks_ != 0)) {
+  // The batch splits into the mesh's chunks, or into the one-device step's micro-batches.
+  const int64_t parts = chunks_ > 0 ? chunks_ : accumulate_;
+  if (parts > 1 && (images.rank() == 0 || images.dim(0) % parts != 0)) {
     fail(kUnknownSite,
-         fmt::format("train step: a batch of {} rows does not split into mesh.chunks = {} equal "
-                     "chunks",
-                     images.rank() == 0 ? 0 : images.dim(0), chunks_),
-         "choose train.batch_size divisible by mesh.chunks, and set train.drop_remainder or "
+         fmt::format("train step: a batch of {} rows does not split into {} = {} equal parts",
+                     images.rank() == 0 ? 0 : images.dim(0),
+                     chunks_ > 0 ? "mesh.chunks" : "train.accumulate", parts),
+         "choose a train.batch_size it divides, and set train.drop_remainder or "
          "train.pad_remainder when the last batch of an epoch would not divide");
-  }
-  if (accumulate_ > 1 && (images.rank() == 0 || images.dim(0) % accumulate_ != 0)) {
-    fail(kUnknownSite,
-         fmt::format("train step: a batch of {} rows does not split into train.accumulate = {} "
-                     "equal micro-batches",
-                     images.rank() == 0 ? 0 : images.dim(0), accumulate_),
-         "set train.drop_remainder or train.pad_remainder when the last batch of an epoch "
-         "would not divide");
   }
   if (chunks_ > 0) {
     if (!layout_) layout_ = state_layout(state.params, state.opt_state, options_);
