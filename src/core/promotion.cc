@@ -2,13 +2,13 @@
 // The lattice includes i8/i16/u16/u64, which kiln does not store, because the joins of the
 // dtypes kiln has pass through them (u8 with i32 meets at i32 via i16).
 #include "kiln/promotion.h"
-#include "base/check.h"
 
 #include <fmt/format.h>
 #include <array>
 #include <bitset>
 #include <vector>
 
+#include "base/check.h"
 #include "kiln/error.h"
 
 namespace kiln {

@@ -1,6 +1,5 @@
 // SHA-256 through OpenSSL's EVP interface; see sha256.h.
 #include "io/sha256.h"
-#include "base/check.h"
 
 #include <openssl/evp.h>
 
@@ -12,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "kiln/error.h"
 
 namespace kiln::io {

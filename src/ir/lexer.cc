@@ -1,11 +1,11 @@
 // Splitting program text into tokens (see lexer.h).
 #include "ir/lexer.h"
-#include "base/check.h"
 
 #include <algorithm>
 
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "kiln/error.h"
 
 namespace kiln::ir {

@@ -2,7 +2,6 @@
 // Params are read through the generic params walk (read_param_field), the parser
 // supplying each value; literals and equation comments are in parser_atoms.cc.
 #include "ir/parser.h"
-#include "base/check.h"
 
 #include <algorithm>
 #include <map>
@@ -10,6 +9,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "base/check.h"
 #include "ir/lexer.h"
 #include "ir/parser_atoms.h"
 #include "ir/printer.h"

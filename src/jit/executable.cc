@@ -1,6 +1,5 @@
 // Compiling a program into an executable and running it (see executable.h).
 #include "jit/executable.h"
-#include "base/check.h"
 
 #include <fmt/format.h>
 
@@ -9,6 +8,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "base/check.h"
 #include "base/float_control.h"
 #include "base/trace_events.h"
 #include "jit/kernel_error.h"

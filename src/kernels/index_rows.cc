@@ -1,11 +1,11 @@
 // Index resolution shared by the indexing kernels (kernels/index_rows.h).
 #include "kernels/index_rows.h"
-#include "base/check.h"
 
 #include <type_traits>
 
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "core/element_convert.h"
 
 namespace kiln {

@@ -1,12 +1,12 @@
 // The generic walk over params fields: printing, parsing and hashing for every params
 // struct.
 #include "prims/params_walk.h"
-#include "base/check.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 #include <xxhash.h>
 
+#include "base/check.h"
 #include "kiln/error.h"
 
 namespace kiln {

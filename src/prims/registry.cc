@@ -1,12 +1,12 @@
 // The primitive table: static facts from prims/ids/all.def, rules from the registration
 // calls.
 #include "prims/registry.h"
-#include "base/check.h"
 
 #include <mutex>
 
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "prims/ids/all.h"
 
 namespace kiln {

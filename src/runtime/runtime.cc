@@ -1,6 +1,5 @@
 // The set of devices, the default-device scope, and transfer counters.
 #include "runtime/runtime.h"
-#include "base/check.h"
 
 #include <atomic>
 #include <cctype>
@@ -11,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "base/compute_pool.h"
 #include "runtime/device_array.h"
 

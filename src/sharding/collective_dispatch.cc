@@ -1,6 +1,5 @@
 // run_collective (collective_dispatch.h) and the choice of algorithm.
 #include "sharding/collective_dispatch.h"
-#include "base/check.h"
 
 #include <algorithm>
 #include <atomic>
@@ -9,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "base/trace_events.h"
 #include "kiln/ops.h"
 #include "prims/ids/spmd.h"

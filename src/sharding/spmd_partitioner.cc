@@ -1,7 +1,6 @@
 // Sharding propagation and the partitioned program of jit's in_shardings
 // (spmd_partitioner.h).
 #include "sharding/spmd_partitioner.h"
-#include "base/check.h"
 
 #include <fmt/format.h>
 
@@ -10,6 +9,7 @@
 #include <optional>
 #include <tuple>
 
+#include "base/check.h"
 #include "kiln/ops.h"
 #include "prims/bind.h"
 #include "prims/ids/binary.h"

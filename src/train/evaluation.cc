@@ -1,11 +1,11 @@
 // The test set's evaluation (evaluation.h).
 #include "train/evaluation.h"
-#include "base/check.h"
 
 #include <cstring>
 #include <string>
 #include <vector>
 
+#include "base/check.h"
 #include "dist/processes.h"
 #include "kiln/error.h"
 #include "train/batches.h"

@@ -1,6 +1,5 @@
 // ProcessParallelStep (process_parallel_step.h).
 #include "train/process_parallel_step.h"
-#include "base/check.h"
 
 #include <cstring>
 #include <memory>
@@ -10,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "dist/processes.h"
 #include "kiln/device.h"
 #include "kiln/error.h"

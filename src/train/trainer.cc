@@ -1,7 +1,6 @@
 // The training run: data, model, optimizer, checks, run directory, the step loop,
 // evaluation, and the final weights.
 #include "train/trainer.h"
-#include "base/check.h"
 
 #include <csignal>
 
@@ -20,6 +19,7 @@
 #include <nlohmann/json.hpp>
 
 #include "base/byte_size.h"
+#include "base/check.h"
 #include "dist/processes.h"
 #include "io/atomic_file.h"
 #include "io/bounded_read.h"

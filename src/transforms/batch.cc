@@ -1,9 +1,9 @@
 // BatchTrace (see batch.h) and the flat vmap the public front-end calls.
 #include "transforms/batch.h"
-#include "base/check.h"
 
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "kiln/ops.h"
 #include "kiln/vmap.h"
 #include "transforms/batch_rules/batch_util.h"

@@ -2,10 +2,10 @@
 // from its primitive's rule, summed; and the cost rule of custom_vjp_call, which is the
 // cost of the forward function it runs (traced on the operand types).
 #include "transforms/cost_analysis.h"
-#include "base/check.h"
 
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "kiln/cost.h"
 #include "prims/bind.h"
 #include "prims/ids/custom.h"

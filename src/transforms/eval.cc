@@ -1,9 +1,9 @@
 // Running a Program (see eval.h).
 #include "transforms/eval.h"
-#include "base/check.h"
 
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "prims/bind.h"
 #include "transforms/trace.h"
 

@@ -7,12 +7,12 @@
 // ops, so the walk itself traces and batches: jit(jvp(f)), jacfwd (a vmap of the walk) and
 // hessian (jacfwd of jacrev) compose.
 #include "transforms/forward.h"
-#include "base/check.h"
 
 #include <memory>
 
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "kiln/grad.h"
 #include "kiln/jvp.h"
 #include "kiln/ops.h"

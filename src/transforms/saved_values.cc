@@ -1,6 +1,5 @@
 // Replaying a program with saved results (see saved_values.h).
 #include "transforms/saved_values.h"
-#include "base/check.h"
 
 #include <map>
 #include <mutex>
@@ -8,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "ir/printer.h"
 #include "kiln/transforms.h"
 #include "prims/bind.h"

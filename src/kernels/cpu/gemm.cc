@@ -2,7 +2,6 @@
 // count is a per-thread setting: each pool thread that calls the library first asks for a
 // team of one, so a call never starts (or wakes) an OpenMP team behind kiln's pool.
 #include "kernels/cpu/gemm.h"
-#include "base/check.h"
 
 #include <omp.h>
 
@@ -11,6 +10,7 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
+#include "base/check.h"
 #include "kiln/error.h"
 
 namespace kiln {

@@ -1,10 +1,10 @@
 // Strided block copies for the layout family's fast kernels (see shape_copy.h).
 #include "kernels/cpu/shape_copy.h"
-#include "base/check.h"
 
 #include <algorithm>
 #include <cstring>
 
+#include "base/check.h"
 #include "kiln/error.h"
 
 namespace kiln::shape_kernels {

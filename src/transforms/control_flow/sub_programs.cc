@@ -1,10 +1,10 @@
 // Closure conversion, running and batching of control-flow sub-programs (see
 // sub_programs.h).
 #include "transforms/control_flow/sub_programs.h"
-#include "base/check.h"
 
 #include <fmt/format.h>
 
+#include "base/check.h"
 #include "kiln/ops.h"
 #include "kiln/vmap.h"
 #include "transforms/batch_rules/batch_util.h"

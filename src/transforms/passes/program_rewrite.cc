@@ -1,7 +1,7 @@
 // ProgramRewrite (see program_rewrite.h).
 #include "transforms/passes/program_rewrite.h"
-#include "base/check.h"
 
+#include "base/check.h"
 #include "prims/bind.h"
 #include "transforms/transform_value.h"
 
