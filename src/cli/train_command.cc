@@ -157,6 +157,15 @@ int run_resume(const TrainCommandOptions& options) {
   return run_and_report([&] { return train::resume(options.config, resume, run_options); });
 }
 
+// train and resume: --debug-nonfinite.
+void add_debug_nonfinite_flag(CLI::App& command, TrainCommandOptions& options) {
+  command.add_flag("--debug-nonfinite", options.debug_nonfinite,
+                   "When a step's loss or gradient is not finite, run that step again one "
+                   "primitive at a time and name the first operation that made a NaN or an "
+                   "infinity, with its source line (slower: the step's inputs are kept; one "
+                   "device only; docs/training.md)");
+}
+
 }  // namespace
 
 Runner add_train_command(CLI::App& app) {
@@ -183,11 +192,7 @@ Runner add_train_command(CLI::App& app) {
                    "synchronizations and live bytes; the run's roofline and memory report "
                    "then come from these steps (docs/profiling.md)")
       ->type_name("A-B");
-  command->add_flag("--debug-nonfinite", options->debug_nonfinite,
-                    "When a step's loss or gradient is not finite, run that step again one "
-                    "primitive at a time and name the first operation that made a NaN or an "
-                    "infinity, with its source line (slower: the step's inputs are kept; one "
-                    "device only; docs/training.md)");
+  add_debug_nonfinite_flag(*command, *options);
   command
       ->add_option("--memory-budget", options->memory_budget,
                    "Fit the train step in this much memory (train.memory_budget): before the "
@@ -225,11 +230,7 @@ Runner add_resume_command(CLI::App& app) {
   command->add_flag("--no-progress", options->no_progress,
                     "Plain progress lines even on a terminal (every train.log_every steps)");
   command->add_flag("--quiet", options->quiet, "Print only the final summary");
-  command->add_flag("--debug-nonfinite", options->debug_nonfinite,
-                    "When a step's loss or gradient is not finite, run that step again one "
-                    "primitive at a time and name the first operation that made a NaN or an "
-                    "infinity, with its source line (slower: the step's inputs are kept; one "
-                    "device only; docs/training.md)");
+  add_debug_nonfinite_flag(*command, *options);
   command
       ->add_option(
           "--trace-steps", options->trace_steps,

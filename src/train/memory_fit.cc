@@ -45,15 +45,6 @@ std::string table(const std::vector<MemoryCandidate>& tried, int64_t budget, boo
   return text;
 }
 
-// The count of micro-batches tried before `count` (the plans are in increasing counts).
-int64_t count_before(const std::vector<MemoryCandidate>& tried, int64_t count) {
-  int64_t before = 1;
-  for (const MemoryCandidate& c : tried) {
-    if (c.accumulate < count) before = c.accumulate;
-  }
-  return before;
-}
-
 }  // namespace
 
 std::string MemoryFit::to_string() const {
@@ -130,7 +121,7 @@ MemoryFit fit_memory_budget(const TrainConfig& written, int64_t budget_bytes, in
   // micro-batches: more micro-batches stop paying once the gradients' sums, which every
   // count holds, outweigh the activations they save, and each count compiles a larger step.
   std::optional<int64_t> previous_best, best;
-  int64_t count = 0;
+  int64_t previous_count = 0, count = 0;
   std::string stopped;
   for (const TrainConfig& candidate : memory_candidates(written)) {
     if (candidate.train.accumulate != count) {
@@ -138,11 +129,13 @@ MemoryFit fit_memory_budget(const TrainConfig& written, int64_t budget_bytes, in
         stopped = fmt::format(
             "; more micro-batches stopped lowering the planned peak ({} with {}, {} with {}), "
             "so no more were tried",
-            format_byte_size(*previous_best), count_before(fit.tried, count),
-            format_byte_size(*best), count);
+            format_byte_size(*previous_best), previous_count, format_byte_size(*best), count);
         break;
       }
-      if (best) previous_best = best;
+      if (best) {
+        previous_best = best;
+        previous_count = count;
+      }
       best.reset();
       count = candidate.train.accumulate;
     }

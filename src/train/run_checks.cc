@@ -202,6 +202,18 @@ void check_mesh_spans_processes(const TrainConfig& c, int64_t processes) {
   }
 }
 
+// Each epoch's last, smaller batch splits into the step's `parts` (`what`: "mesh.chunks =
+// 4 equal chunks"), unless it is dropped or padded to a whole batch.
+void check_last_batch_splits(const TrainConfig& c, int64_t train_examples, int64_t parts,
+                             const std::string& what) {
+  int64_t last = train_examples % c.train.batch_size;
+  if (c.train.drop_remainder || c.train.pad_remainder || last % parts == 0) return;
+  fail(kUnknownSite,
+       fmt::format("{}: each epoch's last batch has {} examples, which do not split into {}",
+                   c.source, last, what),
+       "set train.pad_remainder = true (every example trains) or train.drop_remainder = true");
+}
+
 }  // namespace
 
 void check_mesh_fits(const TrainConfig& c, int64_t train_examples) {
@@ -210,16 +222,9 @@ void check_mesh_fits(const TrainConfig& c, int64_t train_examples) {
   if (c.mesh.data == 0) {
     // Gradient accumulation on one device (update_config): its batches split into
     // train.accumulate micro-batches.
-    int64_t last = train_examples % c.train.batch_size;
-    if (c.train.accumulate > 1 && !c.train.drop_remainder && !c.train.pad_remainder &&
-        last % c.train.accumulate != 0) {
-      fail(kUnknownSite,
-           fmt::format("{}: each epoch's last batch has {} examples, which do not split into "
-                       "train.accumulate = {} equal micro-batches",
-                       c.source, last, c.train.accumulate),
-           "set train.pad_remainder = true (every example trains) or train.drop_remainder = "
-           "true");
-    }
+    check_last_batch_splits(
+        c, train_examples, c.train.accumulate,
+        fmt::format("train.accumulate = {} equal micro-batches", c.train.accumulate));
     return;
   }
   if (dist::active() && c.mesh.model > 1) {
@@ -246,14 +251,8 @@ void check_mesh_fits(const TrainConfig& c, int64_t train_examples) {
          fmt::format("start it with KILN_CPU_DEVICES={} (logical CPU devices), or lower mesh.data",
                      local));
   }
-  int64_t last = train_examples % c.train.batch_size;
-  if (!c.train.drop_remainder && !c.train.pad_remainder && last % c.mesh.chunks != 0) {
-    fail(kUnknownSite,
-         fmt::format("{}: each epoch's last batch has {} examples, which do not split into "
-                     "mesh.chunks = {} equal chunks",
-                     c.source, last, c.mesh.chunks),
-         "set train.pad_remainder = true (every example trains) or train.drop_remainder = true");
-  }
+  check_last_batch_splits(c, train_examples, c.mesh.chunks,
+                          fmt::format("mesh.chunks = {} equal chunks", c.mesh.chunks));
 }
 
 void check_model_output(const ModelConfig& config, const nn::Module& model,

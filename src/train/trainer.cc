@@ -368,13 +368,25 @@ void Run::fit_memory_budget(const Array& init_key) {
                    initial_loss_scale(loss_scale_options_of(config_))};
   int64_t state_bytes =
       state.params.size_bytes() + state.model_state.size_bytes() + state.opt_state.size_bytes();
+  // A batch of `rows` examples, zeros of the data's types, to compile a plan's steps for; and
+  // the bytes of one example (its input and i32 labels, and the f32 mask when batches carry
+  // one).
+  auto zero_batch = [&](int64_t rows) {
+    std::vector<int64_t> images_shape(input_.shape.dims().begin(), input_.shape.dims().end());
+    images_shape[0] = rows;
+    Batch batch;
+    batch.images = zeros(Shape{std::span<const int64_t>(images_shape)}, input_.dtype);
+    batch.labels = labels_per_example_ > 1 ? zeros(Shape{rows, labels_per_example_}, DType::i32)
+                                           : zeros(Shape{rows}, DType::i32);
+    return batch;
+  };
+  const int64_t row_bytes = input_.size_bytes() + labels_per_example_ * 4;
   // What the run holds on the device beside the step, measured (docs/memory.md): the next
   // batch, made while the step runs, and with asynchronous savepoints the snapshot's copy of
   // the state plus the step after it, which allocates its results anew while the copy still
   // reads the buffers it would have reused.
   const int64_t batch_bytes =
-      config_.train.batch_size *
-      (input_.size_bytes() + labels_per_example_ * 4 + (config_.train.pad_remainder ? 4 : 0));
+      config_.train.batch_size * (row_bytes + (config_.train.pad_remainder ? 4 : 0));
   const bool async_savepoints =
       config_.train.savepoint_async &&
       (config_.train.savepoint_every > 0 || config_.train.savepoint_every_seconds > 0);
@@ -384,13 +396,11 @@ void Run::fit_memory_budget(const Array& init_key) {
     check_mesh_fits(update, dataset.train.size());
     TrainStep step(build_model(update.model), optimizer, step_options_of(update, false));
     const int64_t rows = update.train.batch_size;
-    std::vector<int64_t> images_shape(input_.shape.dims().begin(), input_.shape.dims().end());
-    images_shape[0] = rows;
-    Array images = zeros(Shape{std::span<const int64_t>(images_shape)}, input_.dtype);
-    Array labels = labels_per_example_ > 1 ? zeros(Shape{rows, labels_per_example_}, DType::i32)
-                                           : zeros(Shape{rows}, DType::i32);
+    Batch batch = zero_batch(rows);
     Array mask = update.train.pad_remainder ? ones(Shape{rows}) : Array();
-    return step.compiled(state, images, labels, random::key(0), mask).memory_plan().peak_bytes +
+    return step.compiled(state, batch.images, batch.labels, random::key(0), mask)
+               .memory_plan()
+               .peak_bytes +
            beside;
   };
   memory_fit_ = train::fit_memory_budget(written_config_, *budget, state_bytes, planned_peak);
@@ -398,14 +408,9 @@ void Run::fit_memory_budget(const Array& init_key) {
   // and model state), and the next test batch.
   EvalStep eval(build_model(memory_fit_->config.model), config_.train.flush_denormals,
                 step_compute_dtype(config_.model));
-  const int64_t row_bytes = input_.size_bytes() + labels_per_example_ * 4;
   auto eval_peak = [&](int64_t rows) {
-    std::vector<int64_t> images_shape(input_.shape.dims().begin(), input_.shape.dims().end());
-    images_shape[0] = rows;
-    Array images = zeros(Shape{std::span<const int64_t>(images_shape)}, input_.dtype);
-    Array labels = labels_per_example_ > 1 ? zeros(Shape{rows, labels_per_example_}, DType::i32)
-                                           : zeros(Shape{rows}, DType::i32);
-    return eval.compiled(state, images, labels).memory_plan().peak_bytes +
+    Batch batch = zero_batch(rows);
+    return eval.compiled(state, batch.images, batch.labels).memory_plan().peak_bytes +
            state.opt_state.size_bytes() + rows * row_bytes;
   };
   fit_eval_batch_size(*memory_fit_, dataset.test.size(), eval_peak);
