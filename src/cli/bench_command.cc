@@ -21,8 +21,8 @@ Runner add_bench_command(CLI::App& app) {
   bench->require_subcommand(1);
   auto* ops = bench->add_subcommand(
       "ops",
-      "dot_general vs direct sgemm, elementwise add/exp vs a STREAM add, dispatch overhead, and "
-      "unsynchronized vs synchronized timing");
+      "dot_general vs direct sgemm, elementwise add/exp vs a STREAM add, transpose vs a STREAM "
+      "copy, dispatch overhead, and unsynchronized vs synchronized timing");
   auto options = std::make_shared<BenchOpsOptions>();
   ops->add_option("--repeats", options->repeats, "Timed A/B pairs per measurement")
       ->check(CLI::Range(1, 1000))
@@ -31,6 +31,8 @@ Runner add_bench_command(CLI::App& app) {
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30))
       ->capture_default_str();
   ops->add_flag("--quick", options->quick, "Fewer repeats and smaller sizes (a smoke test)");
+  ops->add_option("--only", options->only, "Run one section")
+      ->check(CLI::IsMember({"dot", "elementwise", "transpose", "dispatch", "sync"}));
   auto* collectives = bench->add_subcommand(
       "collectives",
       "psum vs psum_scatter + all_gather and the tree vs the ring on 2 and 4 logical devices, "

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -110,6 +111,41 @@ void bench_elementwise(const BenchOpsOptions& options, int pairs) {
              median(exp_ratios));
 }
 
+void bench_transpose(const BenchOpsOptions& options, int pairs) {
+  fmt::print(
+      "\n## transpose f32 vs a STREAM copy of the same bytes (GB/s = 2 x bytes / time, 1e9)\n");
+  fmt::print("{:<34} {:>12} {:>14} {:>26}\n", "shape -> permutation", "kiln GB/s", "STREAM copy",
+             "ratio to STREAM (pairs)");
+  struct Case {
+    Shape shape;
+    Dims permutation;
+  };
+  // GPT-2 124M's tied projection (the token table both ways), a square matrix, and
+  // attention's two layout changes at B = 4, T = 256, 12 heads of 64.
+  std::vector<Case> cases{{Shape{50304, 768}, {1, 0}},
+                          {Shape{768, 50304}, {1, 0}},
+                          {Shape{4096, 4096}, {1, 0}},
+                          {Shape{4, 256, 12, 64}, {0, 2, 1, 3}},
+                          {Shape{4, 12, 256, 64}, {0, 1, 3, 2}}};
+  if (options.quick) cases = {{Shape{1000, 768}, {1, 0}}, {Shape{4, 64, 12, 64}, {0, 1, 3, 2}}};
+  ComputePool& pool = compute_pool();
+  for (const Case& c : cases) {
+    Array x = random_array(c.shape, 21);
+    int64_t n = c.shape.num_elements();
+    std::vector<float> host_a(static_cast<size_t>(n), 1.0f), host_c(static_cast<size_t>(n));
+    auto kiln_transpose = [&] { transpose(x, c.permutation).block_until_ready(); };
+    auto stream = [&] { profile::stream_copy(host_a.data(), host_c.data(), n, pool); };
+    PairedTimes times = alternate(pairs, kiln_transpose, stream);
+    double bytes = 2.0 * 4 * static_cast<double>(n);
+    std::string perm;
+    for (int64_t axis : c.permutation) perm += fmt::format("{}{}", perm.empty() ? "" : ",", axis);
+    fmt::print("{:<34} {:>12.1f} {:>14.1f} {:>26.2f}\n",
+               fmt::format("{} -> ({})", c.shape.to_string(), perm),
+               bytes / median(times.a_s) / 1e9, bytes / median(times.b_s) / 1e9,
+               times.median_ratio());
+  }
+}
+
 void bench_dispatch(const BenchOpsOptions& options) {
   int ops = options.quick ? 2000 : 20000;
   fmt::print("\n## Eager dispatch overhead (1-element f32 arrays, {} chained adds)\n", ops);
@@ -171,10 +207,14 @@ int run_bench_ops(const BenchOpsOptions& options) {
   int pairs = options.quick ? 3 : options.repeats;
   fmt::print("# kiln bench ops: {} device(s), compute pool of {} thread(s), {} A/B pairs each\n",
              devices().size(), compute_pool().num_threads(), pairs);
-  bench_dot(options, pairs);
-  bench_elementwise(options, pairs);
-  bench_dispatch(options);
-  bench_sync(options, pairs);
+  auto selected = [&](const char* section) {
+    return options.only.empty() || options.only == section;
+  };
+  if (selected("dot")) bench_dot(options, pairs);
+  if (selected("elementwise")) bench_elementwise(options, pairs);
+  if (selected("transpose")) bench_transpose(options, pairs);
+  if (selected("dispatch")) bench_dispatch(options);
+  if (selected("sync")) bench_sync(options, pairs);
   return 0;
 }
 

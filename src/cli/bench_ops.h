@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 namespace kiln::cli {
 
@@ -9,6 +10,7 @@ struct BenchOpsOptions {
   int repeats = 15;
   int64_t elements = int64_t{1} << 24;  // 16M floats
   bool quick = false;
+  std::string only;  // one section (dot, elementwise, transpose, dispatch, sync); empty: all
 };
 
 int run_bench_ops(const BenchOpsOptions& options);

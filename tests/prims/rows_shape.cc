@@ -204,9 +204,16 @@ std::vector<OpCase> transpose_cases() {
       {{3, 1, 4, 2, 5}, {4, 2, 0, 3, 1}},
       {{7, 70, 3}, {2, 1, 0}},
       {{40, 3, 70}, {2, 1, 0}},
+      // The vector path of 4-byte elements: exact bands, tails of both axes, batches.
+      {{16, 8}, {1, 0}},
+      {{17, 9}, {1, 0}},
+      {{3, 35, 21}, {0, 2, 1}},
+      {{21, 4, 35}, {2, 1, 0}},
   };
-  std::vector<std::pair<Shape, Dims>> large{
-      {{700, 900}, {1, 0}}, {{32, 64, 130}, {2, 0, 1}}, {{3, 5000, 3}, {2, 1, 0}}};
+  std::vector<std::pair<Shape, Dims>> large{{{700, 900}, {1, 0}},
+                                            {{32, 64, 130}, {2, 0, 1}},
+                                            {{3, 5000, 3}, {2, 1, 0}},
+                                            {{40, 2100}, {1, 0}}};
   std::vector<OpCase> cases;
   Rng rng(13);
   for (DType dtype : every_dtype()) {
