@@ -8,3 +8,4 @@
 #include "kiln/nn/layer.h"
 #include "kiln/nn/losses.h"
 #include "kiln/nn/module.h"
+#include "kiln/nn/remat_span.h"

@@ -47,6 +47,11 @@ struct LayerConfig {
   // Every type: the dtype this layer computes in, f32, bf16 or f16 (empty: the model's
   // model.compute_dtype); a mixed-precision policy per layer (docs/precision.md).
   std::string compute_dtype;
+  // Every type: in training, rematerialize this layer and the next remat_span - 1 as one
+  // block, keeping what the policy saves: none, save_nothing or save_dot_outputs
+  // (docs/memory.md). The layers keep their names, so params keep their paths.
+  std::string remat = "none";
+  int64_t remat_span = 1;
   int64_t line = 0;  // where the layer starts in the file, for errors
   // Compares `line` too: clear it to compare configs read from different texts.
   friend bool operator==(const LayerConfig&, const LayerConfig&) = default;

@@ -221,7 +221,8 @@ void add_bench_cost_command(CLI::App& bench, std::function<int()>* runner) {
   cost->add_option("--max-epochs", options->max_epochs, "give up after this many epochs")
       ->check(CLI::Range(1, 10000))
       ->capture_default_str();
-  cost->add_option("--set", options->overrides, "override a key: section.key=value");
+  cost->add_option("--set", options->overrides,
+                   "override a key: section.key=value, or model.layers[N].field=value");
   cost->add_option("--runs-dir", options->runs_dir,
                    "keep the runs there (default: a temporary directory, removed)");
   cost->add_flag("--json", options->json, "print the rows as JSON");

@@ -127,7 +127,8 @@ void add_bench_step_commands(CLI::App& bench, std::function<int()>* step_runner,
       "steady-state step time (median, p10, p90), examples/s, data wait, savepoints, host "
       "synchronizations per step, parameter placement (docs/profiling.md)");
   step->add_option("config", step_options->config, "the TOML config")->required();
-  step->add_option("--set", step_options->overrides, "override a key: section.key=value");
+  step->add_option("--set", step_options->overrides,
+                   "override a key: section.key=value, or model.layers[N].field=value");
   step->add_option("--steps", step_options->steps, "training steps to run")
       ->check(CLI::Range(2, 100000))
       ->capture_default_str();

@@ -69,7 +69,8 @@ Runner add_data_command(CLI::App& app) {
       "Read the dataset of CONFIG, check [data.features] and [data.label], print the report "
       "(exit 3 if the data violates them)");
   check->add_option("config", options->config, "the TOML config")->required();
-  check->add_option("--set", options->overrides, "override a key: section.key=value");
+  check->add_option("--set", options->overrides,
+                    "override a key: section.key=value, or model.layers[N].field=value");
   check->add_flag("--json", options->json, "print the report as JSON");
   return [options] { return validate(*options); };
 }

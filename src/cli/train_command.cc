@@ -178,7 +178,8 @@ Runner add_train_command(CLI::App& app) {
       ->required();
   command
       ->add_option("--set", options->overrides,
-                   "Override one key: --set optim.lr=3e-4 --set train.epochs=1 (repeatable)")
+                   "Override one key: --set optim.lr=3e-4 --set train.epochs=1 (repeatable); one "
+                   "field of one layer: --set model.layers[0].remat=save_nothing")
       ->type_name("SECTION.KEY=VALUE");
   command->add_flag("--no-progress", options->no_progress,
                     "Plain progress lines even on a terminal (every train.log_every steps)");

@@ -1,7 +1,10 @@
 // Dropout, activations as layers, and the two containers: Sequential (children named
 // "<kind>_<position>", child i initialised with random::fold_in(key, i) and, when it reads
 // one, applied with random::fold_in(options.key, i)) and Residual (x + inner(x); the inner
-// module's variables, keys and path are the Residual's own).
+// module's variables, keys and path are the Residual's own). A Sequential's remat spans
+// apply runs of its children under one checkpoint each in training, the children keeping
+// their names, keys and params' paths.
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -9,6 +12,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "kiln/checkpoint.h"
+#include "kiln/nn/remat_span.h"
 #include "kiln/random.h"
 #include "kiln/tracing.h"
 #include "nn/module_impl.h"
@@ -90,9 +95,30 @@ class ActivationImpl final : public Layer {
 
 class SequentialImpl final : public Layer {
  public:
-  explicit SequentialImpl(std::vector<Module> layers) : layers_(std::move(layers)) {
+  explicit SequentialImpl(std::vector<Module> layers, std::vector<RematSpan> spans = {},
+                          CallSite site = {})
+      : layers_(std::move(layers)), spans_(std::move(spans)) {
     for (size_t i = 0; i < layers_.size(); ++i) {
       names_.push_back(fmt::format("{}_{}", layers_[i].kind(), i));
+    }
+    std::sort(spans_.begin(), spans_.end(),
+              [](const RematSpan& a, const RematSpan& b) { return a.first < b.first; });
+    auto size = static_cast<int64_t>(layers_.size());
+    for (size_t k = 0; k < spans_.size(); ++k) {
+      const RematSpan& span = spans_[k];
+      std::string where =
+          fmt::format("remat span of {} children from position {}", span.count, span.first);
+      if (span.count < 1 || span.first < 0 || span.first + span.count > size) {
+        fail(site, fmt::format("Sequential of {} layers: {} is not within its layers", size, where),
+             "a span covers count >= 1 children starting at 0 <= first, first + count <= the "
+             "number of layers");
+      }
+      if (k > 0 && spans_[k - 1].first + spans_[k - 1].count > span.first) {
+        fail(site,
+             fmt::format("Sequential: {} overlaps the span from position {}", where,
+                         spans_[k - 1].first),
+             "give each child to at most one span");
+      }
     }
   }
 
@@ -129,21 +155,20 @@ class SequentialImpl final : public Layer {
     check_children(variables.state, "state", scope);
     std::vector<Tree::Item> state;
     Array y = x;
-    for (size_t i = 0; i < layers_.size(); ++i) {
-      const Layer& layer = layers_[i].layer();
-      Variables child{entry(variables.params, names_[i]), entry(variables.state, names_[i])};
-      ApplyOptions child_options{options.train, Array()};
-      if (layer.uses_key(options) && options.key.defined()) {
-        child_options.key = random::fold_in(options.key, static_cast<uint32_t>(i), scope.site);
+    size_t next_span = 0;
+    for (size_t i = 0; i < layers_.size();) {
+      // Without training there is no backward pass to save memory for.
+      if (next_span < spans_.size() && static_cast<size_t>(spans_[next_span].first) == i) {
+        const RematSpan& span = spans_[next_span++];
+        auto end = i + static_cast<size_t>(span.count);
+        if (options.train) {
+          y = apply_span(span, variables, y, options, scope, state);
+          i = end;
+          continue;
+        }
       }
-      // The child's name on the equations it traces ("dense_3"), so that programs, profiles
-      // and find_nonfinite say which layer an operation belongs to.
-      ApplyResult result = [&] {
-        NamedScope name(names_[i]);
-        return layer.apply(child, y, child_options, scope.child(names_[i]));
-      }();
-      if (!result.state.is_none()) state.emplace_back(names_[i], result.state);
-      y = result.y;
+      y = apply_child(i, variables, y, options, scope, state);
+      ++i;
     }
     return ApplyResult{y, as_tree(std::move(state))};
   }
@@ -182,6 +207,72 @@ class SequentialImpl final : public Layer {
   }
 
  private:
+  // Child i on x; its state, if any, is appended to `state`.
+  Array apply_child(size_t i, const Variables& variables, const Array& x,
+                    const ApplyOptions& options, const LayerScope& scope,
+                    std::vector<Tree::Item>& state) const {
+    const Layer& layer = layers_[i].layer();
+    Variables child{entry(variables.params, names_[i]), entry(variables.state, names_[i])};
+    ApplyOptions child_options{options.train, Array()};
+    if (layer.uses_key(options) && options.key.defined()) {
+      child_options.key = random::fold_in(options.key, static_cast<uint32_t>(i), scope.site);
+    }
+    // The child's name on the equations it traces ("dense_3"), so that programs, profiles
+    // and find_nonfinite say which layer an operation belongs to.
+    ApplyResult result = [&] {
+      NamedScope name(names_[i]);
+      return layer.apply(child, x, child_options, scope.child(names_[i]));
+    }();
+    if (!result.state.is_none()) state.emplace_back(names_[i], result.state);
+    return result.y;
+  }
+
+  // The span's children, in order, under one checkpoint whose inputs are their params and
+  // state (keyed by their own names), x, and the step's key where one is used, so that the
+  // recomputation draws the same dropout masks as the forward pass (as nn::Remat does).
+  Array apply_span(const RematSpan& span, const Variables& variables, const Array& x,
+                   const ApplyOptions& options, const LayerScope& scope,
+                   std::vector<Tree::Item>& state) const {
+    auto first = static_cast<size_t>(span.first), end = first + static_cast<size_t>(span.count);
+    std::vector<Tree::Item> params_in, state_in;
+    for (size_t i = first; i < end; ++i) {
+      if (variables.params.contains(names_[i])) {
+        params_in.emplace_back(names_[i], variables.params[names_[i]]);
+      }
+      if (variables.state.contains(names_[i])) {
+        state_in.emplace_back(names_[i], variables.state[names_[i]]);
+      }
+    }
+    auto run = [&](const Tree& params, const Tree& state_tree, const Array& input,
+                   const ApplyOptions& run_options) {
+      std::vector<Tree::Item> out_state;
+      Array h = input;
+      for (size_t i = first; i < end; ++i) {
+        h = apply_child(i, Variables{params, state_tree}, h, run_options, scope, out_state);
+      }
+      return std::make_pair(h, as_tree(std::move(out_state)));
+    };
+    Tree params_tree = as_tree(std::move(params_in)), state_tree = as_tree(std::move(state_in));
+    std::pair<Array, Tree> out;
+    if (options.key.defined()) {
+      auto body = [&](const Tree& p, const Tree& s, const Array& input, const Array& key) {
+        ApplyOptions keyed = options;
+        keyed.key = key;
+        return run(p, s, input, keyed);
+      };
+      out = checkpoint(body, span.policy, scope.site)(params_tree, state_tree, x, options.key);
+    } else {
+      auto body = [&](const Tree& p, const Tree& s, const Array& input) {
+        return run(p, s, input, options);
+      };
+      out = checkpoint(body, span.policy, scope.site)(params_tree, state_tree, x);
+    }
+    if (!out.second.is_none()) {
+      for (const std::string& name : out.second.keys()) state.emplace_back(name, out.second[name]);
+    }
+    return out.first;
+  }
+
   static Tree as_tree(std::vector<Tree::Item> items) {
     return items.empty() ? Tree() : Tree::dict(std::move(items));
   }
@@ -216,6 +307,7 @@ class SequentialImpl final : public Layer {
   }
 
   std::vector<Module> layers_;
+  std::vector<RematSpan> spans_;  // sorted by first, disjoint
   std::vector<std::string> names_;
 };
 
@@ -291,6 +383,10 @@ Module Relu() {
 
 Module Sequential(std::vector<Module> layers) {
   return Module(std::make_shared<SequentialImpl>(std::move(layers)));
+}
+
+Module Sequential(std::vector<Module> layers, std::vector<RematSpan> remat, CallSite site) {
+  return Module(std::make_shared<SequentialImpl>(std::move(layers), std::move(remat), site));
 }
 
 Module Residual(Module inner) {

@@ -4,6 +4,7 @@
 #include "train/config.h"
 
 #include <algorithm>
+#include <charconv>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -247,6 +248,11 @@ std::string keys_of(const Section& section) {
         section ? keys_of(*section) : "");
 }
 
+std::string layer_label(const ModelConfig& model, size_t i) {
+  return fmt::format("model.layers[{}] ({}, line {})", i, model.layers[i].type,
+                     model.layers[i].line);
+}
+
 LayerConfig read_layer(const toml::node& node, size_t index, const std::string& source) {
   std::string where = position(source, node.source());
   const auto* table = node.as_table();
@@ -362,6 +368,40 @@ toml::table parse_override_value(std::string_view text, Type type) {
   return holder;
 }
 
+// --set model.layers[N].field=value: one field of one of the file's layers, checked as the
+// file's own would be.
+void apply_layer_override(std::string_view path, std::string_view value, const std::string& where,
+                          TrainConfig& config) {
+  constexpr std::string_view kPrefix = "model.layers[";
+  const std::string usage = "for example --set model.layers[0].remat=save_nothing";
+  size_t close = path.find(']');
+  size_t index = 0;
+  std::string_view digits = path.substr(kPrefix.size(), close - std::min(close, kPrefix.size()));
+  auto [end, failure] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+  if (close == std::string_view::npos || close + 1 >= path.size() || path[close + 1] != '.' ||
+      digits.empty() || failure != std::errc() || end != digits.data() + digits.size()) {
+    error(where, "expected model.layers[N].field=value, N a layer's position from 0", usage);
+  }
+  const std::vector<LayerConfig>& layers = config.model.layers;
+  if (index >= layers.size()) {
+    error(where,
+          fmt::format("model.layers[{}]: the config has {} layer{}", index, layers.size(),
+                      layers.size() == 1 ? "" : "s"),
+          layers.empty() ? "" : fmt::format("positions run from 0 to {}", layers.size() - 1));
+  }
+  LayerConfig& layer = config.model.layers[index];
+  std::string_view name = path.substr(close + 2);
+  const LayerTypeRow* type = schema::find_layer_type(layer.type);
+  const LayerField* field = schema::find_layer_field(name);
+  std::string label = layer_label(config.model, index);
+  if (!field || !type || !type->takes(name)) {
+    error(where, fmt::format("{}: unknown field '{}' for a {} layer", label, name, layer.type),
+          type ? fmt::format("{} takes: {}", type->name, schema::join(type->fields())) : "");
+  }
+  toml::table holder = parse_override_value(value, field->type);
+  read_field(*field, *holder.get("x"), where, fmt::format("{}: {}", label, name), layer);
+}
+
 void apply_override(const std::string& text, TrainConfig& config) {
   std::string where = fmt::format("--set {}", text);
   size_t equals = text.find('=');
@@ -374,9 +414,11 @@ void apply_override(const std::string& text, TrainConfig& config) {
   size_t dot = path.rfind('.');
   std::string_view section_name = dot == std::string_view::npos ? "" : path.substr(0, dot);
   std::string_view key_name = dot == std::string_view::npos ? path : path.substr(dot + 1);
+  if (path.starts_with("model.layers[")) return apply_layer_override(path, value, where, config);
   if (path.starts_with("model.layers")) {
-    error(where, "overriding model.layers is not supported",
-          "edit the [[model.layers]] tables in the config file");
+    error(where, "model.layers cannot be replaced from the command line",
+          "override one field of one layer (--set model.layers[0].remat=save_nothing), or edit "
+          "the [[model.layers]] tables in the config file");
   }
   const Section* section = schema::find_section(section_name);
   const Key* key = section ? schema::find_key(*section, key_name) : nullptr;
@@ -471,11 +513,6 @@ bool is_activation(const LayerConfig& layer) {
   return type != nullptr && type->elementwise;
 }
 
-std::string layer_label(const ModelConfig& model, size_t i) {
-  return fmt::format("model.layers[{}] ({}, line {})", i, model.layers[i].type,
-                     model.layers[i].line);
-}
-
 // Tensor parallelism pairs layers as Megatron does: a column-split dense layer, activations
 // (which work on its block of the features), then a row-split dense layer that sums the
 // blocks' products back into whole features.
@@ -532,6 +569,43 @@ void check_tensor_parallel(const TrainConfig& config, const std::string& source_
     error(source_name,
           fmt::format("mesh.model = {} but no layer is split over it", config.mesh.model),
           "set parallel = \"column\" and \"row\" on a pair of dense layers, or mesh.model = 1");
+  }
+}
+
+// Each layer with remat starts a block of remat_span layers; blocks stay inside the model
+// and apart (nn::Sequential's remat spans).
+void check_remat_spans(const ModelConfig& model, const std::string& source_name) {
+  size_t block_start = 0, block_end = 0;  // the previous block: [block_start, block_end)
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const LayerConfig& layer = model.layers[i];
+    if (layer.remat == "none") {
+      if (layer.remat_span != 1) {
+        error(source_name,
+              fmt::format("{}: remat_span = {} without remat", layer_label(model, i),
+                          layer.remat_span),
+              "set remat = \"save_nothing\" or \"save_dot_outputs\" on the block's first "
+              "layer, or remove remat_span");
+      }
+      continue;
+    }
+    if (i < block_end) {
+      error(source_name,
+            fmt::format("{}: remat starts a block inside the block of {} (its remat_span = {} "
+                        "reaches layer {})",
+                        layer_label(model, i), layer_label(model, block_start),
+                        block_end - block_start, block_end - 1),
+            "shorten that block's remat_span, or remove remat here");
+    }
+    auto span = static_cast<size_t>(layer.remat_span);
+    if (i + span > model.layers.size()) {
+      error(source_name,
+            fmt::format("{}: remat_span = {} reaches past the model's last layer ({} layers from "
+                        "this one)",
+                        layer_label(model, i), layer.remat_span, model.layers.size() - i),
+            fmt::format("at most {} here", model.layers.size() - i));
+    }
+    block_start = i;
+    block_end = i + span;
   }
 }
 
@@ -679,6 +753,7 @@ TrainConfig parse_config(const std::string& text, const std::string& source_name
   }
   for (const std::string& override_text : overrides) apply_override(override_text, config);
   check_model(config, source_name);
+  check_remat_spans(config.model, source_name);
   check_schedule(config.optim, source_name);
   check_last_batch(config.train, source_name);
   check_mesh(config, source_name);

@@ -117,6 +117,7 @@ Constraint fraction() {
 // rather than an allocation failure deep in a kernel.
 constexpr double kMaxFeatures = 65536;  // dense units, conv2d channels
 constexpr double kMaxWindow = 1024;     // kernel_size, window and strides entries
+constexpr double kMaxLayers = 4096;     // remat_span
 constexpr double kMaxEpochs = 1e6;
 constexpr double kMaxBatch = 1 << 20;  // batch_size, eval_batch_size
 // max_steps, warmup, transitions, boundaries: the optimizer counts steps in i32.
@@ -680,7 +681,8 @@ std::vector<Section> make_sections() {
 }  // namespace
 
 bool LayerTypeRow::takes(std::string_view field) const {
-  if (field == "compute_dtype") return true;  // a policy, not a layer's own setting
+  // Policies, not a layer's own settings: every type takes them.
+  if (field == "compute_dtype" || field == "remat" || field == "remat_span") return true;
   auto has = [&](const std::vector<std::string_view>& names) {
     return std::find(names.begin(), names.end(), field) != names.end();
   };
@@ -724,6 +726,16 @@ const std::vector<LayerField>& layer_fields() {
                   "for it (`f32` keeps a norm in full precision inside a `bf16` model); its "
                   "parameters stay f32",
                   one_of({"", "f32", "bf16", "f16"}), "model.compute_dtype"),
+      layer_field(&LayerConfig::remat, "remat",
+                  "any type: in training, recompute this layer (and the next `remat_span` - 1) "
+                  "in the backward pass instead of keeping its intermediate values: "
+                  "`save_nothing` keeps only the block's input, `save_dot_outputs` also its "
+                  "matmul (dot_general) results (docs/memory.md)",
+                  one_of({"none", "save_nothing", "save_dot_outputs"})),
+      layer_field(&LayerConfig::remat_span, "remat_span",
+                  "any type, with `remat`: how many layers, from this one, form the "
+                  "rematerialized block",
+                  at_most(at_least(1), kMaxLayers), "`1`"),
   };
   return *table;
 }

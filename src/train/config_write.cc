@@ -46,6 +46,8 @@ std::string layer_toml(const LayerConfig& layer) {
     if (field.name == "parallel" && layer.parallel == "none") continue;
     // Likewise a layer that computes in the model's dtype.
     if (field.name == "compute_dtype" && layer.compute_dtype.empty()) continue;
+    // And a layer that is not rematerialized.
+    if ((field.name == "remat" || field.name == "remat_span") && layer.remat == "none") continue;
     text += fmt::format("{} = {}\n", field.name, schema::format_value(value));
   }
   return text;

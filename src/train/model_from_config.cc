@@ -9,6 +9,7 @@
 
 #include "kiln/error.h"
 #include "kiln/nn/layer.h"
+#include "kiln/nn/remat_span.h"
 #include "train/builders.h"
 #include "train/config_schema.h"
 #include "train/data_parallel_parts.h"
@@ -122,6 +123,7 @@ nn::Gpt2Config gpt2_config(const Gpt2ModelConfig& config) {
 nn::Module build_model(const ModelConfig& config) {
   if (config.kind == "gpt2") return nn::Gpt2(gpt2_config(config.gpt2));
   std::vector<nn::Module> layers;
+  std::vector<nn::RematSpan> remat;
   layers.reserve(config.layers.size());
   // A policy per layer: each layer casts its own params and input (precision.h).
   const bool per_layer = per_layer_precision(config);
@@ -132,9 +134,17 @@ nn::Module build_model(const ModelConfig& config) {
           std::move(module), compute_dtype_of(layer.compute_dtype.empty() ? config.compute_dtype
                                                                           : layer.compute_dtype));
     }
+    if (layer.remat != "none") {
+      // The schema allows only these two besides none; check_remat_spans placed the spans.
+      remat.push_back(
+          {.first = static_cast<int64_t>(layers.size()),
+           .count = layer.remat_span,
+           .policy = layer.remat == "save_dot_outputs" ? save_dot_outputs() : save_nothing()});
+    }
     layers.push_back(std::move(module));
   }
-  return nn::Sequential(std::move(layers));
+  if (remat.empty()) return nn::Sequential(std::move(layers));
+  return nn::Sequential(std::move(layers), std::move(remat));
 }
 
 std::map<std::string, PartitionSpec> tensor_parallel_specs(const ModelConfig& config) {

@@ -97,6 +97,19 @@ TEST(ConfigOverrides, ParsedAsTomlValuesOrBareStrings) {
   EXPECT_EQ(config.optim.momentum, 0.0);
 }
 
+TEST(ConfigOverrides, OneFieldOfOneLayer) {
+  TrainConfig config = parse(kOneLayer + kOneLayer,
+                             {"model.layers[1].features=3", "model.layers[0].remat=save_nothing",
+                              "model.layers[0].remat_span=2"});
+  EXPECT_EQ(config.model.layers[0].features, 10);
+  EXPECT_EQ(config.model.layers[1].features, 3);
+  EXPECT_EQ(config.model.layers[0].remat, "save_nothing");
+  EXPECT_EQ(config.model.layers[0].remat_span, 2);
+  // The rules that relate layers run after the overrides.
+  EXPECT_THAT(parse_error(kOneLayer, {"model.layers[0].remat_span=2"}),
+              HasSubstr("remat_span = 2 without remat"));
+}
+
 TEST(ConfigOverrides, AppliedInOrderAfterTheFile) {
   TrainConfig config = parse(kOneLayer + "[optim]\nlr = 0.1\n", {"optim.lr=0.2", "optim.lr=0.3"});
   EXPECT_EQ(config.optim.lr, 0.3);
@@ -120,9 +133,18 @@ TEST(ConfigOverrides, Errors) {
             "nesterov, adam, adamw, rmsprop; did you mean 'adam'?");
   EXPECT_EQ(parse_error(kOneLayer, {"optim.lr"}), "--set optim.lr: expected section.key=value");
   EXPECT_EQ(parse_error(kOneLayer, {"model.layers=[]"}),
-            "--set model.layers=[]: overriding model.layers is not supported");
-  EXPECT_EQ(parse_error(kOneLayer, {"model.layers[0].features=3"}),
-            "--set model.layers[0].features=3: overriding model.layers is not supported");
+            "--set model.layers=[]: model.layers cannot be replaced from the command line");
+  EXPECT_EQ(parse_error(kOneLayer, {"model.layers[1].features=3"}),
+            "--set model.layers[1].features=3: model.layers[1]: the config has 1 layer");
+  EXPECT_EQ(parse_error(kOneLayer, {"model.layers[x].features=3"}),
+            "--set model.layers[x].features=3: expected model.layers[N].field=value, N a layer's "
+            "position from 0");
+  EXPECT_EQ(parse_error(kOneLayer, {"model.layers[0].window=[2, 2]"}),
+            "--set model.layers[0].window=[2, 2]: model.layers[0] (dense, line 1): unknown field "
+            "'window' for a dense layer");
+  EXPECT_EQ(parse_error(kOneLayer, {"model.layers[0].features=0"}),
+            "--set model.layers[0].features=0: model.layers[0] (dense, line 1): features = 0 is "
+            "out of range; expected an integer in [1, 65536]");
   // An override that is TOML but more than one value is not smuggled in.
   EXPECT_THAT(parse_error(kOneLayer, {"train.epochs=1\ntrain.batch_size=2"}),
               HasSubstr("expected an integer, got a string"));
@@ -167,6 +189,9 @@ TrainConfig everything_changed() {
     if (type.takes("rate")) layer.rate = 0.375;
     c.model.layers.push_back(layer);
   }
+  c.model.layers[1].remat = "save_dot_outputs";
+  c.model.layers[1].remat_span = 2;
+  c.model.layers[4].remat = "save_nothing";
   return c;
 }
 
@@ -231,6 +256,7 @@ TEST(ConfigSchema, EveryLayerTypeBuildsAModule) {
   for (const LayerConfig& layer : everything_changed().model.layers) {
     ModelConfig model;
     model.layers = {layer};
+    model.layers[0].remat_span = 1;  // a block of this layer alone
     EXPECT_EQ(error_of([&] { (void)build_model(model); }), "") << layer.type;
   }
 }

@@ -166,6 +166,11 @@ Module Activation(std::string_view name, CallSite site = {});
 Module Relu();
 
 Module Sequential(std::vector<Module> layers);
+// The same, with spans of consecutive children rematerialized in training, each as one
+// block (kiln/nn/remat_span.h): the same outputs and gradients, bit for bit, in less memory.
+// Fails on a span that is empty, reaches past the last child, or overlaps another.
+struct RematSpan;
+Module Sequential(std::vector<Module> layers, std::vector<RematSpan> remat, CallSite site = {});
 // x + inner(x); the inner module's output type must equal the input type. The Residual is
 // transparent: its params, state, keys and path are the inner module's own (a Residual at
 // "residual_1" around a Sequential has params {residual_1: {dense_0: ..., dense_2: ...}}).
