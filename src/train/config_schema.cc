@@ -477,8 +477,9 @@ Constraint between(double min, double max, bool min_exclusive, bool max_exclusiv
 Key memory_budget_key() {
   Key k = key(&TrainConfig::train, &TrainLoopConfig::memory_budget, "memory_budget",
               "a size such as \"2GiB\" or \"1.5 GB\" (empty: none): before the first step, kiln "
-              "picks the fewest micro-batches per update (train.accumulate, train.batch_size; "
-              "for a GPT-2 then the least recomputation, model.gpt2.remat) whose train step the "
+              "picks the fewest micro-batches per update (train.accumulate, train.batch_size), "
+              "then the least recomputation (model.gpt2.remat, or a sequential model's blocks "
+              "where its layers set no remat), whose train step the "
               "memory planner expects to fit, prints the plans it tried and trains with the "
               "first that fits (docs/memory.md); one device",
               optional_path(), {"memory_limit", "max_memory"});

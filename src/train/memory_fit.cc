@@ -16,11 +16,42 @@ const std::vector<std::string>& remat_order() {
   return *order;
 }
 
-MemoryCandidate describe(const TrainConfig& config) {
+bool any_layer_remat(const ModelConfig& model) {
+  return std::any_of(model.layers.begin(), model.layers.end(),
+                     [](const LayerConfig& layer) { return layer.remat != "none"; });
+}
+
+// `model` with the blocks the budget may recompute, each with save_nothing: a block starts at
+// every dense or conv2d layer and runs to the next one. The layers before the first are in no
+// block; the last block is left alone (its output, the logits, goes straight to the loss), and
+// so is a block of one layer (the next layer keeps its output anyway: nothing is saved).
+ModelConfig with_remat_blocks(ModelConfig model) {
+  std::vector<size_t> starts;
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    if (model.layers[i].type == "dense" || model.layers[i].type == "conv2d") starts.push_back(i);
+  }
+  for (size_t b = 0; b + 1 < starts.size(); ++b) {
+    size_t span = starts[b + 1] - starts[b];
+    if (span < 2) continue;
+    model.layers[starts[b]].remat = "save_nothing";
+    model.layers[starts[b]].remat_span = static_cast<int64_t>(span);
+  }
+  return model;
+}
+
+// Whether the search may choose blocks for this sequential model: it has some, and the config
+// sets none of its own (a config's blocks are its choice, kept in every plan).
+bool budget_chooses_blocks(const TrainConfig& written) {
+  return written.model.kind == "sequential" && !any_layer_remat(written.model) &&
+         any_layer_remat(with_remat_blocks(written.model));
+}
+
+MemoryCandidate describe(const TrainConfig& config, bool chooses_blocks) {
   MemoryCandidate candidate;
   candidate.accumulate = config.train.accumulate;
   candidate.batch_size = config.train.batch_size;
   if (config.model.kind == "gpt2") candidate.remat = config.model.gpt2.remat;
+  if (chooses_blocks) candidate.remat = any_layer_remat(config.model) ? "blocks" : "none";
   return candidate;
 }
 
@@ -91,6 +122,8 @@ std::vector<TrainConfig> memory_candidates(const TrainConfig& written) {
     const auto& order = remat_order();
     auto from = std::find(order.begin(), order.end(), written.model.gpt2.remat);
     remats.assign(from == order.end() ? order.begin() : from, order.end());
+  } else if (budget_chooses_blocks(written)) {
+    remats = {"", "blocks"};
   }
   std::vector<TrainConfig> candidates;
   for (int64_t k = std::max<int64_t>(written.train.accumulate, 1); k <= rows; ++k) {
@@ -99,7 +132,11 @@ std::vector<TrainConfig> memory_candidates(const TrainConfig& written) {
       TrainConfig candidate = written;
       candidate.train.accumulate = k;
       candidate.train.batch_size = rows / k;
-      if (!remat.empty()) candidate.model.gpt2.remat = remat;
+      if (written.model.kind == "gpt2") {
+        candidate.model.gpt2.remat = remat;
+      } else if (remat == "blocks") {
+        candidate.model = with_remat_blocks(std::move(candidate.model));
+      }
       candidates.push_back(std::move(candidate));
     }
   }
@@ -123,6 +160,7 @@ MemoryFit fit_memory_budget(const TrainConfig& written, int64_t budget_bytes, in
   std::optional<int64_t> previous_best, best;
   int64_t previous_count = 0, count = 0;
   std::string stopped;
+  const bool chooses_blocks = budget_chooses_blocks(written);
   for (const TrainConfig& candidate : memory_candidates(written)) {
     if (candidate.train.accumulate != count) {
       if (best && previous_best && *best >= *previous_best) {
@@ -139,7 +177,7 @@ MemoryFit fit_memory_budget(const TrainConfig& written, int64_t budget_bytes, in
       best.reset();
       count = candidate.train.accumulate;
     }
-    MemoryCandidate tried = describe(candidate);
+    MemoryCandidate tried = describe(candidate, chooses_blocks);
     try {
       tried.planned_peak_bytes = planned_peak(candidate);
       best = std::min(best.value_or(tried.planned_peak_bytes), tried.planned_peak_bytes);

@@ -16,7 +16,9 @@ namespace kiln::train {
 struct MemoryCandidate {
   int64_t accumulate = 1;  // micro-batches per update (train.accumulate)
   int64_t batch_size = 0;  // rows per micro-batch (train.batch_size)
-  std::string remat;       // model.gpt2.remat; empty for a sequential model
+  // model.gpt2.remat; for a sequential model "none" or "blocks" (memory_candidates), empty
+  // where the search has no choice of remat.
+  std::string remat;
   int64_t planned_peak_bytes = 0;
   std::string not_possible;  // why this plan cannot run (then it has no peak)
 };
@@ -39,7 +41,9 @@ struct MemoryFit {
 // The plans for `written` in the order they are tried: the fewest micro-batches first (from
 // train.accumulate on, each count dividing the update's batch_size x accumulate rows), and
 // for each the least recomputation first (a GPT-2: none, blocks_save_dots, blocks, from
-// model.gpt2.remat on; a sequential model has no choice of remat in the config).
+// model.gpt2.remat on; a sequential model whose config sets no remat: none, then "blocks",
+// every dense or conv2d layer starting a block to the next one, recomputed with
+// save_nothing, except the last block and blocks of one layer).
 std::vector<TrainConfig> memory_candidates(const TrainConfig& written);
 
 // The first plan whose train step the memory planner expects to fit in `budget_bytes`.

@@ -1,7 +1,8 @@
 // train.memory_budget (docs/memory.md, issue 47) in runs: the CNN trained under a budget its
 // default plan exceeds (more micro-batches, the allocator's peak within the budget, the
-// same bits as the chosen plan written out, a resume that keeps the plan), a GPT-2 that
-// recomputes before it splits its batch, and the budgets that cannot work, refused by name.
+// same bits as the chosen plan written out, a resume that keeps the plan), the CNN and a
+// GPT-2 that recompute blocks before they split their batch, and the budgets that cannot work,
+// refused by name.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -79,6 +80,30 @@ TEST(MemoryBudget, TheCnnTrainsInABudgetItsDefaultPlanExceeds) {
   TrainSummary resumed = resume(copy, {}, quiet());
   EXPECT_EQ(resumed.resumed_from_step, 8);
   EXPECT_EQ(resumed.params_sha256, fitted.params_sha256);
+}
+
+TEST(MemoryBudget, TheCnnRecomputesItsBlocksBeforeItSplitsItsBatch) {
+  fs::path runs = run_test::fresh_dir("budget", "cnn_blocks");
+  // An ample budget takes the default plan; its planned peak, less a byte, is then too little.
+  TrainSummary ample = train(cnn(runs, {"train.memory_budget=\"1GiB\""}), quiet());
+  nlohmann::json first = read_json(ample.run_dir / "run.json")["memory_budget"];
+  ASSERT_EQ(first["plans"].size(), 1u);
+  EXPECT_EQ(first["plans"][0]["remat"], "none");
+  int64_t default_peak = first["plans"][0]["planned_peak_bytes"].get<int64_t>();
+  TrainSummary tight =
+      train(cnn(runs, {fmt::format("train.memory_budget={}", default_peak - 1)}), quiet());
+  nlohmann::json info = read_json(tight.run_dir / "run.json");
+  const nlohmann::json& fit = info["memory_budget"];
+  const nlohmann::json& chosen = fit["plans"][fit["chosen"].get<size_t>()];
+  EXPECT_EQ(chosen["accumulate"].get<int64_t>(), 1) << fit.dump();
+  EXPECT_EQ(chosen["remat"], "blocks") << fit.dump();
+  EXPECT_LT(chosen["planned_peak_bytes"].get<int64_t>(), default_peak);
+  EXPECT_LE(info["memory"]["observed_peak_bytes"].get<int64_t>(), default_peak - 1);
+  // Recomputing changes no bit, and config.toml has the blocks chosen.
+  EXPECT_EQ(tight.params_sha256, ample.params_sha256);
+  EXPECT_THAT(run_test::read_text(tight.run_dir / "config.toml"),
+              HasSubstr("type = \"conv2d\"\nfeatures = 32\nkernel_size = [3, 3]\npadding = "
+                        "\"valid\"\nremat = \"save_nothing\"\nremat_span = 3\n"));
 }
 
 // A GPT-2 of two blocks on a few lines of text, stopped after two steps.

@@ -84,11 +84,36 @@ TrainConfig gpt2(const std::vector<std::string>& overrides) {
       overrides);
 }
 
+// The CNN example's layers: conv relu pool | conv relu pool flatten | dense relu | dense.
+TrainConfig cnn(const std::vector<std::string>& overrides) {
+  std::string text;
+  auto layer = [&](const std::string& body) { text += "[[model.layers]]\n" + body + "\n"; };
+  for (int block = 0; block < 2; ++block) {
+    layer("type = \"conv2d\"\nfeatures = 8\nkernel_size = [3, 3]");
+    layer("type = \"relu\"");
+    layer("type = \"max_pool\"\nwindow = [2, 2]");
+  }
+  layer("type = \"flatten\"");
+  layer("type = \"dense\"\nfeatures = 16");
+  layer("type = \"relu\"");
+  layer("type = \"dense\"\nfeatures = 10");
+  return config_test::parse(text, overrides);
+}
+
+bool any_remat(const TrainConfig& c) {
+  for (const LayerConfig& layer : c.model.layers) {
+    if (layer.remat != "none") return true;
+  }
+  return false;
+}
+
 std::vector<std::string> plans_of(const std::vector<TrainConfig>& configs) {
   std::vector<std::string> names;
   for (const TrainConfig& c : configs) {
-    names.push_back(fmt::format("{}x{}{}", c.train.accumulate, c.train.batch_size,
-                                c.model.kind == "gpt2" ? " " + c.model.gpt2.remat : ""));
+    std::string remat = c.model.kind == "gpt2" ? " " + c.model.gpt2.remat
+                        : any_remat(c)         ? " blocks"
+                                               : "";
+    names.push_back(fmt::format("{}x{}{}", c.train.accumulate, c.train.batch_size, remat));
   }
   return names;
 }
@@ -106,6 +131,25 @@ TEST(MemoryCandidates, FewestMicroBatchesFirstThenTheLeastRecomputation) {
                   gpt2({"train.batch_size=2", "model.gpt2.remat=\"blocks_save_dots\""}))),
               ::testing::ElementsAre("1x2 blocks_save_dots", "1x2 blocks", "2x1 blocks_save_dots",
                                      "2x1 blocks"));
+  // A sequential model with blocks to recompute: none, then its blocks, for each count.
+  std::vector<TrainConfig> cnn_plans = memory_candidates(cnn({"train.batch_size=2"}));
+  EXPECT_THAT(plans_of(cnn_plans),
+              ::testing::ElementsAre("1x2", "1x2 blocks", "2x1", "2x1 blocks"));
+  // Every dense or conv2d layer starts a block; the last one (the logits) and the layers
+  // before the first are in none.
+  std::vector<std::pair<std::string, int64_t>> blocks;
+  for (const LayerConfig& layer : cnn_plans[1].model.layers)
+    blocks.emplace_back(layer.remat, layer.remat_span);
+  using Block = std::pair<std::string, int64_t>;
+  const Block none{"none", 1}, nothing3{"save_nothing", 3}, nothing4{"save_nothing", 4},
+      nothing2{"save_nothing", 2};
+  EXPECT_THAT(blocks, ::testing::ElementsAre(nothing3, none, none, nothing4, none, none, none,
+                                             nothing2, none, none));
+  // A config's own blocks are kept in every plan, and the search has no choice to make.
+  EXPECT_THAT(plans_of(memory_candidates(
+                  cnn({"train.batch_size=2", "model.layers[7].remat=save_dot_outputs",
+                       "model.layers[7].remat_span=2"}))),
+              ::testing::ElementsAre("1x2 blocks", "2x1 blocks"));
 }
 
 // A made-up planner: activations that shrink with the micro-batch and with recomputation,
@@ -115,6 +159,7 @@ int64_t made_up_peak(const TrainConfig& c) {
   int64_t activations = 1000 * c.train.batch_size;
   if (c.model.kind == "gpt2" && c.model.gpt2.remat == "blocks_save_dots") activations /= 2;
   if (c.model.kind == "gpt2" && c.model.gpt2.remat == "blocks") activations /= 4;
+  if (any_remat(c)) activations /= 2;
   int64_t levels = 0;
   while ((int64_t{1} << levels) < c.train.accumulate) ++levels;
   return 10000 + activations + 3000 * levels;
@@ -134,6 +179,12 @@ TEST(FitMemoryBudget, TakesTheFirstPlanThatFits) {
   MemoryFit remat = fit_memory_budget(gpt2({"train.batch_size=64"}), 44000, 5000, made_up_peak);
   EXPECT_EQ(remat.config.train.accumulate, 1);
   EXPECT_EQ(remat.config.model.gpt2.remat, "blocks_save_dots");
+  // So does a sequential model with blocks to recompute, and the table says which plan.
+  MemoryFit blocks = fit_memory_budget(cnn({"train.batch_size=64"}), 44000, 5000, made_up_peak);
+  EXPECT_EQ(blocks.config.train.accumulate, 1);
+  EXPECT_EQ(blocks.config.model.layers[0].remat, "save_nothing");
+  EXPECT_THAT(blocks.to_string(), HasSubstr("-> accumulate 1 x batch_size 64, remat blocks"));
+  EXPECT_THAT(blocks.to_string(), HasSubstr("accumulate 1 x batch_size 64, remat none"));
   // A budget the first plan meets changes nothing.
   MemoryFit ample =
       fit_memory_budget(sequential({"train.batch_size=64"}), 1 << 30, 5000, made_up_peak);
