@@ -15,6 +15,7 @@
 #include "kiln/nn/losses.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
+#include "nn/gpt2_observed.h"
 #include "nn/module_impl.h"
 
 namespace kiln::nn {
@@ -143,14 +144,15 @@ Tree gpt2_init(const Gpt2Config& config, const Array& key, CallSite site) {
       {{"wte", wte}, {"wpe", wpe}, {"h", Tree::list(blocks)}, {"ln_f", norm_init(c, site)}}, site);
 }
 
-Array gpt2_logits(const Gpt2Config& config, const Tree& params, const Array& tokens,
-                  CallSite site) {
+Array gpt2_logits_observed(const Gpt2Config& config, const Tree& params, const Array& tokens,
+                           const Gpt2Observer& observe, CallSite site) {
   config.check(site);
   check_token_array(config, tokens, site);
   int64_t length = tokens.shape()[1];
   const Array& wte = params["wte"].leaf(site);
   Array positions = slice(params["wpe"].leaf(site), {0, 0}, {length, config.channels}, {}, site);
   Array x = add(take(wte, tokens, 0, std::nullopt, site), positions, site);
+  if (observe) observe("embedding", x);
   auto block_fn = [&config, site](const Array& in, const Tree& block) {
     Array y = add(in, attention(config, block["attn"], norm(block["ln_1"], in, site), site), site);
     return add(y, mlp(block["mlp"], norm(block["ln_2"], y, site), site), site);
@@ -168,9 +170,16 @@ Array gpt2_logits(const Gpt2Config& config, const Tree& params, const Array& tok
         x = checkpoint(block_fn, save_dot_outputs(), site)(x, blocks[l]);
         break;
     }
+    if (observe) observe(fmt::format("h_{}", l), x);
   }
   x = norm(params["ln_f"], x, site);
+  if (observe) observe("ln_f", x);
   return matmul(x, transpose(wte, {1, 0}, site), site);
+}
+
+Array gpt2_logits(const Gpt2Config& config, const Tree& params, const Array& tokens,
+                  CallSite site) {
+  return gpt2_logits_observed(config, params, tokens, Gpt2Observer(), site);
 }
 
 Array gpt2_loss(const Gpt2Config& config, const Tree& params, const Array& tokens,

@@ -573,21 +573,15 @@ void check_tensor_parallel(const TrainConfig& config, const std::string& source_
 }
 
 // Each layer with remat starts a block of remat_span layers; blocks stay inside the model
-// and apart (nn::Sequential's remat spans).
+// and apart (nn::Sequential's remat spans). remat_span without remat is ignored.
 void check_remat_spans(const ModelConfig& model, const std::string& source_name) {
   size_t block_start = 0, block_end = 0;  // the previous block: [block_start, block_end)
   for (size_t i = 0; i < model.layers.size(); ++i) {
     const LayerConfig& layer = model.layers[i];
-    if (layer.remat == "none") {
-      if (layer.remat_span != 1) {
-        error(source_name,
-              fmt::format("{}: remat_span = {} without remat", layer_label(model, i),
-                          layer.remat_span),
-              "set remat = \"save_nothing\" or \"save_dot_outputs\" on the block's first "
-              "layer, or remove remat_span");
-      }
-      continue;
-    }
+    // A span without remat is no block (and is not written): so that a comparison can
+    // vary remat alone (kiln bench cost --set model.layers[0].remat_span=3 --compare
+    // model.layers[0].remat=none,save_nothing).
+    if (layer.remat == "none") continue;
     if (i < block_end) {
       error(source_name,
             fmt::format("{}: remat starts a block inside the block of {} (its remat_span = {} "

@@ -654,7 +654,8 @@ Section tracking_section() {
 Section telemetry_section() {
   using C = TrainConfig;
   return {"telemetry",
-          "Per-layer statistics of a sequential model every N steps, in metrics.jsonl "
+          "Per-layer statistics of a sequential model (per stage of a GPT-2) every N steps, in "
+          "metrics.jsonl "
           "(docs/training.md, *Telemetry*). Not part of the run identity: it changes no number "
           "the run computes.",
           {key(&C::telemetry, &TelemetryConfig::every, "every",
@@ -735,7 +736,7 @@ const std::vector<LayerField>& layer_fields() {
                   one_of({"none", "save_nothing", "save_dot_outputs"})),
       layer_field(&LayerConfig::remat_span, "remat_span",
                   "any type, with `remat`: how many layers, from this one, form the "
-                  "rematerialized block",
+                  "rematerialized block (ignored while remat is `none`)",
                   at_most(at_least(1), kMaxLayers), "`1`"),
   };
   return *table;

@@ -1,5 +1,6 @@
-// LayerTelemetry (layer_telemetry.h): the model's layers applied one by one as Sequential
-// applies them (the same names, keys and params), each output summarised as it passes.
+// LayerTelemetry (layer_telemetry.h): a sequential model's layers applied one by one as
+// Sequential applies them (the same names, keys and params), a GPT-2's forward pass with its
+// stages observed (nn/gpt2_observed.h); each output summarised as it passes.
 #include "train/layer_telemetry.h"
 
 #include <utility>
@@ -10,6 +11,7 @@
 #include "kiln/nn/layer.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
+#include "nn/gpt2_observed.h"
 #include "train/builders.h"
 #include "train/prediction_sums.h"
 
@@ -61,6 +63,66 @@ Tree activation_stats(const std::string& type, const Array& y) {
   return Tree::dict(std::move(items));
 }
 
+// The figures of every layer from the gradient's auxiliary activation statistics, the
+// gradients, the optimizer's updates and the params; `params_of(tree, name)` is a layer's
+// entry of a params-shaped tree (none for a layer without params).
+Tree layer_figures(const Tree& activations, const Tree& grads, const Tree& updates,
+                   const Tree& params,
+                   const std::function<Tree(const Tree&, const std::string&)>& params_of) {
+  std::vector<Tree::Item> layers;
+  for (const std::string& name : activations.keys()) {
+    const Tree& stats = activations[name];
+    std::vector<Tree::Item> items;
+    for (const std::string& key_name : stats.keys()) items.emplace_back(key_name, stats[key_name]);
+    Tree g = params_of(grads, name);
+    if (g.num_leaves() > 0) {
+      items.emplace_back("grad_norm", sqrt(squared_norm(g)));
+      items.emplace_back("update_ratio", sqrt(squared_norm(params_of(updates, name)) /
+                                              squared_norm(params_of(params, name))));
+    }
+    layers.emplace_back(name, Tree::dict(std::move(items)));
+  }
+  return Tree::dict(std::move(layers));
+}
+
+// A GPT-2's stages (nn/gpt2_observed.h) and their params: the embedding's are wte and wpe,
+// block i's are h[i], the final norm's ln_f.
+Tree gpt2_stage_params(const Tree& tree, const std::string& stage) {
+  if (stage == "embedding") return Tree::dict({{"wpe", tree["wpe"]}, {"wte", tree["wte"]}});
+  if (stage == "ln_f") return tree["ln_f"];
+  return tree["h"][static_cast<size_t>(std::stoll(stage.substr(2)))];
+}
+
+using TelemetryFn = std::function<Tree(const Tree&, const Tree&, const Tree&, const Array&,
+                                       const Array&, const Array&)>;
+
+// The stages' names and the program that measures them.
+std::pair<std::vector<std::string>, TelemetryFn> gpt2_telemetry(
+    const ModelConfig& model, const optim::GradientTransformation& optimizer) {
+  nn::Gpt2Config config = gpt2_config(model.gpt2);
+  std::vector<std::string> names = {"embedding"};
+  for (int64_t l = 0; l < config.layers; ++l) names.push_back(fmt::format("h_{}", l));
+  names.push_back("ln_f");
+  TelemetryFn fn = [config, optimizer](const Tree& params, const Tree& /*model_state*/,
+                                       const Tree& opt_state, const Array& tokens,
+                                       const Array& targets, const Array& /*key*/) {
+    auto loss_fn = [&](const Tree& p) {
+      std::vector<Tree::Item> activations;
+      auto observe = [&](const std::string& stage, const Array& output) {
+        activations.emplace_back(stage, activation_stats("", stop_gradient(output)));
+      };
+      Array logits = nn::gpt2_logits_observed(config, p, tokens, observe);
+      PredictionSums sums = prediction_sums(logits, targets, Array());
+      return std::make_pair(sums.loss_sum / sums.count, Tree::dict(std::move(activations)));
+    };
+    auto [value, grads] = value_and_grad(loss_fn, HasAux{})(params);
+    auto [updates, unused_state] = optimizer.update(grads, opt_state, params);
+    (void)unused_state;
+    return layer_figures(value.second, grads, updates, params, gpt2_stage_params);
+  };
+  return {std::move(names), std::move(fn)};
+}
+
 }  // namespace
 
 LayerTelemetry::LayerTelemetry(std::vector<std::string> names, Fn fn)
@@ -68,6 +130,10 @@ LayerTelemetry::LayerTelemetry(std::vector<std::string> names, Fn fn)
 
 std::optional<LayerTelemetry> LayerTelemetry::for_model(
     const ModelConfig& model, const optim::GradientTransformation& optimizer) {
+  if (model.kind == "gpt2") {
+    auto [names, fn] = gpt2_telemetry(model, optimizer);
+    return LayerTelemetry(std::move(names), std::move(fn));
+  }
   if (model.kind != "sequential") return std::nullopt;
   std::vector<Piece> pieces;
   std::vector<std::string> names;
@@ -98,24 +164,9 @@ std::optional<LayerTelemetry> LayerTelemetry::for_model(
       return std::make_pair(sums.loss_sum / sums.count, Tree::dict(std::move(activations)));
     };
     auto [value, grads] = value_and_grad(loss_fn, HasAux{})(params);
-    const Tree& activations = value.second;
     auto [updates, unused_state] = optimizer.update(grads, opt_state, params);
     (void)unused_state;
-    std::vector<Tree::Item> layers;
-    for (const std::string& name : activations.keys()) {
-      const Tree& stats = activations[name];
-      std::vector<Tree::Item> items;
-      for (const std::string& key_name : stats.keys())
-        items.emplace_back(key_name, stats[key_name]);
-      const Tree& g = entry_or_none(grads, name);
-      if (g.num_leaves() > 0) {
-        items.emplace_back("grad_norm", sqrt(squared_norm(g)));
-        items.emplace_back("update_ratio", sqrt(squared_norm(entry_or_none(updates, name)) /
-                                                squared_norm(entry_or_none(params, name))));
-      }
-      layers.emplace_back(name, Tree::dict(std::move(items)));
-    }
-    return Tree::dict(std::move(layers));
+    return layer_figures(value.second, grads, updates, params, entry_or_none);
   };
   return LayerTelemetry(std::move(names), std::move(fn));
 }

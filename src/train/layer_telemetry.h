@@ -1,5 +1,6 @@
-// [telemetry]: every N steps, statistics of each layer of a sequential model on that step's
-// batch and state, before the step runs: the activations' mean and standard deviation, the
+// [telemetry]: every N steps, statistics of each layer of a sequential model (of each stage
+// of a GPT-2: the embedding, every block, the final norm) on that step's batch and state,
+// before the step runs: the activations' mean and standard deviation, the
 // fraction of dead units of a ReLU (zero for every example of the batch), the fraction of
 // saturated outputs of a sigmoid or tanh, and each parameterised layer's gradient norm and
 // update-to-parameter ratio (the norm of the optimizer's update over the norm of the
@@ -23,13 +24,14 @@ namespace kiln::train {
 
 // One layer's figures; a statistic that does not apply to it is absent.
 struct LayerStats {
-  std::string layer;                     // its path: "dense_1", "relu_2"
+  std::string layer;                     // its path: "dense_1", "relu_2"; a GPT-2's "h_3"
   std::map<std::string, double> values;  // "activation_mean", "dead_fraction", "grad_norm", ...
 };
 
 class LayerTelemetry {
  public:
-  // nullopt: the model is not sequential (telemetry covers [[model.layers]] models).
+  // nullopt: a model kind telemetry does not cover (it covers [[model.layers]] models and
+  // GPT-2s).
   static std::optional<LayerTelemetry> for_model(const ModelConfig& model,
                                                  const optim::GradientTransformation& optimizer);
 

@@ -106,8 +106,9 @@ TEST(ConfigOverrides, OneFieldOfOneLayer) {
   EXPECT_EQ(config.model.layers[0].remat, "save_nothing");
   EXPECT_EQ(config.model.layers[0].remat_span, 2);
   // The rules that relate layers run after the overrides.
-  EXPECT_THAT(parse_error(kOneLayer, {"model.layers[0].remat_span=2"}),
-              HasSubstr("remat_span = 2 without remat"));
+  EXPECT_THAT(parse_error(kOneLayer,
+                          {"model.layers[0].remat=save_nothing", "model.layers[0].remat_span=2"}),
+              HasSubstr("remat_span = 2 reaches past the model's last layer"));
 }
 
 TEST(ConfigOverrides, AppliedInOrderAfterTheFile) {

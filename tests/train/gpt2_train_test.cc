@@ -149,6 +149,32 @@ TEST(Gpt2Training, TheLossFallsAndTheRunSamplesTheSameTextForTheSameSeed) {
   EXPECT_EQ(generate_text(summary.run_dir, long_prompt).size(), 43u);
 }
 
+// [telemetry] of a GPT-2: every stage (the embedding, each block, the final norm) in
+// metrics.jsonl, and nothing of the run changed.
+TEST(Gpt2Training, TelemetryRecordsEachStageAndChangesNothing) {
+  fs::path dir = run_test::fresh_dir("gpt2", "telemetry");
+  std::vector<std::string> keys = {"train.epochs=2", "model.gpt2.layers=2"};
+  TrainSummary plain = train(tiny_gpt2(dir / "plain", keys), run_test::quiet());
+  keys.push_back("telemetry.every=3");
+  TrainSummary observed = train(tiny_gpt2(dir / "observed", keys), run_test::quiet());
+  EXPECT_EQ(observed.params_sha256, plain.params_sha256);
+  int records = 0;
+  for (const auto& r : run_test::read_metrics(observed.run_dir)) {
+    if (r["kind"] != "telemetry") continue;
+    ++records;
+    for (const char* key :
+         {"embedding/activation_std", "embedding/grad_norm", "h_0/activation_mean", "h_0/grad_norm",
+          "h_1/update_ratio", "ln_f/activation_std", "ln_f/grad_norm"}) {
+      ASSERT_TRUE(r.contains(key)) << key << " in " << r.dump();
+      EXPECT_TRUE(std::isfinite(r[key].get<double>())) << key;
+    }
+    EXPECT_GT(r["h_1/grad_norm"].get<double>(), 0.0);
+    EXPECT_GT(r["embedding/update_ratio"].get<double>(), 0.0);
+    EXPECT_FALSE(r.contains("h_2/activation_std"));  // two blocks
+  }
+  EXPECT_GT(records, 0);
+}
+
 // A run killed after a savepoint resumes to the same weights: the data position counts
 // next-token examples as it counts images.
 TEST(Gpt2Training, AKilledRunResumesBitIdentical) {
