@@ -83,6 +83,16 @@ TEST(MixedPrecisionTraining, Bf16ComputeTrainsF32ParamsAndIsRecorded) {
   TrainSummary chunked_f32 = train(with({"mesh.data=1", "mesh.chunks=2"}), quiet());
   EXPECT_NE(chunked.params_sha256, chunked_f32.params_sha256);
   EXPECT_NEAR(chunked.test_accuracy, chunked_f32.test_accuracy, 0.05);
+  // Accumulation in bf16 and in f16 with its loss scaling: K micro-batches are the batch of
+  // K x batch_size rows in K chunks, bit for bit, as in f32.
+  for (const char* dtype : {"bf16", "f16"}) {
+    std::string policy = fmt::format("model.compute_dtype=\"{}\"", dtype);
+    TrainSummary micro =
+        train(with({policy, "train.batch_size=32", "train.accumulate=4"}), quiet());
+    TrainSummary whole = train(with({policy, "mesh.data=1", "mesh.chunks=4"}), quiet());
+    EXPECT_EQ(micro.params_sha256, whole.params_sha256) << dtype;
+    EXPECT_GT(micro.test_accuracy, 0.5) << dtype;
+  }
   // f16 only with loss scaling (loss_scale_test.cc trains it).
   EXPECT_TRUE(kiln::testing::fails_with(
       [&] {
