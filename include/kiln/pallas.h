@@ -142,6 +142,19 @@ Array matmul(const Array& a, const Array& b, MatmulBlocks blocks = {}, CallSite 
 // f32 (the row's maximum subtracted first) and rounded once to x's dtype.
 Array softmax(const Array& x, int64_t block_rows = 8, CallSite site = {});
 
+// LayerNorm over the last axis of x [rows, n]: (x - mean) / sqrt(var + eps) * scale + bias
+// with scale and bias [n] in x's dtype, `block_rows` rows per grid point, the statistics
+// (biased variance) and the result computed in f32 and rounded once to x's dtype.
+Array layer_norm(const Array& x, const Array& scale, const Array& bias, double eps = 1e-5,
+                 int64_t block_rows = 8, CallSite site = {});
+
+// Softmax cross-entropy of each row of logits [rows, n] against an integer label in [0, n)
+// (labels [rows]): logsumexp(row) - row[label], f32 [rows], computed in f32 without writing
+// the probabilities, `block_rows` rows per grid point. A label outside [0, n) is an error
+// naming its row (read on the host before the kernel runs).
+Array softmax_cross_entropy(const Array& logits, const Array& labels, int64_t block_rows = 8,
+                            CallSite site = {});
+
 struct AttentionBlocks {
   int64_t q = 64;  // query rows per grid point
   int64_t k = 64;  // key rows per step of the (last, in-order) key axis

@@ -151,6 +151,107 @@ std::vector<KernelCheck> check_softmax(const std::function<void(const std::strin
   return checks;
 }
 
+std::vector<KernelCheck> check_layer_norm(const std::function<void(const std::string&)>& progress) {
+  struct Case {
+    int64_t rows, n, block_rows;
+    double offset;  // added to every x: a large mean to subtract
+    double spread;  // x's standard deviation: at 0.01 the variance is near eps, which matters
+  };
+  const std::vector<Case> cases = {
+      {0, 4, 8, 0, 1},      {1, 1, 8, 0, 1},    {7, 13, 8, 0, 1},
+      {33, 100, 8, 0, 1},   {33, 100, 1, 0, 1}, {33, 100, 32, 0, 1},
+      {128, 768, 16, 0, 1}, {9, 64, 4, 100, 1}, {9, 64, 4, 0, 0.01},
+  };
+  std::vector<KernelCheck> checks;
+  uint64_t seed = 300;
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const Case& c : cases) {
+      std::string what =
+          fmt::format("{} {}x{}, {} rows a block{}{}", dtype_name(dtype), c.rows, c.n, c.block_rows,
+                      c.offset != 0 ? fmt::format(", values + {}", c.offset) : "",
+                      c.spread != 1 ? fmt::format(", values x{}", c.spread) : "");
+      if (progress) progress("layer_norm " + what);
+      Array x = astype(draw(++seed, Shape({c.rows, c.n}), DType::f64, c.spread) + c.offset, dtype);
+      Array scale = draw(++seed, Shape({c.n}), dtype), bias = draw(++seed, Shape({c.n}), dtype);
+      Array got = layer_norm(x, scale, bias);
+      // The plain program in f64 (biased variance, eps 1e-5).
+      Array z = astype(x, DType::f64);
+      Array centred = z - mean(z, {1}, true);
+      Array normed = centred / sqrt(mean(centred * centred, {1}, true) + 1e-5);
+      Array reference = normed * astype(scale, DType::f64) + astype(bias, DType::f64);
+      // In f32: the mean and variance over n elements within about n eps(f32) relative of
+      // the spread of the row (a large mean loses that much more, relative to the spread),
+      // then the scale and bias, then one ulp of the result's rounding.
+      std::vector<double> xhat = to_f64(normed), g = to_f64(astype(scale, DType::f64)),
+                          b = to_f64(astype(bias, DType::f64));
+      double terms = static_cast<double>(c.n + 8) * (1 + std::abs(c.offset));
+      checks.push_back(compare(
+          "layer_norm", what, got, reference,
+          [&](size_t i) {
+            size_t j = i % static_cast<size_t>(std::max<int64_t>(c.n, 1));
+            return terms * kEps32 * (std::abs(g[j]) * (std::abs(xhat[i]) + 1) + std::abs(b[j]));
+          },
+          1.0, "(n + 8)(1 + |offset|) eps(f32) (|scale| (|x^| + 1) + |bias|) + 1 ulp"));
+    }
+  }
+  return checks;
+}
+
+std::vector<KernelCheck> check_softmax_cross_entropy(
+    const std::function<void(const std::string&)>& progress) {
+  struct Case {
+    int64_t rows, n, block_rows;
+    double scale;
+    bool special;  // a -inf logit away from the label in every row
+  };
+  const std::vector<Case> cases = {
+      {0, 4, 8, 1, false},       {1, 1, 8, 1, false},    {7, 13, 8, 1, false},
+      {33, 100, 8, 1, false},    {33, 100, 1, 1, false}, {33, 100, 32, 30, false},
+      {64, 50304, 16, 1, false}, {9, 6, 4, 1, true},
+  };
+  std::vector<KernelCheck> checks;
+  uint64_t seed = 400;
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const Case& c : cases) {
+      std::string what =
+          fmt::format("{} {}x{}, {} rows a block{}{}", dtype_name(dtype), c.rows, c.n, c.block_rows,
+                      c.scale != 1 ? fmt::format(", logits x{}", c.scale) : "",
+                      c.special ? ", with -inf logits" : "");
+      if (progress) progress("softmax_cross_entropy " + what);
+      Array x = draw(++seed, Shape({c.rows, c.n}), DType::f64, c.scale);
+      Array labels =
+          random::randint(random::key(++seed), Shape({c.rows}), 0, std::max<int64_t>(c.n, 1));
+      if (c.special) {
+        std::vector<double> v = to_f64(x);
+        std::vector<int32_t> l = labels.to_vector<int32_t>();
+        for (int64_t r = 0; r < c.rows; ++r) {
+          int64_t away = (l[static_cast<size_t>(r)] + 1) % c.n;
+          v[static_cast<size_t>(r * c.n + away)] = -std::numeric_limits<double>::infinity();
+        }
+        x = from_host(v, Shape({c.rows, c.n}));
+      }
+      x = astype(x, dtype);
+      Array got = softmax_cross_entropy(x, labels, c.block_rows);
+      // The plain program in f64: minus the log-probability of the label.
+      Array z = astype(x, DType::f64);
+      Array row_max = max(z, {1}, true);
+      Array log_p = z - row_max - log(sum(exp(z - row_max), {1}, true));
+      Array reference = -squeeze(take_along_axis(log_p, expand_dims(labels, 1), 1), {1});
+      // In f32: the row's maximum subtracted exactly, n exponentials summed (n eps relative),
+      // the log, and the label's logit subtracted: (n + 8) eps(f32) (|max| + |logit| + 1).
+      std::vector<double> m = to_f64(squeeze(row_max, {1}));
+      std::vector<double> picked =
+          to_f64(squeeze(take_along_axis(z, expand_dims(labels, 1), 1), {1}));
+      double terms = static_cast<double>(c.n + 8);
+      checks.push_back(compare(
+          "softmax_cross_entropy", what, got, reference,
+          [&](size_t i) { return terms * kEps32 * (std::abs(m[i]) + std::abs(picked[i]) + 1); },
+          1.0, "(n + 8) eps(f32) (|max| + |logit| + 1) + 1 ulp"));
+    }
+  }
+  return checks;
+}
+
 std::vector<KernelCheck> check_flash_attention(
     const std::function<void(const std::string&)>& progress) {
   struct Case {
@@ -204,7 +305,7 @@ std::vector<KernelCheck> check_flash_attention(
 }  // namespace
 
 std::vector<std::string> kernel_names() {
-  return {"matmul", "softmax", "flash_attention"};
+  return {"matmul", "softmax", "layer_norm", "softmax_cross_entropy", "flash_attention"};
 }
 
 std::vector<KernelCheck> check_kernels(const std::string& name,
@@ -220,6 +321,12 @@ std::vector<KernelCheck> check_kernels(const std::string& name,
   }
   if (name.empty() || name == "softmax") {
     for (KernelCheck& c : check_softmax(progress)) checks.push_back(std::move(c));
+  }
+  if (name.empty() || name == "layer_norm") {
+    for (KernelCheck& c : check_layer_norm(progress)) checks.push_back(std::move(c));
+  }
+  if (name.empty() || name == "softmax_cross_entropy") {
+    for (KernelCheck& c : check_softmax_cross_entropy(progress)) checks.push_back(std::move(c));
   }
   if (name.empty() || name == "flash_attention") {
     for (KernelCheck& c : check_flash_attention(progress)) checks.push_back(std::move(c));

@@ -1,6 +1,9 @@
 // The kernels kiln ships, written as a user writes one (kiln/pallas.h): the body reads its
 // blocks with load(), computes with ordinary array operations, writes with store().
+#include <cmath>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -94,6 +97,96 @@ Array softmax(const Array& x, int64_t block_rows, CallSite site) {
                            return Index{g[0], 0};
                          })},
               {x}, options, site)[0];
+}
+
+Array layer_norm(const Array& x, const Array& scale, const Array& bias, double eps,
+                 int64_t block_rows, CallSite site) {
+  check_float(x, "layer_norm", "x", site);
+  if (x.shape().rank() != 2) {
+    fail(site,
+         fmt::format("pallas::layer_norm: x is {}; expected [rows, n]", x.aval().to_string()));
+  }
+  const int64_t rows = x.shape()[0], n = x.shape()[1];
+  for (const auto& [param, what] : {std::pair{&scale, "scale"}, std::pair{&bias, "bias"}}) {
+    if (!param->defined() || param->shape() != Shape({n}) || param->dtype() != x.dtype()) {
+      fail(site, fmt::format("pallas::layer_norm: {} is {}; expected {}[{}], x's dtype and last "
+                             "axis",
+                             what, param->defined() ? param->aval().to_string() : "an empty Array",
+                             dtype_name(x.dtype()), n));
+    }
+  }
+  if (block_rows < 1) {
+    fail(site, fmt::format("pallas::layer_norm: block_rows must be positive, got {}", block_rows));
+  }
+  if (!(eps >= 0) || !std::isfinite(eps)) {
+    fail(site, fmt::format("pallas::layer_norm: eps must be finite and not negative, got {}", eps));
+  }
+  if (rows == 0 || n == 0) return zeros(x.shape(), x.dtype());
+  auto body = [eps](const Kernel& kernel) {
+    Array z = astype(kernel.in(0).load(), DType::f32);
+    Array centred = z - mean(z, {1}, /*keepdims=*/true);
+    Array variance = mean(centred * centred, {1}, /*keepdims=*/true);
+    Array normed = centred * rsqrt(variance + eps);
+    Array scale = astype(kernel.in(1).load(), DType::f32);
+    Array bias = astype(kernel.in(2).load(), DType::f32);
+    kernel.out(0).store(normed * scale + bias);
+  };
+  CallOptions options;
+  options.name = "layer_norm";
+  options.semantics = {GridAxis::kParallel};
+  auto rows_of = [](const Index& g) { return Index{g[0], 0}; };
+  auto whole = [](const Index&) { return Index{0}; };
+  return call(
+      body, {AbstractValue(x.shape(), x.dtype())}, {cdiv(rows, block_rows)},
+      {BlockSpec({block_rows, -1}, rows_of), BlockSpec({-1}, whole), BlockSpec({-1}, whole)},
+      {BlockSpec({block_rows, -1}, rows_of)}, {x, scale, bias}, options, site)[0];
+}
+
+Array softmax_cross_entropy(const Array& logits, const Array& labels, int64_t block_rows,
+                            CallSite site) {
+  check_float(logits, "softmax_cross_entropy", "logits", site);
+  if (logits.shape().rank() != 2) {
+    fail(site, fmt::format("pallas::softmax_cross_entropy: logits are {}; expected [rows, n]",
+                           logits.aval().to_string()));
+  }
+  const int64_t rows = logits.shape()[0], n = logits.shape()[1];
+  if (!labels.defined() || labels.shape() != Shape({rows}) ||
+      !(labels.dtype() == DType::i32 || labels.dtype() == DType::i64)) {
+    fail(site, fmt::format("pallas::softmax_cross_entropy: labels are {}; expected i32 or i64 "
+                           "[{}], one per row of the logits {}",
+                           labels.defined() ? labels.aval().to_string() : "an empty Array", rows,
+                           logits.aval().to_string()));
+  }
+  if (block_rows < 1) {
+    fail(site, fmt::format("pallas::softmax_cross_entropy: block_rows must be positive, got {}",
+                           block_rows));
+  }
+  if (rows == 0) return zeros(Shape({0}), DType::f32);
+  Array labels32 = astype(labels, DType::i32);
+  std::vector<int32_t> host = labels32.to_vector<int32_t>();
+  for (size_t r = 0; r < host.size(); ++r) {
+    if (host[r] < 0 || host[r] >= n) {
+      fail(site, fmt::format("pallas::softmax_cross_entropy: the label of row {} is {}, outside "
+                             "[0, {}) (the logits' last axis)",
+                             r, host[r], n));
+    }
+  }
+  auto body = [](const Kernel& kernel) {
+    Array z = astype(kernel.in(0).load(), DType::f32);
+    Array row_max = max(z, {1}, /*keepdims=*/true);
+    Array log_sum = log(sum(exp(z - row_max), {1})) + squeeze(row_max, {1});
+    Array label = expand_dims(kernel.in(1).load(), 1);
+    Array picked = squeeze(take_along_axis(z, label, 1), {1});
+    kernel.out(0).store(log_sum - picked);
+  };
+  CallOptions options;
+  options.name = "softmax_cross_entropy";
+  options.semantics = {GridAxis::kParallel};
+  auto rows_of = [](const Index& g) { return Index{g[0], 0}; };
+  auto row = [](const Index& g) { return Index{g[0]}; };
+  return call(body, {AbstractValue(Shape({rows}), DType::f32)}, {cdiv(rows, block_rows)},
+              {BlockSpec({block_rows, -1}, rows_of), BlockSpec({block_rows}, row)},
+              {BlockSpec({block_rows}, row)}, {logits, labels32}, options, site)[0];
 }
 
 }  // namespace kiln::pallas

@@ -11,6 +11,7 @@
 
 #include "kiln/array_functions.h"
 #include "kiln/jit.h"
+#include "kiln/nn/functional.h"
 #include "kiln/ops.h"
 #include "kiln/pallas.h"
 #include "kiln/random.h"
@@ -168,6 +169,39 @@ TEST(PallasKernels, MatmulAndSoftmaxAgreeWithTheOps) {
       fails_with([&] { pallas::matmul(a, a); }, {"pallas::matmul: f32[37,29] @ f32[37,29]"}));
   EXPECT_TRUE(
       fails_with([&] { softmax(astype(x, DType::i32)); }, {"pallas::softmax: x is i32[9,33]"}));
+}
+
+TEST(PallasKernels, LayerNormAndSoftmaxCrossEntropyAgreeWithTheOps) {
+  Array x = random::normal(random::key(7), {11, 24}) * 3.0 + 2.0;
+  Array scale = random::normal(random::key(8), {24});
+  Array bias = random::normal(random::key(9), {24});
+  Array got = pallas::layer_norm(x, scale, bias, 1e-5, 4);
+  Array want = nn::layer_norm(x, scale, bias, 1e-5);
+  std::vector<double> g = values(got), w = values(want);
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], 1e-5) << i;
+  Array labels = from_host<int32_t>({3, 0, 23, 7, 7, 1, 2, 9, 11, 22, 5}, Shape({11}));
+  Array loss = pallas::softmax_cross_entropy(x, labels, 4);
+  Array log_p = x - max(x, {1}, true) - log(sum(exp(x - max(x, {1}, true)), {1}, true));
+  Array want_loss = -squeeze(take_along_axis(log_p, expand_dims(labels, 1), 1), {1});
+  EXPECT_EQ(loss.shape(), Shape({11}));
+  g = values(loss);
+  w = values(want_loss);
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], 1e-5) << i;
+  // Bad input names the kernel, the argument and what was expected.
+  EXPECT_TRUE(fails_with([&] { pallas::layer_norm(x, bias.astype(DType::bf16), bias); },
+                         {"pallas::layer_norm: scale is bf16[24]; expected f32[24]"}));
+  EXPECT_TRUE(fails_with([&] { pallas::layer_norm(x, scale, bias, -1.0); },
+                         {"eps must be finite and not negative, got -1"}));
+  EXPECT_TRUE(fails_with([&] { pallas::layer_norm(x, scale, bias, 1e-5, 0); },
+                         {"block_rows must be positive, got 0"}));
+  Array bad = from_host<int32_t>({3, 0, 24, 7, 7, 1, 2, 9, 11, 22, 5}, Shape({11}));
+  EXPECT_TRUE(fails_with([&] { pallas::softmax_cross_entropy(x, bad); },
+                         {"the label of row 2 is 24, outside [0, 24)"}));
+  EXPECT_TRUE(fails_with([&] { pallas::softmax_cross_entropy(x, astype(labels, DType::f32)); },
+                         {"labels are f32[11]; expected i32 or i64 [11]"}));
+  EXPECT_EQ(
+      pallas::softmax_cross_entropy(zeros(Shape({0, 5})), zeros(Shape({0}), DType::i32)).shape(),
+      Shape({0}));
 }
 
 TEST(PallasKernels, FlashAttentionIsTheSoftmaxOfItsScoresWithoutTheMatrix) {
