@@ -1,6 +1,7 @@
-// `kiln kernels list|check [NAME]`: the Pallas-style kernels kiln ships, each checked against
-// the f64 program of the same math (docs/kernels.md). check exits 1 when any case is out of
-// its bound, so CI runs it as a test.
+// `kiln kernels list|check [NAME]|bench NAME`: the Pallas-style kernels kiln ships, each
+// checked against the f64 program of the same math (docs/kernels.md) and timed against the
+// unfused program (kernels_bench.h). check exits 1 when any case is out of its bound, so CI
+// runs it as a test.
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -11,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "cli/commands.h"
+#include "cli/kernels_bench.h"
 #include "pallas/kernel_checks.h"
 #include "train/progress.h"
 
@@ -44,10 +46,10 @@ int check(const std::string& name, bool verbose) {
 }  // namespace
 
 Runner add_kernels_command(CLI::App& app) {
-  auto* kernels =
-      app.add_subcommand("kernels",
-                         "Pallas-style tiled kernels: list them, check them against f64 references "
-                         "(docs/kernels.md)");
+  auto* kernels = app.add_subcommand(
+      "kernels",
+      "Pallas-style tiled kernels: list them, check them against f64 references, "
+      "bench them against the unfused program (docs/kernels.md)");
   kernels->require_subcommand(1);
   kernels->add_subcommand("list", "The kernels kiln ships");
   auto name = std::make_shared<std::string>();
@@ -59,7 +61,25 @@ Runner add_kernels_command(CLI::App& app) {
       "bounds; exit 1 on any disagreement");
   check_command->add_option("name", *name, "one kernel (default: all)");
   check_command->add_flag("--verbose", *verbose, "print each case as it starts");
-  return [kernels, name, verbose] {
+  auto bench = std::make_shared<KernelBenchOptions>();
+  auto* bench_command = kernels->add_subcommand(
+      "bench",
+      "NAME against the unfused program of the same math on the same inputs, alternated: "
+      "median and p10/p90 times, GB/s or GFLOP/s against kiln bench machine's roofline, and "
+      "the device it ran on; exit 2 for a device it cannot run on (no estimates)");
+  bench_command->add_option("name", bench->name, "the kernel (kiln kernels list)")->required();
+  bench_command
+      ->add_option("--device", bench->device,
+                   "where to measure: cpu (cuda is refused: "
+                   "kiln's kernels have no CUDA lowering)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  bench_command->add_option("--repeats", bench->repeats, "timed A/B pairs")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  bench_command->add_flag("--quick", bench->quick, "small inputs (a smoke test)");
+  return [kernels, name, verbose, bench] {
+    if (kernels->got_subcommand("bench")) return run_kernel_bench(*bench);
     if (kernels->got_subcommand("list")) {
       std::string text;
       for (const std::string& kernel : pallas::kernel_names()) text += kernel + "\n";

@@ -124,6 +124,23 @@ class Cli(unittest.TestCase):
         self.assertEqual(result.returncode, 1)
         self.assertIn("KILN_KERNELS='bogus'", result.stderr)
 
+    def test_kernels_bench_measures_on_the_cpu_and_refuses_what_it_cannot_run_on(self):
+        result = run("kernels", "bench", "layer_norm", "--quick", "--repeats", "2")
+        self.assertIn("# device: cpu,", result.stdout)
+        self.assertIn("interpret mode", result.stdout)
+        self.assertRegex(result.stdout, r"kernel +[0-9.]+ ms")
+        self.assertRegex(result.stdout, r"unfused program \(eager ops\) +[0-9.]+ ms")
+        self.assertIn("unfused / kernel per pair:", result.stdout)
+        # No estimate for a device the kernel did not run on: a refusal, exit 2, no figure.
+        refused = run("kernels", "bench", "layer_norm", "--device", "cuda", check=False)
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("--device cuda: not measured", refused.stderr)
+        self.assertNotIn("ms", refused.stdout)
+        unknown = run("kernels", "bench", "layer_nrom", check=False)
+        self.assertEqual(unknown.returncode, 1)
+        self.assertIn("no kernel named 'layer_nrom'", unknown.stderr)
+        self.assertIn("softmax_cross_entropy", unknown.stderr)
+
     def test_config_larger_than_the_limit_is_refused(self):
         with tempfile.NamedTemporaryFile(suffix=".toml") as big:
             big.write(b"# " + b"x" * (1 << 21) + b"\n")

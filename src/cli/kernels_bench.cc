@@ -1,0 +1,171 @@
+// `kiln kernels bench` (kernels_bench.h). The kernels run in interpret mode today (each
+// block a host copy, each operation an eager dispatch: docs/kernels.md), so the figures say
+// what that costs against the unfused program; the same command measures the compiled path
+// once there is one. Bytes count each input read once and each output written once, the
+// least any implementation moves; FLOPs count multiply-adds as two.
+#include "cli/kernels_bench.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "base/compute_pool.h"
+#include "kiln/array_functions.h"
+#include "kiln/nn/functional.h"
+#include "kiln/ops.h"
+#include "kiln/pallas.h"
+#include "kiln/profile.h"
+#include "kiln/random.h"
+#include "pallas/kernel_checks.h"
+#include "profile/machine.h"
+#include "train/progress.h"
+
+namespace kiln::cli {
+namespace {
+
+struct Workload {
+  std::string inputs;  // "f32 512x512 @ 512x512"
+  double bytes = 0;    // inputs read once, outputs written once
+  double flops = 0;    // 0: a memory-bound kernel
+  std::function<Array()> kernel;
+  std::function<Array()> unfused;
+};
+
+Array normal(uint64_t seed, Shape shape) {
+  return random::normal(random::key(seed), std::move(shape));
+}
+
+Workload workload(const std::string& name, bool quick) {
+  Workload w;
+  if (name == "matmul") {
+    int64_t n = quick ? 128 : 512;
+    Array a = normal(1, {n, n}), b = normal(2, {n, n});
+    w.inputs = fmt::format("f32 {0}x{0} @ {0}x{0}, blocks 128x128x128", n);
+    w.bytes = 3.0 * 4 * static_cast<double>(n * n);
+    w.flops = 2.0 * static_cast<double>(n * n * n);
+    w.kernel = [a, b] { return pallas::matmul(a, b); };
+    w.unfused = [a, b] { return matmul(a, b); };
+  } else if (name == "softmax") {
+    int64_t rows = quick ? 64 : 4096, n = quick ? 128 : 1024;
+    Array x = normal(3, {rows, n});
+    w.inputs = fmt::format("f32 {}x{}, 8 rows a block", rows, n);
+    w.bytes = 2.0 * 4 * static_cast<double>(rows * n);
+    w.kernel = [x] { return pallas::softmax(x); };
+    w.unfused = [x] {
+      Array e = exp(x - max(x, {1}, true));
+      return e / sum(e, {1}, true);
+    };
+  } else if (name == "layer_norm") {
+    int64_t rows = quick ? 64 : 4096, n = quick ? 128 : 768;
+    Array x = normal(4, {rows, n}), scale = normal(5, {n}), bias = normal(6, {n});
+    w.inputs = fmt::format("f32 {}x{}, 8 rows a block", rows, n);
+    w.bytes = 2.0 * 4 * static_cast<double>(rows * n);
+    w.kernel = [x, scale, bias] { return pallas::layer_norm(x, scale, bias); };
+    w.unfused = [x, scale, bias] { return nn::layer_norm(x, scale, bias, 1e-5); };
+  } else if (name == "softmax_cross_entropy") {
+    int64_t rows = quick ? 16 : 256, n = quick ? 1000 : 50304;
+    Array logits = normal(7, {rows, n});
+    Array labels = random::randint(random::key(8), Shape({rows}), 0, n);
+    w.inputs = fmt::format("f32 {}x{} (GPT-2's vocabulary), 8 rows a block", rows, n);
+    w.bytes = 4.0 * static_cast<double>(rows * n + 2 * rows);
+    w.kernel = [logits, labels] { return pallas::softmax_cross_entropy(logits, labels); };
+    w.unfused = [logits, labels] {
+      Array shifted = logits - max(logits, {1}, true);
+      Array log_p = shifted - log(sum(exp(shifted), {1}, true));
+      return -squeeze(take_along_axis(log_p, expand_dims(labels, 1), 1), {1});
+    };
+  } else {  // flash_attention
+    int64_t heads = quick ? 2 : 12, t = quick ? 128 : 1024, d = 64;
+    Array q = normal(9, {heads, t, d}), k = normal(10, {heads, t, d}),
+          v = normal(11, {heads, t, d});
+    w.inputs = fmt::format("f32 {} heads x T {} x D {}, causal, blocks 64x64", heads, t, d);
+    w.bytes = 4.0 * 4 * static_cast<double>(heads * t * d);
+    // Causal: half the scores' and the weighted sums' multiply-adds.
+    w.flops = 2.0 * 2 * static_cast<double>(heads * t * t * d) / 2;
+    w.kernel = [q, k, v] { return pallas::flash_attention(q, k, v, true); };
+    w.unfused = [q, k, v, t, d] {
+      Array scores = matmul(q, swapaxes(k, 1, 2)) / std::sqrt(static_cast<double>(d));
+      Array later = greater(iota(Shape({t, t}), DType::i32, 1), iota(Shape({t, t}), DType::i32, 0));
+      scores = where(later, full(Shape({t, t}), -1e30), scores);
+      Array e = exp(scores - max(scores, {2}, true));
+      return matmul(e / sum(e, {2}, true), v);
+    };
+  }
+  return w;
+}
+
+// Where a CUDA device would be, for the refusal's message only.
+bool cuda_device_present() {
+  std::error_code ignored;
+  return std::filesystem::exists("/dev/nvidia0", ignored) ||
+         std::filesystem::exists("/proc/driver/nvidia/gpus", ignored);
+}
+
+double percentile(std::vector<double> values, double q) {
+  std::sort(values.begin(), values.end());
+  auto i = static_cast<size_t>(q * static_cast<double>(values.size() - 1) + 0.5);
+  return values[i];
+}
+
+}  // namespace
+
+int run_kernel_bench(const KernelBenchOptions& options) {
+  std::vector<std::string> names = pallas::kernel_names();
+  if (std::find(names.begin(), names.end(), options.name) == names.end()) {
+    fail(kUnknownSite, fmt::format("kiln kernels bench: no kernel named '{}'", options.name),
+         fmt::format("the kernels: {}", fmt::join(names, ", ")));
+  }
+  if (options.device != "cpu") {
+    // Never an estimate in place of a measurement: kiln's kernels have no lowering for any
+    // device but the CPU, so there is nothing to time there.
+    std::fprintf(stderr,
+                 "kiln kernels bench: --device %s: not measured. kiln's kernels have no %s "
+                 "lowering (they run on the CPU only), and this machine has %s; no figure is "
+                 "printed for a device the kernel did not run on.\n",
+                 options.device.c_str(), options.device.c_str(),
+                 cuda_device_present() ? "a CUDA device" : "no CUDA device");
+    return 2;
+  }
+  Workload w = workload(options.name, options.quick);
+  profile::MachinePeaks peaks = profile::machine_peaks(false, nullptr, options.quick);
+  profile::AlternateOptions alternation;
+  alternation.rounds = options.repeats;
+  alternation.pause_s = 0.02;
+  profile::Alternation times = profile::alternate(w.kernel, w.unfused, alternation);
+  auto row = [&](const char* what, const std::vector<double>& seconds) {
+    double median_s = profile::median(seconds);
+    double gflops = w.flops / median_s / 1e9, gbs = w.bytes / median_s / 1e9;
+    std::string rate = w.flops > 0
+                           ? fmt::format("{:>8.1f} GFLOP/s ({:.1f}% of {:.0f})", gflops,
+                                         100 * gflops / peaks.gemm_gflops, peaks.gemm_gflops)
+                           : fmt::format("{:>8.2f} GB/s ({:.1f}% of {:.1f})", gbs,
+                                         100 * gbs / peaks.bandwidth_gbs, peaks.bandwidth_gbs);
+    return fmt::format("{:<30} {:>10.3f} ms {:>10.3f} {:>10.3f}   {}\n", what, median_s * 1e3,
+                       percentile(seconds, 0.1) * 1e3, percentile(seconds, 0.9) * 1e3, rate);
+  };
+  std::string text = fmt::format(
+      "# kiln kernels bench {}: {}\n# device: cpu, {} ({} target), {} compute thread(s); the "
+      "kernel in interpret mode (docs/kernels.md)\n# roofline: kiln bench machine's {:.0f} "
+      "GFLOP/s sgemm and {:.1f} GB/s triad ({})\n",
+      options.name, w.inputs, peaks.cpu_model, peaks.simd_target, compute_pool().num_threads(),
+      peaks.gemm_gflops, peaks.bandwidth_gbs, peaks.how);
+  text += fmt::format("{:<30} {:>13} {:>10} {:>10}   {}\n", "", "median", "p10", "p90",
+                      w.flops > 0 ? "achieved (of the sgemm peak)" : "achieved (of the triad)");
+  text += row("kernel", times.a_s);
+  text += row("unfused program (eager ops)", times.b_s);
+  text += fmt::format(
+      "unfused / kernel per pair: {} (median {:.2f}x; above 1: the kernel is "
+      "faster)\n",
+      profile::format_ratios(times.ratios()), times.median_ratio());
+  train::print_best_effort(stdout, text);
+  return 0;
+}
+
+}  // namespace kiln::cli
