@@ -154,6 +154,11 @@ Array layer_norm(const Array& x, const Array& scale, const Array& bias, double e
 // naming its row (read on the host before the kernel runs).
 Array softmax_cross_entropy(const Array& logits, const Array& labels, int64_t block_rows = 8,
                             CallSite site = {});
+// Its backward pass: the cotangent of the logits, (softmax(row) - onehot(label)) * g[row],
+// for g f32 [rows] (the cotangent of each row's loss), in f32 and rounded once to the
+// logits' dtype; the labels are checked as the forward pass checks them.
+Array softmax_cross_entropy_grad(const Array& logits, const Array& labels, const Array& g,
+                                 int64_t block_rows = 8, CallSite site = {});
 
 struct AttentionBlocks {
   int64_t q = 64;  // query rows per grid point

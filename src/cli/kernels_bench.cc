@@ -73,7 +73,8 @@ Workload workload(const std::string& name, bool quick) {
     int64_t rows = quick ? 16 : 256, n = quick ? 1000 : 50304;
     Array logits = normal(7, {rows, n});
     Array labels = random::randint(random::key(8), Shape({rows}), 0, n);
-    w.inputs = fmt::format("f32 {}x{} (GPT-2's vocabulary), 8 rows a block", rows, n);
+    w.inputs = fmt::format("f32 {}x{}{}, 8 rows a block", rows, n,
+                           n == 50304 ? " (GPT-2's padded vocabulary)" : "");
     w.bytes = 4.0 * static_cast<double>(rows * n + 2 * rows);
     w.kernel = [logits, labels] { return pallas::softmax_cross_entropy(logits, labels); };
     w.unfused = [logits, labels] {
@@ -81,7 +82,24 @@ Workload workload(const std::string& name, bool quick) {
       Array log_p = shifted - log(sum(exp(shifted), {1}, true));
       return -squeeze(take_along_axis(log_p, expand_dims(labels, 1), 1), {1});
     };
-  } else {  // flash_attention
+  } else if (name == "softmax_cross_entropy_grad") {
+    int64_t rows = quick ? 16 : 256, n = quick ? 1000 : 50304;
+    Array logits = normal(12, {rows, n});
+    Array labels = random::randint(random::key(13), Shape({rows}), 0, n);
+    Array g = normal(14, {rows});
+    w.inputs = fmt::format("f32 {}x{}{}, 8 rows a block", rows, n,
+                           n == 50304 ? " (GPT-2's padded vocabulary)" : "");
+    w.bytes = 4.0 * static_cast<double>(2 * rows * n + 2 * rows);
+    w.kernel = [logits, labels, g] {
+      return pallas::softmax_cross_entropy_grad(logits, labels, g);
+    };
+    w.unfused = [logits, labels, g, rows, n] {
+      Array e = exp(logits - max(logits, {1}, true));
+      Array onehot =
+          astype(equal(iota(Shape({rows, n}), DType::i32, 1), expand_dims(labels, 1)), DType::f32);
+      return (e / sum(e, {1}, true) - onehot) * expand_dims(g, 1);
+    };
+  } else if (name == "flash_attention") {
     int64_t heads = quick ? 2 : 12, t = quick ? 128 : 1024, d = 64;
     Array q = normal(9, {heads, t, d}), k = normal(10, {heads, t, d}),
           v = normal(11, {heads, t, d});
@@ -97,6 +115,9 @@ Workload workload(const std::string& name, bool quick) {
       Array e = exp(scores - max(scores, {2}, true));
       return matmul(e / sum(e, {2}, true), v);
     };
+  } else {
+    fail(kUnknownSite, fmt::format("kiln kernels bench: no workload for the kernel '{}'", name),
+         "every kernel of kiln kernels list needs one in src/cli/kernels_bench.cc");
   }
   return w;
 }

@@ -23,12 +23,12 @@ int check(const std::string& name, bool verbose) {
   std::vector<pallas::KernelCheck> checks = pallas::check_kernels(name, [&](const std::string& c) {
     if (verbose) std::fprintf(stderr, "checking %s\n", c.c_str());
   });
-  std::string text = fmt::format("{:<22} {:<52} {:>10} {:>10} {:>8} {:>7}  {}\n", "kernel", "case",
+  std::string text = fmt::format("{:<27} {:<52} {:>10} {:>10} {:>8} {:>7}  {}\n", "kernel", "case",
                                  "max abs", "max rel", "ulps", "bound%", "");
   int failed = 0;
   std::vector<std::string> bounds;  // "kernel: bound", each kernel once, in order
   for (const pallas::KernelCheck& c : checks) {
-    text += fmt::format("{:<22} {:<52} {:>10.3g} {:>10.3g} {:>8.2f} {:>6.1f}%  {}\n", c.kernel,
+    text += fmt::format("{:<27} {:<52} {:>10.3g} {:>10.3g} {:>8.2f} {:>6.1f}%  {}\n", c.kernel,
                         c.what, c.max_abs_error, c.max_rel_error, c.max_ulps,
                         100 * c.worst_share_of_bound, c.ok ? "ok" : "FAILED");
     failed += c.ok ? 0 : 1;

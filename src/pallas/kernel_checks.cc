@@ -12,9 +12,12 @@
 #include <fmt/ranges.h>
 
 #include "kiln/array_functions.h"
+#include "kiln/grad.h"
+#include "kiln/nn/activations.h"
 #include "kiln/ops.h"
 #include "kiln/pallas.h"
 #include "kiln/random.h"
+#include "kiln/tracing.h"
 
 namespace kiln::pallas {
 namespace {
@@ -252,6 +255,56 @@ std::vector<KernelCheck> check_softmax_cross_entropy(
   return checks;
 }
 
+std::vector<KernelCheck> check_softmax_cross_entropy_grad(
+    const std::function<void(const std::string&)>& progress) {
+  struct Case {
+    int64_t rows, n, block_rows;
+    double scale;
+  };
+  const std::vector<Case> cases = {
+      {0, 4, 8, 1},    {1, 1, 8, 1},      {7, 13, 8, 1},     {33, 100, 8, 1},
+      {33, 100, 1, 1}, {33, 100, 32, 30}, {16, 50304, 8, 1},
+  };
+  std::vector<KernelCheck> checks;
+  uint64_t seed = 500;
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const Case& c : cases) {
+      std::string what =
+          fmt::format("{} {}x{}, {} rows a block{}", dtype_name(dtype), c.rows, c.n, c.block_rows,
+                      c.scale != 1 ? fmt::format(", logits x{}", c.scale) : "");
+      if (progress) progress("softmax_cross_entropy_grad " + what);
+      Array x = astype(draw(++seed, Shape({c.rows, c.n}), DType::f64, c.scale), dtype);
+      Array labels =
+          random::randint(random::key(++seed), Shape({c.rows}), 0, std::max<int64_t>(c.n, 1));
+      Array g = draw(++seed, Shape({c.rows}), DType::f32);
+      Array got = softmax_cross_entropy_grad(x, labels, g, c.block_rows);
+      // The reference is kiln's gradient of the f64 loss (autodiff, not the formula the
+      // kernel uses): d/dz sum_r g_r (logsumexp(z_r) - z_r[label_r]).
+      Array g64 = astype(g, DType::f64);
+      auto loss = [&](const Array& z) {
+        Array log_p = z - max(stop_gradient(z), {1}, true);
+        log_p = log_p - log(sum(exp(log_p), {1}, true));
+        return sum(g64 * -squeeze(take_along_axis(log_p, expand_dims(labels, 1), 1), {1}));
+      };
+      Array reference =
+          c.rows == 0 ? zeros(Shape({0, c.n}), DType::f64) : grad(loss)(astype(x, DType::f64));
+      // In f32: the probabilities within (n + 4) eps(f32) |p| (as softmax), the one-hot's
+      // subtraction and the product by g one rounding each, then one ulp of the dtype.
+      std::vector<double> p = to_f64(nn::softmax(astype(x, DType::f64), 1));
+      std::vector<double> gs = to_f64(g64);
+      double terms = static_cast<double>(c.n + 4);
+      checks.push_back(compare(
+          "softmax_cross_entropy_grad", what, got, reference,
+          [&](size_t i) {
+            double gi = std::abs(gs[i / static_cast<size_t>(std::max<int64_t>(c.n, 1))]);
+            return (terms * std::abs(p[i]) + 2) * kEps32 * gi;
+          },
+          1.0, "((n + 4) |p| + 2) eps(f32) |g| + 1 ulp"));
+    }
+  }
+  return checks;
+}
+
 std::vector<KernelCheck> check_flash_attention(
     const std::function<void(const std::string&)>& progress) {
   struct Case {
@@ -305,7 +358,12 @@ std::vector<KernelCheck> check_flash_attention(
 }  // namespace
 
 std::vector<std::string> kernel_names() {
-  return {"matmul", "softmax", "layer_norm", "softmax_cross_entropy", "flash_attention"};
+  return {"matmul",
+          "softmax",
+          "layer_norm",
+          "softmax_cross_entropy",
+          "softmax_cross_entropy_grad",
+          "flash_attention"};
 }
 
 std::vector<KernelCheck> check_kernels(const std::string& name,
@@ -327,6 +385,11 @@ std::vector<KernelCheck> check_kernels(const std::string& name,
   }
   if (name.empty() || name == "softmax_cross_entropy") {
     for (KernelCheck& c : check_softmax_cross_entropy(progress)) checks.push_back(std::move(c));
+  }
+  if (name.empty() || name == "softmax_cross_entropy_grad") {
+    for (KernelCheck& c : check_softmax_cross_entropy_grad(progress)) {
+      checks.push_back(std::move(c));
+    }
   }
   if (name.empty() || name == "flash_attention") {
     for (KernelCheck& c : check_flash_attention(progress)) checks.push_back(std::move(c));

@@ -142,35 +142,43 @@ Array layer_norm(const Array& x, const Array& scale, const Array& bias, double e
       {BlockSpec({block_rows, -1}, rows_of)}, {x, scale, bias}, options, site)[0];
 }
 
-Array softmax_cross_entropy(const Array& logits, const Array& labels, int64_t block_rows,
-                            CallSite site) {
-  check_float(logits, "softmax_cross_entropy", "logits", site);
+// The checks both passes of softmax cross-entropy make; the labels as i32.
+Array checked_labels(const Array& logits, const Array& labels, int64_t block_rows,
+                     std::string_view kernel, CallSite site) {
+  check_float(logits, kernel, "logits", site);
   if (logits.shape().rank() != 2) {
-    fail(site, fmt::format("pallas::softmax_cross_entropy: logits are {}; expected [rows, n]",
+    fail(site, fmt::format("pallas::{}: logits are {}; expected [rows, n]", kernel,
                            logits.aval().to_string()));
   }
   const int64_t rows = logits.shape()[0], n = logits.shape()[1];
   if (!labels.defined() || labels.shape() != Shape({rows}) ||
       !(labels.dtype() == DType::i32 || labels.dtype() == DType::i64)) {
-    fail(site, fmt::format("pallas::softmax_cross_entropy: labels are {}; expected i32 or i64 "
-                           "[{}], one per row of the logits {}",
-                           labels.defined() ? labels.aval().to_string() : "an empty Array", rows,
-                           logits.aval().to_string()));
+    fail(site, fmt::format("pallas::{}: labels are {}; expected i32 or i64 [{}], one per row of "
+                           "the logits {}",
+                           kernel, labels.defined() ? labels.aval().to_string() : "an empty Array",
+                           rows, logits.aval().to_string()));
   }
   if (block_rows < 1) {
-    fail(site, fmt::format("pallas::softmax_cross_entropy: block_rows must be positive, got {}",
-                           block_rows));
+    fail(site, fmt::format("pallas::{}: block_rows must be positive, got {}", kernel, block_rows));
   }
-  if (rows == 0) return zeros(Shape({0}), DType::f32);
   Array labels32 = astype(labels, DType::i32);
+  if (rows == 0) return labels32;
   std::vector<int32_t> host = labels32.to_vector<int32_t>();
   for (size_t r = 0; r < host.size(); ++r) {
     if (host[r] < 0 || host[r] >= n) {
-      fail(site, fmt::format("pallas::softmax_cross_entropy: the label of row {} is {}, outside "
-                             "[0, {}) (the logits' last axis)",
-                             r, host[r], n));
+      fail(site, fmt::format("pallas::{}: the label of row {} is {}, outside [0, {}) (the "
+                             "logits' last axis)",
+                             kernel, r, host[r], n));
     }
   }
+  return labels32;
+}
+
+Array softmax_cross_entropy(const Array& logits, const Array& labels, int64_t block_rows,
+                            CallSite site) {
+  Array labels32 = checked_labels(logits, labels, block_rows, "softmax_cross_entropy", site);
+  const int64_t rows = logits.shape()[0];
+  if (rows == 0) return zeros(Shape({0}), DType::f32);
   auto body = [](const Kernel& kernel) {
     Array z = astype(kernel.in(0).load(), DType::f32);
     Array row_max = max(z, {1}, /*keepdims=*/true);
@@ -187,6 +195,36 @@ Array softmax_cross_entropy(const Array& logits, const Array& labels, int64_t bl
   return call(body, {AbstractValue(Shape({rows}), DType::f32)}, {cdiv(rows, block_rows)},
               {BlockSpec({block_rows, -1}, rows_of), BlockSpec({block_rows}, row)},
               {BlockSpec({block_rows}, row)}, {logits, labels32}, options, site)[0];
+}
+
+Array softmax_cross_entropy_grad(const Array& logits, const Array& labels, const Array& g,
+                                 int64_t block_rows, CallSite site) {
+  Array labels32 = checked_labels(logits, labels, block_rows, "softmax_cross_entropy_grad", site);
+  const int64_t rows = logits.shape()[0], n = logits.shape()[1];
+  if (!g.defined() || g.shape() != Shape({rows}) || g.dtype() != DType::f32) {
+    fail(site, fmt::format("pallas::softmax_cross_entropy_grad: g is {}; expected f32[{}], the "
+                           "cotangent of each row's loss",
+                           g.defined() ? g.aval().to_string() : "an empty Array", rows));
+  }
+  if (rows == 0 || n == 0) return zeros(logits.shape(), logits.dtype());
+  auto body = [n](const Kernel& kernel) {
+    Array z = astype(kernel.in(0).load(), DType::f32);
+    Array e = exp(z - max(z, {1}, /*keepdims=*/true));
+    Array p = e / sum(e, {1}, /*keepdims=*/true);
+    Array label = expand_dims(kernel.in(1).load(), 1);
+    int64_t block = z.shape()[0];
+    Array onehot = astype(equal(iota(Shape({block, n}), DType::i32, 1), label), DType::f32);
+    kernel.out(0).store((p - onehot) * expand_dims(kernel.in(2).load(), 1));
+  };
+  CallOptions options;
+  options.name = "softmax_cross_entropy_grad";
+  options.semantics = {GridAxis::kParallel};
+  auto rows_of = [](const Index& i) { return Index{i[0], 0}; };
+  auto row = [](const Index& i) { return Index{i[0]}; };
+  return call(body, {AbstractValue(logits.shape(), logits.dtype())}, {cdiv(rows, block_rows)},
+              {BlockSpec({block_rows, -1}, rows_of), BlockSpec({block_rows}, row),
+               BlockSpec({block_rows}, row)},
+              {BlockSpec({block_rows, -1}, rows_of)}, {logits, labels32, g}, options, site)[0];
 }
 
 }  // namespace kiln::pallas

@@ -136,6 +136,10 @@ class Cli(unittest.TestCase):
         self.assertEqual(refused.returncode, 2)
         self.assertIn("--device cuda: not measured", refused.stderr)
         self.assertNotIn("ms", refused.stdout)
+        # Every kernel kiln ships has inputs to be benched on.
+        for name in run("kernels", "list").stdout.split():
+            quick = run("kernels", "bench", name, "--quick", "--repeats", "1")
+            self.assertIn(f"# kiln kernels bench {name}:", quick.stdout)
         unknown = run("kernels", "bench", "layer_nrom", check=False)
         self.assertEqual(unknown.returncode, 1)
         self.assertIn("no kernel named 'layer_nrom'", unknown.stderr)

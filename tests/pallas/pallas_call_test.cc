@@ -10,11 +10,13 @@
 #include <vector>
 
 #include "kiln/array_functions.h"
+#include "kiln/grad.h"
 #include "kiln/jit.h"
 #include "kiln/nn/functional.h"
 #include "kiln/ops.h"
 #include "kiln/pallas.h"
 #include "kiln/random.h"
+#include "kiln/tracing.h"
 #include "support/arrays.h"
 #include "support/errors.h"
 
@@ -202,6 +204,21 @@ TEST(PallasKernels, LayerNormAndSoftmaxCrossEntropyAgreeWithTheOps) {
   EXPECT_EQ(
       pallas::softmax_cross_entropy(zeros(Shape({0, 5})), zeros(Shape({0}), DType::i32)).shape(),
       Shape({0}));
+  // The backward pass is the gradient of the forward's sum weighted by the upstream cotangent.
+  Array upstream = random::normal(random::key(10), {11});
+  Array dlogits = pallas::softmax_cross_entropy_grad(x, labels, upstream, 4);
+  Array want_grad = grad([&](const Array& z) {
+    Array lp = z - max(stop_gradient(z), {1}, true);
+    lp = lp - log(sum(exp(lp), {1}, true));
+    return sum(upstream * -squeeze(take_along_axis(lp, expand_dims(labels, 1), 1), {1}));
+  })(x);
+  g = values(dlogits);
+  w = values(want_grad);
+  for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], 1e-6) << i;
+  EXPECT_TRUE(fails_with([&] { pallas::softmax_cross_entropy_grad(x, labels, zeros(Shape({10}))); },
+                         {"pallas::softmax_cross_entropy_grad: g is f32[10]; expected f32[11]"}));
+  EXPECT_TRUE(fails_with([&] { pallas::softmax_cross_entropy_grad(x, bad, zeros(Shape({11}))); },
+                         {"softmax_cross_entropy_grad: the label of row 2 is 24"}));
 }
 
 TEST(PallasKernels, FlashAttentionIsTheSoftmaxOfItsScoresWithoutTheMatrix) {
