@@ -173,4 +173,16 @@ struct AttentionBlocks {
 Array flash_attention(const Array& q, const Array& k, const Array& v, bool causal,
                       AttentionBlocks blocks = {}, CallSite site = {});
 
+struct AttentionGrads {
+  Array dq, dk, dv;
+};
+// Its backward pass for the output's cotangent d_out (q's shape and dtype), as FlashAttention-2
+// computes it without the T x T matrix: the forward kernel's per-row logsumexp and
+// delta = rowsum(d_out * out), then one kernel for dK and dV (each key block through the
+// query blocks in order) and one for dQ (each query block through the key blocks), the
+// probabilities recomputed per block in f32; the gradients in q's dtype.
+AttentionGrads flash_attention_grad(const Array& q, const Array& k, const Array& v,
+                                    const Array& d_out, bool causal, AttentionBlocks blocks = {},
+                                    CallSite site = {});
+
 }  // namespace kiln::pallas

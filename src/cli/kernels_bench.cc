@@ -18,11 +18,13 @@
 
 #include "base/compute_pool.h"
 #include "kiln/array_functions.h"
+#include "kiln/grad.h"
 #include "kiln/nn/functional.h"
 #include "kiln/ops.h"
 #include "kiln/pallas.h"
 #include "kiln/profile.h"
 #include "kiln/random.h"
+#include "kiln/tracing.h"
 #include "pallas/kernel_checks.h"
 #include "profile/machine.h"
 #include "train/progress.h"
@@ -114,6 +116,30 @@ Workload workload(const std::string& name, bool quick) {
       scores = where(later, full(Shape({t, t}), -1e30), scores);
       Array e = exp(scores - max(scores, {2}, true));
       return matmul(e / sum(e, {2}, true), v);
+    };
+  } else if (name == "flash_attention_grad") {
+    int64_t heads = quick ? 2 : 12, t = quick ? 128 : 1024, d = 64;
+    Array q = normal(15, {heads, t, d}), k = normal(16, {heads, t, d}),
+          v = normal(17, {heads, t, d}), d_out = normal(18, {heads, t, d});
+    w.inputs = fmt::format("f32 {} heads x T {} x D {}, causal, blocks 64x64", heads, t, d);
+    w.bytes = 7.0 * 4 * static_cast<double>(heads * t * d);
+    // The forward pass again (2 products), then dV, dP, dK and dQ (4 more): 6 causal products.
+    w.flops = 6.0 * 2 * static_cast<double>(heads * t * t * d) / 2;
+    w.kernel = [q, k, v, d_out] {
+      pallas::AttentionGrads g = pallas::flash_attention_grad(q, k, v, d_out, true);
+      return concatenate({g.dq, g.dk, g.dv}, 0);
+    };
+    w.unfused = [q, k, v, d_out, t, d] {
+      auto objective = [&](const Array& qq, const Array& kk, const Array& vv) {
+        Array scores = matmul(qq, swapaxes(kk, 1, 2)) / std::sqrt(static_cast<double>(d));
+        Array later =
+            greater(iota(Shape({t, t}), DType::i32, 1), iota(Shape({t, t}), DType::i32, 0));
+        scores = where(later, full(Shape({t, t}), -1e30), scores);
+        Array e = exp(scores - stop_gradient(max(scores, {2}, true)));
+        return sum(matmul(e / sum(e, {2}, true), vv) * d_out);
+      };
+      auto [dq, dk, dv] = grad<0, 1, 2>(objective)(q, k, v);
+      return concatenate({dq, dk, dv}, 0);
     };
   } else {
     fail(kUnknownSite, fmt::format("kiln kernels bench: no workload for the kernel '{}'", name),

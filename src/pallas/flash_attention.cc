@@ -1,10 +1,13 @@
 // pallas::flash_attention (kiln/pallas.h): the online softmax over key blocks. Scratch per
 // query block: m, the rows' largest score so far; l, the sum of exp(score - m); acc, the sum
 // of exp(score - m) v. A new key block with maximum m' rescales l and acc by exp(m - m'),
-// so the result, acc / l at the last key block, is the softmax's without its matrix.
+// so the result, acc / l at the last key block, is the softmax's without its matrix. The
+// backward pass (FlashAttention-2's) recomputes the probabilities block by block from the
+// forward's logsumexp, in two kernels: dK and dV per key block, dQ per query block.
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -23,10 +26,8 @@ void check_attention_input(const Array& x, std::string_view name, CallSite site)
   }
 }
 
-}  // namespace
-
-Array flash_attention(const Array& q, const Array& k, const Array& v, bool causal,
-                      AttentionBlocks blocks, CallSite site) {
+void check_attention_inputs(const Array& q, const Array& k, const Array& v, AttentionBlocks blocks,
+                            CallSite site) {
   check_attention_input(q, "q", site);
   check_attention_input(k, "k", site);
   check_attention_input(v, "v", site);
@@ -40,8 +41,30 @@ Array flash_attention(const Array& q, const Array& k, const Array& v, bool causa
     fail(site, fmt::format("pallas::flash_attention: blocks {} x {} must be positive", blocks.q,
                            blocks.k));
   }
+}
+
+// The scores of query block i against key block j, scaled, with the keys past the sequence's
+// end, the queries past it (a ragged last block of either) and, if causal, the keys after
+// each query set to -inf.
+Array masked_scores(const Array& qb, const Array& kb, int64_t i, int64_t j, int64_t bq, int64_t bk,
+                    int64_t t, bool causal, double scale) {
+  const double minus_inf = -std::numeric_limits<double>::infinity();
+  Array scores = kiln::matmul(qb, transpose(kb)) * scale;  // [bq, bk]
+  Array rows = iota(Shape({bq, bk}), DType::i32, 0) + static_cast<double>(i * bq);
+  Array cols = iota(Shape({bq, bk}), DType::i32, 1) + static_cast<double>(j * bk);
+  Array end = full(Shape({bq, bk}), static_cast<double>(t), DType::i32);
+  Array masked = bitwise_or(greater_equal(cols, end), greater_equal(rows, end));
+  if (causal) masked = bitwise_or(masked, greater(cols, rows));
+  return where(masked, full(Shape({bq, bk}), minus_inf), scores);
+}
+
+// The forward pass: the output (in `out_dtype`) and each query row's logsumexp of its scores
+// (f32 [BH, T]), which the backward pass reads instead of recomputing the softmax's
+// statistics. The backward pass asks for the output in f32: delta = rowsum(d_out * out)
+// cancels against dP, and an output rounded to bf16 would carry that rounding into dS.
+std::vector<Array> attention_forward(const Array& q, const Array& k, const Array& v, bool causal,
+                                     AttentionBlocks blocks, DType out_dtype, CallSite site) {
   const int64_t bh = q.shape()[0], t = q.shape()[1], d = q.shape()[2];
-  if (bh == 0 || t == 0 || d == 0) return zeros(q.shape(), q.dtype());
   const int64_t bq = blocks.q, bk = blocks.k;
   const int64_t k_steps = cdiv(t, bk);
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
@@ -60,20 +83,16 @@ Array flash_attention(const Array& q, const Array& k, const Array& v, bool causa
     // With the causal mask, a key block wholly after the query block adds nothing.
     const bool skipped = causal && j * bk > (i + 1) * bq - 1;
     if (!skipped) {
-      Array qb = reshape(astype(kernel.in(0).load(), DType::f32), {bq, d}) * scale;
+      Array qb = reshape(astype(kernel.in(0).load(), DType::f32), {bq, d});
       Array kb = reshape(astype(kernel.in(1).load(), DType::f32), {bk, d});
       Array vb = reshape(astype(kernel.in(2).load(), DType::f32), {bk, d});
-      Array scores = kiln::matmul(qb, transpose(kb));  // [bq, bk]
-      // Keys past the sequence's end (a ragged last block), and after the query if causal.
-      Array rows = iota(Shape({bq, bk}), DType::i32, 0) + static_cast<double>(i * bq);
-      Array cols = iota(Shape({bq, bk}), DType::i32, 1) + static_cast<double>(j * bk);
-      Array masked = greater_equal(cols, full(Shape({bq, bk}), static_cast<double>(t), DType::i32));
-      if (causal) masked = bitwise_or(masked, greater(cols, rows));
-      scores = where(masked, full(Shape({bq, bk}), minus_inf), scores);
+      Array scores = masked_scores(qb, kb, i, j, bq, bk, t, causal, scale);
       Array m_old = m.load();
       Array m_new = maximum(m_old, max(scores, {1}, true));
-      // Every row has a key here (the first key block holds key 0, which no query masks),
-      // so m_new is finite from the first block on and exp(m_old - m_new) is 0, not NaN.
+      // Every row inside the sequence has a key here (the first key block holds key 0, which
+      // no query masks), so m_new is finite from the first block on and exp(m_old - m_new)
+      // is 0, not NaN. Rows past the end (a ragged block) stay at -inf: their p is NaN,
+      // and they are never stored.
       Array p = exp(scores - m_new);
       Array rescale = exp(m_old - m_new);
       l.store(l.load() * rescale + sum(p, {1}, true));
@@ -82,6 +101,7 @@ Array flash_attention(const Array& q, const Array& k, const Array& v, bool causa
     }
     if (j == k_steps - 1) {
       kernel.out(0).store(reshape(acc.load() / l.load(), {1, bq, d}));
+      kernel.out(1).store(reshape(m.load() + log(l.load()), {1, bq}));
     }
   };
   CallOptions options;
@@ -91,10 +111,125 @@ Array flash_attention(const Array& q, const Array& k, const Array& v, bool causa
                      AbstractValue(Shape({bq, d}), DType::f32)};
   auto q_map = [](const Index& g) { return Index{g[0], g[1], 0}; };
   auto kv_map = [](const Index& g) { return Index{g[0], g[2], 0}; };
-  return call(body, {AbstractValue(q.shape(), q.dtype())}, {bh, cdiv(t, bq), k_steps},
-              {BlockSpec({1, bq, -1}, q_map), BlockSpec({1, bk, -1}, kv_map),
-               BlockSpec({1, bk, -1}, kv_map)},
-              {BlockSpec({1, bq, -1}, q_map)}, {q, k, v}, options, site)[0];
+  auto row_map = [](const Index& g) { return Index{g[0], g[1]}; };
+  return call(
+      body, {AbstractValue(q.shape(), out_dtype), AbstractValue(Shape({bh, t}), DType::f32)},
+      {bh, cdiv(t, bq), k_steps},
+      {BlockSpec({1, bq, -1}, q_map), BlockSpec({1, bk, -1}, kv_map),
+       BlockSpec({1, bk, -1}, kv_map)},
+      {BlockSpec({1, bq, -1}, q_map), BlockSpec({1, bq}, row_map)}, {q, k, v}, options, site);
+}
+
+}  // namespace
+
+Array flash_attention(const Array& q, const Array& k, const Array& v, bool causal,
+                      AttentionBlocks blocks, CallSite site) {
+  check_attention_inputs(q, k, v, blocks, site);
+  if (q.shape()[0] == 0 || q.shape()[1] == 0 || q.shape()[2] == 0) {
+    return zeros(q.shape(), q.dtype());
+  }
+  return attention_forward(q, k, v, causal, blocks, q.dtype(), site)[0];
+}
+
+AttentionGrads flash_attention_grad(const Array& q, const Array& k, const Array& v,
+                                    const Array& d_out, bool causal, AttentionBlocks blocks,
+                                    CallSite site) {
+  check_attention_inputs(q, k, v, blocks, site);
+  if (!d_out.defined() || d_out.shape() != q.shape() || d_out.dtype() != q.dtype()) {
+    fail(site, fmt::format("pallas::flash_attention_grad: d_out is {}; expected {}, the "
+                           "cotangent of the output",
+                           d_out.defined() ? d_out.aval().to_string() : "an empty Array",
+                           q.aval().to_string()));
+  }
+  const int64_t bh = q.shape()[0], t = q.shape()[1], d = q.shape()[2];
+  if (bh == 0 || t == 0 || d == 0) {
+    Array zero = zeros(q.shape(), q.dtype());
+    return AttentionGrads{zero, zero, zero};
+  }
+  const int64_t bq = blocks.q, bk = blocks.k;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  // The forward's output and logsumexp, and delta = rowsum(d_out * out): with them the
+  // softmax's backward needs no row statistics of its own (FlashAttention-2's backward).
+  std::vector<Array> forward = attention_forward(q, k, v, causal, blocks, DType::f32, site);
+  Array delta = sum(astype(d_out, DType::f32) * forward[0], {2});
+  const Array& lse = forward[1];
+  // What both kernels compute for query block i and key block j: the probabilities and
+  // dS = P * (dP - delta), in f32.
+  auto probabilities_and_ds = [=](const Kernel& kernel, int64_t i, int64_t j, Array& qb, Array& kb,
+                                  Array& dob, Array& p, Array& ds) {
+    qb = reshape(astype(kernel.in(0).load(), DType::f32), {bq, d});
+    kb = reshape(astype(kernel.in(1).load(), DType::f32), {bk, d});
+    Array vb = reshape(astype(kernel.in(2).load(), DType::f32), {bk, d});
+    dob = reshape(astype(kernel.in(3).load(), DType::f32), {bq, d});
+    Array row_lse = reshape(kernel.in(4).load(), {bq, 1});
+    Array row_delta = reshape(kernel.in(5).load(), {bq, 1});
+    p = exp(masked_scores(qb, kb, i, j, bq, bk, t, causal, scale) - row_lse);
+    ds = p * (kiln::matmul(dob, transpose(vb)) - row_delta);
+  };
+  std::vector<Array> inputs = {q, k, v, d_out, lse, delta};
+
+  // dK and dV: each key block runs through the query blocks in order (the last grid axis).
+  const int64_t q_steps = cdiv(t, bq);
+  auto kv_body = [=](const Kernel& kernel) {
+    const int64_t j = kernel.program_id(1), i = kernel.program_id(2);
+    const Ref& dk = kernel.scratch(0);
+    const Ref& dv = kernel.scratch(1);
+    if (i == 0) {
+      dk.store(zeros(Shape({bk, d})));
+      dv.store(zeros(Shape({bk, d})));
+    }
+    if (!(causal && j * bk > (i + 1) * bq - 1)) {
+      Array qb, kb, dob, p, ds;
+      probabilities_and_ds(kernel, i, j, qb, kb, dob, p, ds);
+      dv.store(dv.load() + kiln::matmul(transpose(p), dob));
+      dk.store(dk.load() + kiln::matmul(transpose(ds), qb) * scale);
+    }
+    if (i == q_steps - 1) {
+      kernel.out(0).store(reshape(dk.load(), {1, bk, d}));
+      kernel.out(1).store(reshape(dv.load(), {1, bk, d}));
+    }
+  };
+  auto q_of_kv_grid = [](const Index& g) { return Index{g[0], g[2], 0}; };
+  auto kv_of_kv_grid = [](const Index& g) { return Index{g[0], g[1], 0}; };
+  auto row_of_kv_grid = [](const Index& g) { return Index{g[0], g[2]}; };
+  CallOptions kv_options;
+  kv_options.name = "flash_attention_dkdv";
+  kv_options.scratch = {AbstractValue(Shape({bk, d}), DType::f32),
+                        AbstractValue(Shape({bk, d}), DType::f32)};
+  std::vector<Array> dkdv =
+      call(kv_body, {AbstractValue(k.shape(), k.dtype()), AbstractValue(v.shape(), v.dtype())},
+           {bh, cdiv(t, bk), q_steps},
+           {BlockSpec({1, bq, -1}, q_of_kv_grid), BlockSpec({1, bk, -1}, kv_of_kv_grid),
+            BlockSpec({1, bk, -1}, kv_of_kv_grid), BlockSpec({1, bq, -1}, q_of_kv_grid),
+            BlockSpec({1, bq}, row_of_kv_grid), BlockSpec({1, bq}, row_of_kv_grid)},
+           {BlockSpec({1, bk, -1}, kv_of_kv_grid), BlockSpec({1, bk, -1}, kv_of_kv_grid)}, inputs,
+           kv_options, site);
+
+  // dQ: each query block runs through the key blocks in order.
+  const int64_t k_steps = cdiv(t, bk);
+  auto q_body = [=](const Kernel& kernel) {
+    const int64_t i = kernel.program_id(1), j = kernel.program_id(2);
+    const Ref& dq = kernel.scratch(0);
+    if (j == 0) dq.store(zeros(Shape({bq, d})));
+    if (!(causal && j * bk > (i + 1) * bq - 1)) {
+      Array qb, kb, dob, p, ds;
+      probabilities_and_ds(kernel, i, j, qb, kb, dob, p, ds);
+      dq.store(dq.load() + kiln::matmul(ds, kb) * scale);
+    }
+    if (j == k_steps - 1) kernel.out(0).store(reshape(dq.load(), {1, bq, d}));
+  };
+  auto q_of_q_grid = [](const Index& g) { return Index{g[0], g[1], 0}; };
+  auto kv_of_q_grid = [](const Index& g) { return Index{g[0], g[2], 0}; };
+  auto row_of_q_grid = [](const Index& g) { return Index{g[0], g[1]}; };
+  CallOptions q_options;
+  q_options.name = "flash_attention_dq";
+  q_options.scratch = {AbstractValue(Shape({bq, d}), DType::f32)};
+  Array dq = call(q_body, {AbstractValue(q.shape(), q.dtype())}, {bh, cdiv(t, bq), k_steps},
+                  {BlockSpec({1, bq, -1}, q_of_q_grid), BlockSpec({1, bk, -1}, kv_of_q_grid),
+                   BlockSpec({1, bk, -1}, kv_of_q_grid), BlockSpec({1, bq, -1}, q_of_q_grid),
+                   BlockSpec({1, bq}, row_of_q_grid), BlockSpec({1, bq}, row_of_q_grid)},
+                  {BlockSpec({1, bq, -1}, q_of_q_grid)}, inputs, q_options, site)[0];
+  return AttentionGrads{dq, dkdv[0], dkdv[1]};
 }
 
 }  // namespace kiln::pallas

@@ -355,6 +355,84 @@ std::vector<KernelCheck> check_flash_attention(
   return checks;
 }
 
+std::vector<KernelCheck> check_flash_attention_grad(
+    const std::function<void(const std::string&)>& progress) {
+  struct Case {
+    int64_t heads, t, d;
+    AttentionBlocks blocks;
+  };
+  const std::vector<Case> cases = {
+      {1, 1, 1, {16, 16}},   {2, 37, 16, {16, 8}}, {2, 64, 32, {32, 32}},
+      {1, 100, 8, {64, 16}}, {1, 0, 4, {8, 8}},
+  };
+  std::vector<KernelCheck> checks;
+  uint64_t seed = 600;
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (bool causal : {false, true}) {
+      for (const Case& c : cases) {
+        std::string what = fmt::format("{} {}x{}x{}{}, blocks {}x{}", dtype_name(dtype), c.heads,
+                                       c.t, c.d, causal ? " causal" : "", c.blocks.q, c.blocks.k);
+        if (progress) progress("flash_attention_grad " + what);
+        Shape shape({c.heads, c.t, c.d});
+        Array q = draw(++seed, shape, dtype), k = draw(++seed, shape, dtype),
+              v = draw(++seed, shape, dtype), d_out = draw(++seed, shape, dtype);
+        AttentionGrads got = flash_attention_grad(q, k, v, d_out, causal, c.blocks);
+        // The reference: kiln's autodiff of the plain f64 attention, one input at a time.
+        Array qf = astype(q, DType::f64), kf = astype(k, DType::f64), vf = astype(v, DType::f64),
+              df = astype(d_out, DType::f64);
+        const double scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(c.d, 1)));
+        auto probabilities = [&](const Array& qq, const Array& kk) {
+          Array scores = kiln::matmul(qq, swapaxes(kk, 1, 2)) * scale;
+          if (causal && c.t > 0) {
+            Array rows = iota(Shape({c.t, c.t}), DType::i32, 0);
+            Array cols = iota(Shape({c.t, c.t}), DType::i32, 1);
+            scores =
+                where(greater(cols, rows),
+                      full(Shape({c.t, c.t}), -std::numeric_limits<double>::infinity(), DType::f64),
+                      scores);
+          }
+          Array e = exp(scores - stop_gradient(max(scores, {2}, true)));
+          return e / sum(e, {2}, true);
+        };
+        auto objective = [&](const Array& qq, const Array& kk, const Array& vv) {
+          return sum(kiln::matmul(probabilities(qq, kk), vv) * df);
+        };
+        std::vector<Array> reference(3, zeros(shape, DType::f64));
+        if (c.t > 0 && c.d > 0) {
+          reference[0] = grad([&](const Array& x) { return objective(x, kf, vf); })(qf);
+          reference[1] = grad([&](const Array& x) { return objective(qf, x, vf); })(kf);
+          reference[2] = grad([&](const Array& x) { return objective(qf, kf, x); })(vf);
+        }
+        // Bounds from the magnitudes of the sums each gradient is (as matmul's): with P the
+        // probabilities, dP = d_out v^T and delta = rowsum(d_out * out), |dS| <= P (|dP| +
+        // |delta|); dQ sums |dS| |k| scale over T keys, dK |dS|^T |q| scale over T queries,
+        // dV P^T |d_out|; each in f32 with (T + D + 8) eps(f32) of those magnitudes.
+        std::vector<std::vector<double>> magnitude(3);
+        if (c.t > 0 && c.d > 0) {
+          Array p = probabilities(qf, kf);
+          Array dp = abs(kiln::matmul(df, swapaxes(vf, 1, 2)));
+          Array delta = abs(sum(df * kiln::matmul(p, vf), {2}, true));
+          Array ds = p * (dp + delta);
+          magnitude[0] = to_f64(kiln::matmul(ds, abs(kf)) * scale);
+          magnitude[1] = to_f64(kiln::matmul(swapaxes(ds, 1, 2), abs(qf)) * scale);
+          magnitude[2] = to_f64(kiln::matmul(swapaxes(p, 1, 2), abs(df)));
+        }
+        const double terms = static_cast<double>(c.t + c.d + 8);
+        const std::vector<std::pair<const char*, Array>> outputs = {
+            {"dq", got.dq}, {"dk", got.dk}, {"dv", got.dv}};
+        for (size_t o = 0; o < 3; ++o) {
+          checks.push_back(compare(
+              "flash_attention_grad", fmt::format("{}, {}", what, outputs[o].first),
+              outputs[o].second, reference[o],
+              [&](size_t i) { return magnitude[o].empty() ? 0 : terms * kEps32 * magnitude[o][i]; },
+              1.0, "(T + D + 8) eps(f32) of the sum's magnitudes + 1 ulp"));
+        }
+      }
+    }
+  }
+  return checks;
+}
+
 }  // namespace
 
 std::vector<std::string> kernel_names() {
@@ -363,7 +441,8 @@ std::vector<std::string> kernel_names() {
           "layer_norm",
           "softmax_cross_entropy",
           "softmax_cross_entropy_grad",
-          "flash_attention"};
+          "flash_attention",
+          "flash_attention_grad"};
 }
 
 std::vector<KernelCheck> check_kernels(const std::string& name,
@@ -393,6 +472,9 @@ std::vector<KernelCheck> check_kernels(const std::string& name,
   }
   if (name.empty() || name == "flash_attention") {
     for (KernelCheck& c : check_flash_attention(progress)) checks.push_back(std::move(c));
+  }
+  if (name.empty() || name == "flash_attention_grad") {
+    for (KernelCheck& c : check_flash_attention_grad(progress)) checks.push_back(std::move(c));
   }
   return checks;
 }

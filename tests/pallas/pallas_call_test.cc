@@ -246,6 +246,35 @@ TEST(PallasKernels, FlashAttentionIsTheSoftmaxOfItsScoresWithoutTheMatrix) {
         flash_attention(q, k, v, false, AttentionBlocks{0, 4});
       },
       {"blocks 0 x 4 must be positive"}));
+  // The backward pass: the gradients of sum(attention * d_out), as kiln's autodiff has them.
+  Array d_out = random::normal(random::key(7), {2, 21, 8});
+  for (bool causal : {false, true}) {
+    AttentionGrads grads = flash_attention_grad(q, k, v, d_out, causal, AttentionBlocks{8, 4});
+    auto objective = [&](const Array& qq, const Array& kk, const Array& vv) {
+      Array scores = kiln::matmul(qq, swapaxes(kk, 1, 2)) / std::sqrt(8.0);
+      if (causal) {
+        Array later =
+            greater(iota(Shape({21, 21}), DType::i32, 1), iota(Shape({21, 21}), DType::i32, 0));
+        scores = where(later, full(Shape({21, 21}), -1e30), scores);
+      }
+      Array e = exp(scores - stop_gradient(max(scores, {2}, true)));
+      return sum(kiln::matmul(e / sum(e, {2}, true), vv) * d_out);
+    };
+    std::vector<std::pair<Array, Array>> pairs = {
+        {grads.dq, grad([&](const Array& x) { return objective(x, k, v); })(q)},
+        {grads.dk, grad([&](const Array& x) { return objective(q, x, v); })(k)},
+        {grads.dv, grad([&](const Array& x) { return objective(q, k, x); })(v)}};
+    for (const auto& [got_grad, want_grad] : pairs) {
+      std::vector<double> g = values(got_grad), w = values(want_grad);
+      for (size_t i = 0; i < g.size(); ++i) EXPECT_NEAR(g[i], w[i], 1e-5) << i;
+    }
+  }
+  EXPECT_TRUE(fails_with(
+      [&] {
+        flash_attention_grad(q, k, v, zeros(Shape({2, 21, 4})), false);
+      },
+      {"pallas::flash_attention_grad: d_out is f32[2,21,4]; expected "
+       "f32[2,21,8]"}));
 }
 
 }  // namespace
