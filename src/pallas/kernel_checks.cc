@@ -305,24 +305,40 @@ std::vector<KernelCheck> check_softmax_cross_entropy_grad(
   return checks;
 }
 
-std::vector<KernelCheck> check_flash_attention(
-    const std::function<void(const std::string&)>& progress) {
-  struct Case {
-    int64_t heads, t, d;
-    AttentionBlocks blocks;
-  };
-  const std::vector<Case> cases = {
+struct AttentionCase {
+  int64_t heads, t, d;
+  AttentionBlocks blocks;
+};
+
+// Both passes of flash attention take the same cases: T of 0, 1 and sizes the blocks do and
+// do not divide, for every dtype, causal or not. `check` gets each case's label.
+void for_each_attention_case(
+    const std::string& kernel, const std::function<void(const std::string&)>& progress,
+    const std::function<void(const std::string& what, DType dtype, bool causal,
+                             const AttentionCase& c)>& check) {
+  const std::vector<AttentionCase> cases = {
       {1, 1, 1, {16, 16}},   {2, 37, 16, {16, 8}}, {3, 64, 32, {32, 32}},
       {2, 100, 8, {64, 16}}, {1, 0, 4, {8, 8}},
   };
-  std::vector<KernelCheck> checks;
-  uint64_t seed = 200;
   for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
     for (bool causal : {false, true}) {
-      for (const Case& c : cases) {
+      for (const AttentionCase& c : cases) {
         std::string what = fmt::format("{} {}x{}x{}{}, blocks {}x{}", dtype_name(dtype), c.heads,
                                        c.t, c.d, causal ? " causal" : "", c.blocks.q, c.blocks.k);
-        if (progress) progress("flash_attention " + what);
+        if (progress) progress(kernel + " " + what);
+        check(what, dtype, causal, c);
+      }
+    }
+  }
+}
+
+std::vector<KernelCheck> check_flash_attention(
+    const std::function<void(const std::string&)>& progress) {
+  std::vector<KernelCheck> checks;
+  uint64_t seed = 200;
+  for_each_attention_case(
+      "flash_attention", progress,
+      [&](const std::string& what, DType dtype, bool causal, const AttentionCase& c) {
         Shape shape({c.heads, c.t, c.d});
         Array q = draw(++seed, shape, dtype), k = draw(++seed, shape, dtype),
               v = draw(++seed, shape, dtype);
@@ -349,30 +365,17 @@ std::vector<KernelCheck> check_flash_attention(
         checks.push_back(compare(
             "flash_attention", what, got, reference, [&](size_t) { return atol; }, 1.0,
             "(T + D + 8) eps(f32) max|v| + 1 ulp"));
-      }
-    }
-  }
+      });
   return checks;
 }
 
 std::vector<KernelCheck> check_flash_attention_grad(
     const std::function<void(const std::string&)>& progress) {
-  struct Case {
-    int64_t heads, t, d;
-    AttentionBlocks blocks;
-  };
-  const std::vector<Case> cases = {
-      {1, 1, 1, {16, 16}},   {2, 37, 16, {16, 8}}, {2, 64, 32, {32, 32}},
-      {1, 100, 8, {64, 16}}, {1, 0, 4, {8, 8}},
-  };
   std::vector<KernelCheck> checks;
   uint64_t seed = 600;
-  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-    for (bool causal : {false, true}) {
-      for (const Case& c : cases) {
-        std::string what = fmt::format("{} {}x{}x{}{}, blocks {}x{}", dtype_name(dtype), c.heads,
-                                       c.t, c.d, causal ? " causal" : "", c.blocks.q, c.blocks.k);
-        if (progress) progress("flash_attention_grad " + what);
+  for_each_attention_case(
+      "flash_attention_grad", progress,
+      [&](const std::string& what, DType dtype, bool causal, const AttentionCase& c) {
         Shape shape({c.heads, c.t, c.d});
         Array q = draw(++seed, shape, dtype), k = draw(++seed, shape, dtype),
               v = draw(++seed, shape, dtype), d_out = draw(++seed, shape, dtype);
@@ -427,9 +430,7 @@ std::vector<KernelCheck> check_flash_attention_grad(
               [&](size_t i) { return magnitude[o].empty() ? 0 : terms * kEps32 * magnitude[o][i]; },
               1.0, "(T + D + 8) eps(f32) of the sum's magnitudes + 1 ulp"));
         }
-      }
-    }
-  }
+      });
   return checks;
 }
 

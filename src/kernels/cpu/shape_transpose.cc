@@ -9,6 +9,7 @@
 // the tiles' bandwidth on GPT-2's token table; `kiln bench ops`).
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "base/check.h"
 #include "kernels/cpu/shape_copy.h"
@@ -66,6 +67,19 @@ struct TilePlan {
   Dims batch_sizes, batch_in, batch_out;
 };
 
+// Where batch number `batch` (row-major over the batch axes) starts in the input and the
+// output, in elements.
+std::pair<int64_t, int64_t> batch_offsets(const TilePlan& plan, int64_t batch) {
+  int64_t in_offset = 0, out_offset = 0;
+  for (size_t axis = plan.batch_sizes.size(); axis-- > 0;) {
+    int64_t index = batch % plan.batch_sizes[axis];
+    batch /= plan.batch_sizes[axis];
+    in_offset += index * plan.batch_in[axis];
+    out_offset += index * plan.batch_out[axis];
+  }
+  return {in_offset, out_offset};
+}
+
 template <typename T>
 void transpose_tiles(const T* in, T* out, const TilePlan& plan, ComputePool& pool) {
   // 64x64 tiles (8-16 KiB) of up to 4-byte elements, 32x32 (8 KiB) of 8-byte ones.
@@ -82,13 +96,7 @@ void transpose_tiles(const T* in, T* out, const TilePlan& plan, ComputePool& poo
       int64_t ti = unit % tiles_i;
       int64_t tj = (unit / tiles_i) % tiles_j;
       int64_t batch = unit / (tiles_j * tiles_i);
-      int64_t in_offset = 0, out_offset = 0;
-      for (size_t axis = plan.batch_sizes.size(); axis-- > 0;) {
-        int64_t index = batch % plan.batch_sizes[axis];
-        batch /= plan.batch_sizes[axis];
-        in_offset += index * plan.batch_in[axis];
-        out_offset += index * plan.batch_out[axis];
-      }
+      auto [in_offset, out_offset] = batch_offsets(plan, batch);
       int64_t i0 = ti * kTile, i1 = std::min(i0 + kTile, plan.n_i);
       int64_t j0 = tj * kTile, j1 = std::min(j0 + kTile, plan.n_j);
       const T* src = in + in_offset;
@@ -145,13 +153,7 @@ void transpose_bands_u32(const uint32_t* in, uint32_t* out, const TilePlan& plan
       int64_t block = unit % blocks;
       int64_t band = (unit / blocks) % bands;
       int64_t batch = unit / (blocks * bands);
-      int64_t in_offset = 0, out_offset = 0;
-      for (size_t axis = plan.batch_sizes.size(); axis-- > 0;) {
-        int64_t index = batch % plan.batch_sizes[axis];
-        batch /= plan.batch_sizes[axis];
-        in_offset += index * plan.batch_in[axis];
-        out_offset += index * plan.batch_out[axis];
-      }
+      auto [in_offset, out_offset] = batch_offsets(plan, batch);
       int64_t i0 = block * kBandLength, ni = std::min(kBandLength, plan.n_i - i0);
       int64_t j0 = band * kBand, nj = std::min(kBand, plan.n_j - j0);
       const uint32_t* src = in + in_offset + j0 * plan.in_j + i0;
