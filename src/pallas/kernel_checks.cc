@@ -73,6 +73,40 @@ Array draw(uint64_t seed, Shape shape, DType dtype, double scale = 1.0) {
   return astype(random::normal(random::key(seed), std::move(shape)) * scale, dtype);
 }
 
+using Progress = std::function<void(const std::string&)>;
+
+// Runs check(what, dtype, c) for every case in f32, bf16 and f16, in that order, telling
+// `progress` "<kernel> <what>" before each; label(dtype, c) makes `what`.
+template <typename Case, typename Label, typename Check>
+void for_each_case(std::string_view kernel, const std::vector<Case>& cases,
+                   const Progress& progress, Label label, Check check) {
+  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
+    for (const Case& c : cases) {
+      std::string what = label(dtype, c);
+      if (progress) progress(fmt::format("{} {}", kernel, what));
+      check(what, dtype, c);
+    }
+  }
+}
+
+// The row-wise kernels' cases (softmax, layer norm, softmax cross-entropy): x [rows, n] in
+// blocks of block_rows rows, its values N(0, 1) x scale + offset, and a kernel's own
+// special values where `special`.
+struct RowCase {
+  int64_t rows, n, block_rows;
+  double scale = 1;
+  bool special = false;
+  double offset = 0;
+};
+
+std::string row_label(DType dtype, const RowCase& c, std::string_view values,
+                      std::string_view special) {
+  return fmt::format("{} {}x{}, {} rows a block{}{}{}", dtype_name(dtype), c.rows, c.n,
+                     c.block_rows, c.offset != 0 ? fmt::format(", {} + {}", values, c.offset) : "",
+                     c.scale != 1 ? fmt::format(", {} x{}", values, c.scale) : "",
+                     c.special ? special : "");
+}
+
 std::vector<KernelCheck> check_matmul(const std::function<void(const std::string&)>& progress) {
   struct Case {
     int64_t m, k, n;
@@ -85,251 +119,227 @@ std::vector<KernelCheck> check_matmul(const std::function<void(const std::string
   };
   std::vector<KernelCheck> checks;
   uint64_t seed = 0;
-  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-    for (const Case& c : cases) {
-      std::string what = fmt::format("{} {}x{} @ {}x{}, blocks {}x{}x{}", dtype_name(dtype), c.m,
-                                     c.k, c.k, c.n, c.blocks.m, c.blocks.n, c.blocks.k);
-      if (progress) progress("matmul " + what);
-      Array a = draw(++seed, Shape({c.m, c.k}), dtype);
-      Array b = draw(++seed, Shape({c.k, c.n}), dtype);
-      Array got = matmul(a, b, c.blocks);
-      Array reference = kiln::matmul(astype(a, DType::f64), astype(b, DType::f64));
-      // f32 accumulation of K products: 2 K eps32 sum_k |a_ik b_kj| at most (the sum's
-      // rounding, then the products'), plus one ulp of the result's rounding to its dtype.
-      std::vector<double> scale =
-          to_f64(kiln::matmul(abs(astype(a, DType::f64)), abs(astype(b, DType::f64))));
-      double k_terms = static_cast<double>(std::max<int64_t>(c.k, 1));
-      checks.push_back(compare(
-          "matmul", what, got, reference, [&](size_t i) { return 2 * k_terms * kEps32 * scale[i]; },
-          1.0, "2 K eps(f32) sum|a b| + 1 ulp"));
-    }
-  }
+  auto label = [](DType dtype, const Case& c) {
+    return fmt::format("{} {}x{} @ {}x{}, blocks {}x{}x{}", dtype_name(dtype), c.m, c.k, c.k, c.n,
+                       c.blocks.m, c.blocks.n, c.blocks.k);
+  };
+  for_each_case("matmul", cases, progress, label,
+                [&](const std::string& what, DType dtype, const Case& c) {
+                  Array a = draw(++seed, Shape({c.m, c.k}), dtype);
+                  Array b = draw(++seed, Shape({c.k, c.n}), dtype);
+                  Array got = matmul(a, b, c.blocks);
+                  Array reference = kiln::matmul(astype(a, DType::f64), astype(b, DType::f64));
+                  // f32 accumulation of K products: 2 K eps32 sum_k |a_ik b_kj| at most (the sum's
+                  // rounding, then the products'), plus one ulp of the result's rounding to its
+                  // dtype.
+                  std::vector<double> scale =
+                      to_f64(kiln::matmul(abs(astype(a, DType::f64)), abs(astype(b, DType::f64))));
+                  double k_terms = static_cast<double>(std::max<int64_t>(c.k, 1));
+                  checks.push_back(compare(
+                      "matmul", what, got, reference,
+                      [&](size_t i) { return 2 * k_terms * kEps32 * scale[i]; }, 1.0,
+                      "2 K eps(f32) sum|a b| + 1 ulp"));
+                });
   return checks;
 }
 
-std::vector<KernelCheck> check_softmax(const std::function<void(const std::string&)>& progress) {
-  struct Case {
-    int64_t rows, n, block_rows;
-    double scale;
-    bool special;  // a -inf in every row, a whole row of -inf, a NaN
-  };
-  const std::vector<Case> cases = {
-      {0, 4, 8, 1, false},      {1, 1, 8, 1, false},    {7, 13, 8, 1, false},
-      {33, 100, 8, 1, false},   {33, 100, 1, 1, false}, {33, 100, 32, 30, false},
-      {128, 512, 16, 1, false}, {9, 6, 4, 1, true},
+std::vector<KernelCheck> check_softmax(const Progress& progress) {
+  // special: a -inf in every row, a whole row of -inf, a NaN.
+  const std::vector<RowCase> cases = {
+      {0, 4, 8},    {1, 1, 8},         {7, 13, 8},     {33, 100, 8},
+      {33, 100, 1}, {33, 100, 32, 30}, {128, 512, 16}, {9, 6, 4, 1, true},
   };
   std::vector<KernelCheck> checks;
   uint64_t seed = 100;
-  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-    for (const Case& c : cases) {
-      std::string what =
-          fmt::format("{} {}x{}, {} rows a block{}{}", dtype_name(dtype), c.rows, c.n, c.block_rows,
-                      c.scale != 1 ? fmt::format(", values x{}", c.scale) : "",
-                      c.special ? ", with -inf, a row of -inf and a NaN" : "");
-      if (progress) progress("softmax " + what);
-      Array x = draw(++seed, Shape({c.rows, c.n}), DType::f64, c.scale);
-      if (c.special) {
-        std::vector<double> v = to_f64(x);
-        const double inf = std::numeric_limits<double>::infinity();
-        for (int64_t r = 0; r < c.rows; ++r) v[static_cast<size_t>(r * c.n + r % c.n)] = -inf;
-        for (int64_t j = 0; j < c.n; ++j) v[static_cast<size_t>(3 * c.n + j)] = -inf;
-        v[static_cast<size_t>(5 * c.n + 1)] = std::numeric_limits<double>::quiet_NaN();
-        x = from_host(v, Shape({c.rows, c.n}));
-      }
-      x = astype(x, dtype);
-      Array got = softmax(x, c.block_rows);
-      Array z = astype(x, DType::f64);
-      Array e = exp(z - max(z, {1}, true));
-      Array reference = e / sum(e, {1}, true);
-      // In f32: the exponentials and the sum of n of them, each within a few eps(f32)
-      // relative (n eps for the sum), then one ulp of the result's rounding.
-      std::vector<double> r = to_f64(reference);
-      double terms = static_cast<double>(c.n + 4);
-      checks.push_back(compare(
-          "softmax", what, got, reference,
-          [&](size_t i) { return terms * kEps32 * std::abs(r[i]); }, 1.0,
-          "(n + 4) eps(f32) |p| + 1 ulp"));
-    }
-  }
+  auto label = [](DType dtype, const RowCase& c) {
+    return row_label(dtype, c, "values", ", with -inf, a row of -inf and a NaN");
+  };
+  for_each_case("softmax", cases, progress, label,
+                [&](const std::string& what, DType dtype, const RowCase& c) {
+                  Array x = draw(++seed, Shape({c.rows, c.n}), DType::f64, c.scale);
+                  if (c.special) {
+                    std::vector<double> v = to_f64(x);
+                    const double inf = std::numeric_limits<double>::infinity();
+                    for (int64_t r = 0; r < c.rows; ++r)
+                      v[static_cast<size_t>(r * c.n + r % c.n)] = -inf;
+                    for (int64_t j = 0; j < c.n; ++j) v[static_cast<size_t>(3 * c.n + j)] = -inf;
+                    v[static_cast<size_t>(5 * c.n + 1)] = std::numeric_limits<double>::quiet_NaN();
+                    x = from_host(v, Shape({c.rows, c.n}));
+                  }
+                  x = astype(x, dtype);
+                  Array got = softmax(x, c.block_rows);
+                  Array z = astype(x, DType::f64);
+                  Array e = exp(z - max(z, {1}, true));
+                  Array reference = e / sum(e, {1}, true);
+                  // In f32: the exponentials and the sum of n of them, each within a few eps(f32)
+                  // relative (n eps for the sum), then one ulp of the result's rounding.
+                  std::vector<double> r = to_f64(reference);
+                  double terms = static_cast<double>(c.n + 4);
+                  checks.push_back(compare(
+                      "softmax", what, got, reference,
+                      [&](size_t i) { return terms * kEps32 * std::abs(r[i]); }, 1.0,
+                      "(n + 4) eps(f32) |p| + 1 ulp"));
+                });
   return checks;
 }
 
-std::vector<KernelCheck> check_layer_norm(const std::function<void(const std::string&)>& progress) {
-  struct Case {
-    int64_t rows, n, block_rows;
-    double offset;  // added to every x: a large mean to subtract
-    double spread;  // x's standard deviation: at 0.01 the variance is near eps, which matters
-  };
-  const std::vector<Case> cases = {
-      {0, 4, 8, 0, 1},      {1, 1, 8, 0, 1},    {7, 13, 8, 0, 1},
-      {33, 100, 8, 0, 1},   {33, 100, 1, 0, 1}, {33, 100, 32, 0, 1},
-      {128, 768, 16, 0, 1}, {9, 64, 4, 100, 1}, {9, 64, 4, 0, 0.01},
+std::vector<KernelCheck> check_layer_norm(const Progress& progress) {
+  // A large offset is a large mean to subtract; values x0.01 have a variance near eps, which
+  // then matters.
+  const std::vector<RowCase> cases = {
+      {0, 4, 8},        {1, 1, 8},     {7, 13, 8},     {33, 100, 8},
+      {33, 100, 1},     {33, 100, 32}, {128, 768, 16}, {9, 64, 4, 1, false, 100},
+      {9, 64, 4, 0.01},
   };
   std::vector<KernelCheck> checks;
   uint64_t seed = 300;
-  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-    for (const Case& c : cases) {
-      std::string what =
-          fmt::format("{} {}x{}, {} rows a block{}{}", dtype_name(dtype), c.rows, c.n, c.block_rows,
-                      c.offset != 0 ? fmt::format(", values + {}", c.offset) : "",
-                      c.spread != 1 ? fmt::format(", values x{}", c.spread) : "");
-      if (progress) progress("layer_norm " + what);
-      Array x = astype(draw(++seed, Shape({c.rows, c.n}), DType::f64, c.spread) + c.offset, dtype);
-      Array scale = draw(++seed, Shape({c.n}), dtype), bias = draw(++seed, Shape({c.n}), dtype);
-      Array got = layer_norm(x, scale, bias);
-      // The plain program in f64 (biased variance, eps 1e-5).
-      Array z = astype(x, DType::f64);
-      Array centred = z - mean(z, {1}, true);
-      Array normed = centred / sqrt(mean(centred * centred, {1}, true) + 1e-5);
-      Array reference = normed * astype(scale, DType::f64) + astype(bias, DType::f64);
-      // In f32: the mean and variance over n elements within about n eps(f32) relative of
-      // the spread of the row (a large mean loses that much more, relative to the spread),
-      // then the scale and bias, then one ulp of the result's rounding.
-      std::vector<double> xhat = to_f64(normed), g = to_f64(astype(scale, DType::f64)),
-                          b = to_f64(astype(bias, DType::f64));
-      double terms = static_cast<double>(c.n + 8) * (1 + std::abs(c.offset));
-      checks.push_back(compare(
-          "layer_norm", what, got, reference,
-          [&](size_t i) {
-            size_t j = i % static_cast<size_t>(std::max<int64_t>(c.n, 1));
-            return terms * kEps32 * (std::abs(g[j]) * (std::abs(xhat[i]) + 1) + std::abs(b[j]));
-          },
-          1.0, "(n + 8)(1 + |offset|) eps(f32) (|scale| (|x^| + 1) + |bias|) + 1 ulp"));
-    }
-  }
+  auto label = [](DType dtype, const RowCase& c) { return row_label(dtype, c, "values", ""); };
+  for_each_case(
+      "layer_norm", cases, progress, label,
+      [&](const std::string& what, DType dtype, const RowCase& c) {
+        Array x = astype(draw(++seed, Shape({c.rows, c.n}), DType::f64, c.scale) + c.offset, dtype);
+        Array scale = draw(++seed, Shape({c.n}), dtype), bias = draw(++seed, Shape({c.n}), dtype);
+        Array got = layer_norm(x, scale, bias);
+        // The plain program in f64 (biased variance, eps 1e-5).
+        Array z = astype(x, DType::f64);
+        Array centred = z - mean(z, {1}, true);
+        Array normed = centred / sqrt(mean(centred * centred, {1}, true) + 1e-5);
+        Array reference = normed * astype(scale, DType::f64) + astype(bias, DType::f64);
+        // In f32: the mean and variance over n elements within about n eps(f32) relative of
+        // the spread of the row (a large mean loses that much more, relative to the spread),
+        // then the scale and bias, then one ulp of the result's rounding.
+        std::vector<double> xhat = to_f64(normed), g = to_f64(astype(scale, DType::f64)),
+                            b = to_f64(astype(bias, DType::f64));
+        double terms = static_cast<double>(c.n + 8) * (1 + std::abs(c.offset));
+        checks.push_back(compare(
+            "layer_norm", what, got, reference,
+            [&](size_t i) {
+              size_t j = i % static_cast<size_t>(std::max<int64_t>(c.n, 1));
+              return terms * kEps32 * (std::abs(g[j]) * (std::abs(xhat[i]) + 1) + std::abs(b[j]));
+            },
+            1.0, "(n + 8)(1 + |offset|) eps(f32) (|scale| (|x^| + 1) + |bias|) + 1 ulp"));
+      });
   return checks;
 }
 
-std::vector<KernelCheck> check_softmax_cross_entropy(
-    const std::function<void(const std::string&)>& progress) {
-  struct Case {
-    int64_t rows, n, block_rows;
-    double scale;
-    bool special;  // a -inf logit away from the label in every row
-  };
-  const std::vector<Case> cases = {
-      {0, 4, 8, 1, false},       {1, 1, 8, 1, false},    {7, 13, 8, 1, false},
-      {33, 100, 8, 1, false},    {33, 100, 1, 1, false}, {33, 100, 32, 30, false},
-      {64, 50304, 16, 1, false}, {9, 6, 4, 1, true},
+std::vector<KernelCheck> check_softmax_cross_entropy(const Progress& progress) {
+  // special: a -inf logit away from the label in every row.
+  const std::vector<RowCase> cases = {
+      {0, 4, 8},    {1, 1, 8},         {7, 13, 8},      {33, 100, 8},
+      {33, 100, 1}, {33, 100, 32, 30}, {64, 50304, 16}, {9, 6, 4, 1, true},
   };
   std::vector<KernelCheck> checks;
   uint64_t seed = 400;
-  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-    for (const Case& c : cases) {
-      std::string what =
-          fmt::format("{} {}x{}, {} rows a block{}{}", dtype_name(dtype), c.rows, c.n, c.block_rows,
-                      c.scale != 1 ? fmt::format(", logits x{}", c.scale) : "",
-                      c.special ? ", with -inf logits" : "");
-      if (progress) progress("softmax_cross_entropy " + what);
-      Array x = draw(++seed, Shape({c.rows, c.n}), DType::f64, c.scale);
-      Array labels =
-          random::randint(random::key(++seed), Shape({c.rows}), 0, std::max<int64_t>(c.n, 1));
-      if (c.special) {
-        std::vector<double> v = to_f64(x);
-        std::vector<int32_t> l = labels.to_vector<int32_t>();
-        for (int64_t r = 0; r < c.rows; ++r) {
-          int64_t away = (l[static_cast<size_t>(r)] + 1) % c.n;
-          v[static_cast<size_t>(r * c.n + away)] = -std::numeric_limits<double>::infinity();
+  auto label = [](DType dtype, const RowCase& c) {
+    return row_label(dtype, c, "logits", ", with -inf logits");
+  };
+  for_each_case(
+      "softmax_cross_entropy", cases, progress, label,
+      [&](const std::string& what, DType dtype, const RowCase& c) {
+        Array x = draw(++seed, Shape({c.rows, c.n}), DType::f64, c.scale);
+        Array labels =
+            random::randint(random::key(++seed), Shape({c.rows}), 0, std::max<int64_t>(c.n, 1));
+        if (c.special) {
+          std::vector<double> v = to_f64(x);
+          std::vector<int32_t> l = labels.to_vector<int32_t>();
+          for (int64_t r = 0; r < c.rows; ++r) {
+            int64_t away = (l[static_cast<size_t>(r)] + 1) % c.n;
+            v[static_cast<size_t>(r * c.n + away)] = -std::numeric_limits<double>::infinity();
+          }
+          x = from_host(v, Shape({c.rows, c.n}));
         }
-        x = from_host(v, Shape({c.rows, c.n}));
-      }
-      x = astype(x, dtype);
-      Array got = softmax_cross_entropy(x, labels, c.block_rows);
-      // The plain program in f64: minus the log-probability of the label.
-      Array z = astype(x, DType::f64);
-      Array row_max = max(z, {1}, true);
-      Array log_p = z - row_max - log(sum(exp(z - row_max), {1}, true));
-      Array reference = -squeeze(take_along_axis(log_p, expand_dims(labels, 1), 1), {1});
-      // In f32: the row's maximum subtracted exactly, n exponentials summed (n eps relative),
-      // the log, and the label's logit subtracted: (n + 8) eps(f32) (|max| + |logit| + 1).
-      std::vector<double> m = to_f64(squeeze(row_max, {1}));
-      std::vector<double> picked =
-          to_f64(squeeze(take_along_axis(z, expand_dims(labels, 1), 1), {1}));
-      double terms = static_cast<double>(c.n + 8);
-      checks.push_back(compare(
-          "softmax_cross_entropy", what, got, reference,
-          [&](size_t i) { return terms * kEps32 * (std::abs(m[i]) + std::abs(picked[i]) + 1); },
-          1.0, "(n + 8) eps(f32) (|max| + |logit| + 1) + 1 ulp"));
-    }
-  }
+        x = astype(x, dtype);
+        Array got = softmax_cross_entropy(x, labels, c.block_rows);
+        // The plain program in f64: minus the log-probability of the label.
+        Array z = astype(x, DType::f64);
+        Array row_max = max(z, {1}, true);
+        Array log_p = z - row_max - log(sum(exp(z - row_max), {1}, true));
+        Array reference = -squeeze(take_along_axis(log_p, expand_dims(labels, 1), 1), {1});
+        // In f32: the row's maximum subtracted exactly, n exponentials summed (n eps relative),
+        // the log, and the label's logit subtracted: (n + 8) eps(f32) (|max| + |logit| + 1).
+        std::vector<double> m = to_f64(squeeze(row_max, {1}));
+        std::vector<double> picked =
+            to_f64(squeeze(take_along_axis(z, expand_dims(labels, 1), 1), {1}));
+        double terms = static_cast<double>(c.n + 8);
+        checks.push_back(compare(
+            "softmax_cross_entropy", what, got, reference,
+            [&](size_t i) { return terms * kEps32 * (std::abs(m[i]) + std::abs(picked[i]) + 1); },
+            1.0, "(n + 8) eps(f32) (|max| + |logit| + 1) + 1 ulp"));
+      });
   return checks;
 }
 
-std::vector<KernelCheck> check_softmax_cross_entropy_grad(
-    const std::function<void(const std::string&)>& progress) {
-  struct Case {
-    int64_t rows, n, block_rows;
-    double scale;
-  };
-  const std::vector<Case> cases = {
-      {0, 4, 8, 1},    {1, 1, 8, 1},      {7, 13, 8, 1},     {33, 100, 8, 1},
-      {33, 100, 1, 1}, {33, 100, 32, 30}, {16, 50304, 8, 1},
+std::vector<KernelCheck> check_softmax_cross_entropy_grad(const Progress& progress) {
+  const std::vector<RowCase> cases = {
+      {0, 4, 8},    {1, 1, 8},         {7, 13, 8},     {33, 100, 8},
+      {33, 100, 1}, {33, 100, 32, 30}, {16, 50304, 8},
   };
   std::vector<KernelCheck> checks;
   uint64_t seed = 500;
-  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-    for (const Case& c : cases) {
-      std::string what =
-          fmt::format("{} {}x{}, {} rows a block{}", dtype_name(dtype), c.rows, c.n, c.block_rows,
-                      c.scale != 1 ? fmt::format(", logits x{}", c.scale) : "");
-      if (progress) progress("softmax_cross_entropy_grad " + what);
-      Array x = astype(draw(++seed, Shape({c.rows, c.n}), DType::f64, c.scale), dtype);
-      Array labels =
-          random::randint(random::key(++seed), Shape({c.rows}), 0, std::max<int64_t>(c.n, 1));
-      Array g = draw(++seed, Shape({c.rows}), DType::f32);
-      Array got = softmax_cross_entropy_grad(x, labels, g, c.block_rows);
-      // The reference is kiln's gradient of the f64 loss (autodiff, not the formula the
-      // kernel uses): d/dz sum_r g_r (logsumexp(z_r) - z_r[label_r]).
-      Array g64 = astype(g, DType::f64);
-      auto loss = [&](const Array& z) {
-        Array log_p = z - max(stop_gradient(z), {1}, true);
-        log_p = log_p - log(sum(exp(log_p), {1}, true));
-        return sum(g64 * -squeeze(take_along_axis(log_p, expand_dims(labels, 1), 1), {1}));
-      };
-      Array reference =
-          c.rows == 0 ? zeros(Shape({0, c.n}), DType::f64) : grad(loss)(astype(x, DType::f64));
-      // In f32: the probabilities within (n + 4) eps(f32) |p| (as softmax), the one-hot's
-      // subtraction and the product by g one rounding each, then one ulp of the dtype.
-      std::vector<double> p = to_f64(nn::softmax(astype(x, DType::f64), 1));
-      std::vector<double> gs = to_f64(g64);
-      double terms = static_cast<double>(c.n + 4);
-      checks.push_back(compare(
-          "softmax_cross_entropy_grad", what, got, reference,
-          [&](size_t i) {
-            double gi = std::abs(gs[i / static_cast<size_t>(std::max<int64_t>(c.n, 1))]);
-            return (terms * std::abs(p[i]) + 2) * kEps32 * gi;
-          },
-          1.0, "((n + 4) |p| + 2) eps(f32) |g| + 1 ulp"));
-    }
-  }
+  auto label = [](DType dtype, const RowCase& c) { return row_label(dtype, c, "logits", ""); };
+  for_each_case(
+      "softmax_cross_entropy_grad", cases, progress, label,
+      [&](const std::string& what, DType dtype, const RowCase& c) {
+        Array x = astype(draw(++seed, Shape({c.rows, c.n}), DType::f64, c.scale), dtype);
+        Array labels =
+            random::randint(random::key(++seed), Shape({c.rows}), 0, std::max<int64_t>(c.n, 1));
+        Array g = draw(++seed, Shape({c.rows}), DType::f32);
+        Array got = softmax_cross_entropy_grad(x, labels, g, c.block_rows);
+        // The reference is kiln's gradient of the f64 loss (autodiff, not the formula the
+        // kernel uses): d/dz sum_r g_r (logsumexp(z_r) - z_r[label_r]).
+        Array g64 = astype(g, DType::f64);
+        auto loss = [&](const Array& z) {
+          Array log_p = z - max(stop_gradient(z), {1}, true);
+          log_p = log_p - log(sum(exp(log_p), {1}, true));
+          return sum(g64 * -squeeze(take_along_axis(log_p, expand_dims(labels, 1), 1), {1}));
+        };
+        Array reference =
+            c.rows == 0 ? zeros(Shape({0, c.n}), DType::f64) : grad(loss)(astype(x, DType::f64));
+        // In f32: the probabilities within (n + 4) eps(f32) |p| (as softmax), the one-hot's
+        // subtraction and the product by g one rounding each, then one ulp of the dtype.
+        std::vector<double> p = to_f64(nn::softmax(astype(x, DType::f64), 1));
+        std::vector<double> gs = to_f64(g64);
+        double terms = static_cast<double>(c.n + 4);
+        checks.push_back(compare(
+            "softmax_cross_entropy_grad", what, got, reference,
+            [&](size_t i) {
+              double gi = std::abs(gs[i / static_cast<size_t>(std::max<int64_t>(c.n, 1))]);
+              return (terms * std::abs(p[i]) + 2) * kEps32 * gi;
+            },
+            1.0, "((n + 4) |p| + 2) eps(f32) |g| + 1 ulp"));
+      });
   return checks;
 }
 
 struct AttentionCase {
   int64_t heads, t, d;
   AttentionBlocks blocks;
+  bool causal = false;
 };
 
 // Both passes of flash attention take the same cases: T of 0, 1 and sizes the blocks do and
-// do not divide, for every dtype, causal or not. `check` gets each case's label.
+// do not divide, causal or not, in every dtype. `check` gets each case's label.
 void for_each_attention_case(
-    const std::string& kernel, const std::function<void(const std::string&)>& progress,
+    std::string_view kernel, const Progress& progress,
     const std::function<void(const std::string& what, DType dtype, bool causal,
                              const AttentionCase& c)>& check) {
-  const std::vector<AttentionCase> cases = {
+  const std::vector<AttentionCase> shapes = {
       {1, 1, 1, {16, 16}},   {2, 37, 16, {16, 8}}, {3, 64, 32, {32, 32}},
       {2, 100, 8, {64, 16}}, {1, 0, 4, {8, 8}},
   };
-  for (DType dtype : {DType::f32, DType::bf16, DType::f16}) {
-    for (bool causal : {false, true}) {
-      for (const AttentionCase& c : cases) {
-        std::string what = fmt::format("{} {}x{}x{}{}, blocks {}x{}", dtype_name(dtype), c.heads,
-                                       c.t, c.d, causal ? " causal" : "", c.blocks.q, c.blocks.k);
-        if (progress) progress(kernel + " " + what);
-        check(what, dtype, causal, c);
-      }
-    }
+  std::vector<AttentionCase> cases = shapes;
+  for (AttentionCase c : shapes) {
+    c.causal = true;
+    cases.push_back(c);
   }
+  auto label = [](DType dtype, const AttentionCase& c) {
+    return fmt::format("{} {}x{}x{}{}, blocks {}x{}", dtype_name(dtype), c.heads, c.t, c.d,
+                       c.causal ? " causal" : "", c.blocks.q, c.blocks.k);
+  };
+  for_each_case(kernel, cases, progress, label,
+                [&](const std::string& what, DType dtype, const AttentionCase& c) {
+                  check(what, dtype, c.causal, c);
+                });
 }
 
 std::vector<KernelCheck> check_flash_attention(
