@@ -44,6 +44,17 @@ Array normal(uint64_t seed, Shape shape) {
   return random::normal(random::key(seed), std::move(shape));
 }
 
+// Causal attention over [heads, T, D] as a user writes it with kiln's ops (the row's maximum
+// held constant for autodiff): the unfused program of both attention workloads.
+Array causal_attention(const Array& q, const Array& k, const Array& v) {
+  const int64_t t = q.shape()[1], d = q.shape()[2];
+  Array scores = matmul(q, swapaxes(k, 1, 2)) / std::sqrt(static_cast<double>(d));
+  Array later = greater(iota(Shape({t, t}), DType::i32, 1), iota(Shape({t, t}), DType::i32, 0));
+  scores = where(later, full(Shape({t, t}), -1e30), scores);
+  Array e = exp(scores - stop_gradient(max(scores, {2}, true)));
+  return matmul(e / sum(e, {2}, true), v);
+}
+
 Workload workload(const std::string& name, bool quick) {
   Workload w;
   if (name == "matmul") {
@@ -110,13 +121,7 @@ Workload workload(const std::string& name, bool quick) {
     // Causal: half the scores' and the weighted sums' multiply-adds.
     w.flops = 2.0 * 2 * static_cast<double>(heads * t * t * d) / 2;
     w.kernel = [q, k, v] { return pallas::flash_attention(q, k, v, true); };
-    w.unfused = [q, k, v, t, d] {
-      Array scores = matmul(q, swapaxes(k, 1, 2)) / std::sqrt(static_cast<double>(d));
-      Array later = greater(iota(Shape({t, t}), DType::i32, 1), iota(Shape({t, t}), DType::i32, 0));
-      scores = where(later, full(Shape({t, t}), -1e30), scores);
-      Array e = exp(scores - max(scores, {2}, true));
-      return matmul(e / sum(e, {2}, true), v);
-    };
+    w.unfused = [q, k, v] { return causal_attention(q, k, v); };
   } else if (name == "flash_attention_grad") {
     int64_t heads = quick ? 2 : 12, t = quick ? 128 : 1024, d = 64;
     Array q = normal(15, {heads, t, d}), k = normal(16, {heads, t, d}),
@@ -129,14 +134,9 @@ Workload workload(const std::string& name, bool quick) {
       pallas::AttentionGrads g = pallas::flash_attention_grad(q, k, v, d_out, true);
       return concatenate({g.dq, g.dk, g.dv}, 0);
     };
-    w.unfused = [q, k, v, d_out, t, d] {
+    w.unfused = [q, k, v, d_out] {
       auto objective = [&](const Array& qq, const Array& kk, const Array& vv) {
-        Array scores = matmul(qq, swapaxes(kk, 1, 2)) / std::sqrt(static_cast<double>(d));
-        Array later =
-            greater(iota(Shape({t, t}), DType::i32, 1), iota(Shape({t, t}), DType::i32, 0));
-        scores = where(later, full(Shape({t, t}), -1e30), scores);
-        Array e = exp(scores - stop_gradient(max(scores, {2}, true)));
-        return sum(matmul(e / sum(e, {2}, true), vv) * d_out);
+        return sum(causal_attention(qq, kk, vv) * d_out);
       };
       auto [dq, dk, dv] = grad<0, 1, 2>(objective)(q, k, v);
       return concatenate({dq, dk, dv}, 0);
@@ -153,12 +153,6 @@ bool cuda_device_present() {
   std::error_code ignored;
   return std::filesystem::exists("/dev/nvidia0", ignored) ||
          std::filesystem::exists("/proc/driver/nvidia/gpus", ignored);
-}
-
-double percentile(std::vector<double> values, double q) {
-  std::sort(values.begin(), values.end());
-  auto i = static_cast<size_t>(q * static_cast<double>(values.size() - 1) + 0.5);
-  return values[i];
 }
 
 }  // namespace
@@ -187,7 +181,8 @@ int run_kernel_bench(const KernelBenchOptions& options) {
   alternation.pause_s = 0.02;
   profile::Alternation times = profile::alternate(w.kernel, w.unfused, alternation);
   auto row = [&](const char* what, const std::vector<double>& seconds) {
-    double median_s = profile::median(seconds);
+    profile::Timing timing = profile::summarize(0, seconds);
+    double median_s = timing.median_s;
     double gflops = w.flops / median_s / 1e9, gbs = w.bytes / median_s / 1e9;
     std::string rate = w.flops > 0
                            ? fmt::format("{:>8.1f} GFLOP/s ({:.1f}% of {:.0f})", gflops,
@@ -195,7 +190,7 @@ int run_kernel_bench(const KernelBenchOptions& options) {
                            : fmt::format("{:>8.2f} GB/s ({:.1f}% of {:.1f})", gbs,
                                          100 * gbs / peaks.bandwidth_gbs, peaks.bandwidth_gbs);
     return fmt::format("{:<30} {:>10.3f} ms {:>10.3f} {:>10.3f}   {}\n", what, median_s * 1e3,
-                       percentile(seconds, 0.1) * 1e3, percentile(seconds, 0.9) * 1e3, rate);
+                       timing.p10_s * 1e3, timing.p90_s * 1e3, rate);
   };
   std::string text = fmt::format(
       "# kiln kernels bench {}: {}\n# device: cpu, {} ({} target), {} compute thread(s); the "

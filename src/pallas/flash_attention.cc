@@ -153,18 +153,22 @@ AttentionGrads flash_attention_grad(const Array& q, const Array& k, const Array&
   std::vector<Array> forward = attention_forward(q, k, v, causal, blocks, DType::f32, site);
   Array delta = sum(astype(d_out, DType::f32) * forward[0], {2});
   const Array& lse = forward[1];
-  // What both kernels compute for query block i and key block j: the probabilities and
-  // dS = P * (dP - delta), in f32.
-  auto probabilities_and_ds = [=](const Kernel& kernel, int64_t i, int64_t j, Array& qb, Array& kb,
-                                  Array& dob, Array& p, Array& ds) {
-    qb = reshape(astype(kernel.in(0).load(), DType::f32), {bq, d});
-    kb = reshape(astype(kernel.in(1).load(), DType::f32), {bk, d});
+  // What both kernels compute for query block i and key block j: the blocks of q, k and
+  // d_out they read, the probabilities and dS = P * (dP - delta), in f32.
+  struct BlockValues {
+    Array q, k, d_out, p, ds;
+  };
+  auto block_values = [=](const Kernel& kernel, int64_t i, int64_t j) {
+    BlockValues b;
+    b.q = reshape(astype(kernel.in(0).load(), DType::f32), {bq, d});
+    b.k = reshape(astype(kernel.in(1).load(), DType::f32), {bk, d});
     Array vb = reshape(astype(kernel.in(2).load(), DType::f32), {bk, d});
-    dob = reshape(astype(kernel.in(3).load(), DType::f32), {bq, d});
+    b.d_out = reshape(astype(kernel.in(3).load(), DType::f32), {bq, d});
     Array row_lse = reshape(kernel.in(4).load(), {bq, 1});
     Array row_delta = reshape(kernel.in(5).load(), {bq, 1});
-    p = exp(masked_scores(qb, kb, i, j, bq, bk, t, causal, scale) - row_lse);
-    ds = p * (kiln::matmul(dob, transpose(vb)) - row_delta);
+    b.p = exp(masked_scores(b.q, b.k, i, j, bq, bk, t, causal, scale) - row_lse);
+    b.ds = b.p * (kiln::matmul(b.d_out, transpose(vb)) - row_delta);
+    return b;
   };
   std::vector<Array> inputs = {q, k, v, d_out, lse, delta};
 
@@ -179,10 +183,9 @@ AttentionGrads flash_attention_grad(const Array& q, const Array& k, const Array&
       dv.store(zeros(Shape({bk, d})));
     }
     if (!(causal && j * bk > (i + 1) * bq - 1)) {
-      Array qb, kb, dob, p, ds;
-      probabilities_and_ds(kernel, i, j, qb, kb, dob, p, ds);
-      dv.store(dv.load() + kiln::matmul(transpose(p), dob));
-      dk.store(dk.load() + kiln::matmul(transpose(ds), qb) * scale);
+      BlockValues b = block_values(kernel, i, j);
+      dv.store(dv.load() + kiln::matmul(transpose(b.p), b.d_out));
+      dk.store(dk.load() + kiln::matmul(transpose(b.ds), b.q) * scale);
     }
     if (i == q_steps - 1) {
       kernel.out(0).store(reshape(dk.load(), {1, bk, d}));
@@ -212,9 +215,8 @@ AttentionGrads flash_attention_grad(const Array& q, const Array& k, const Array&
     const Ref& dq = kernel.scratch(0);
     if (j == 0) dq.store(zeros(Shape({bq, d})));
     if (!(causal && j * bk > (i + 1) * bq - 1)) {
-      Array qb, kb, dob, p, ds;
-      probabilities_and_ds(kernel, i, j, qb, kb, dob, p, ds);
-      dq.store(dq.load() + kiln::matmul(ds, kb) * scale);
+      BlockValues b = block_values(kernel, i, j);
+      dq.store(dq.load() + kiln::matmul(b.ds, b.k) * scale);
     }
     if (j == k_steps - 1) kernel.out(0).store(reshape(dq.load(), {1, bq, d}));
   };

@@ -342,6 +342,20 @@ void for_each_attention_case(
                 });
 }
 
+// The plain program's attention probabilities in f64: softmax(q k^T / sqrt(D)) over the keys,
+// keys after the query at -inf when causal (the row's maximum held constant for autodiff).
+Array plain_attention_probabilities(const Array& q, const Array& k, bool causal) {
+  const int64_t t = q.shape()[1], d = std::max<int64_t>(q.shape()[2], 1);
+  Array scores = kiln::matmul(q, swapaxes(k, 1, 2)) / std::sqrt(static_cast<double>(d));
+  if (causal && t > 0) {
+    Array later = greater(iota(Shape({t, t}), DType::i32, 1), iota(Shape({t, t}), DType::i32, 0));
+    scores = where(later, full(Shape({t, t}), -std::numeric_limits<double>::infinity(), DType::f64),
+                   scores);
+  }
+  Array e = exp(scores - stop_gradient(max(scores, {2}, true)));
+  return e / sum(e, {2}, true);
+}
+
 std::vector<KernelCheck> check_flash_attention(
     const std::function<void(const std::string&)>& progress) {
   std::vector<KernelCheck> checks;
@@ -355,18 +369,7 @@ std::vector<KernelCheck> check_flash_attention(
         Array got = flash_attention(q, k, v, causal, c.blocks);
         // The plain program: scores, mask, softmax, weighted values, in f64.
         Array qf = astype(q, DType::f64), kf = astype(k, DType::f64), vf = astype(v, DType::f64);
-        Array scores = kiln::matmul(qf, swapaxes(kf, 1, 2)) /
-                       std::sqrt(static_cast<double>(std::max<int64_t>(c.d, 1)));
-        if (causal && c.t > 0) {
-          Array rows = iota(Shape({c.t, c.t}), DType::i32, 0);
-          Array cols = iota(Shape({c.t, c.t}), DType::i32, 1);
-          scores =
-              where(greater(cols, rows),
-                    full(Shape({c.t, c.t}), -std::numeric_limits<double>::infinity(), DType::f64),
-                    scores);
-        }
-        Array e = exp(scores - max(scores, {2}, true));
-        Array reference = kiln::matmul(e / sum(e, {2}, true), vf);
+        Array reference = kiln::matmul(plain_attention_probabilities(qf, kf, causal), vf);
         // Scores in f32 (D products), exponentials, their sum over T keys and the weighted
         // sum of values: (T + D + 8) eps(f32) max|v|, then one ulp of the result's dtype.
         double v_max = 0;
@@ -395,17 +398,7 @@ std::vector<KernelCheck> check_flash_attention_grad(
               df = astype(d_out, DType::f64);
         const double scale = 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(c.d, 1)));
         auto probabilities = [&](const Array& qq, const Array& kk) {
-          Array scores = kiln::matmul(qq, swapaxes(kk, 1, 2)) * scale;
-          if (causal && c.t > 0) {
-            Array rows = iota(Shape({c.t, c.t}), DType::i32, 0);
-            Array cols = iota(Shape({c.t, c.t}), DType::i32, 1);
-            scores =
-                where(greater(cols, rows),
-                      full(Shape({c.t, c.t}), -std::numeric_limits<double>::infinity(), DType::f64),
-                      scores);
-          }
-          Array e = exp(scores - stop_gradient(max(scores, {2}, true)));
-          return e / sum(e, {2}, true);
+          return plain_attention_probabilities(qq, kk, causal);
         };
         auto objective = [&](const Array& qq, const Array& kk, const Array& vv) {
           return sum(kiln::matmul(probabilities(qq, kk), vv) * df);
