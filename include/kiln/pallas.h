@@ -26,16 +26,27 @@
 // This is the interpret mode: each point runs the body eagerly, one block at a time, with
 // every index checked. It also checks what a parallel run would race on: an output block
 // written by two points that differ in a parallel axis is an error.
+//
+// Inside jit, grad, vmap or make_program a call is a primitive of the program,
+// `pallas_call[name=..., id=...]` (the body, grid and specs registered under the id in this
+// process): it prints and parses back as program text, runs under jit (the program is then
+// run equation by equation, the kernel in interpret mode), and batches under vmap as the same
+// kernel over one more, leading, parallel grid axis that the body does not see
+// (program_id(0) is still its own first axis; each example's scratch starts as zeros).
+// A kernel has no derivative of its own: wrap it in custom_vjp with its backward kernel, as
+// Pallas kernels are in JAX. Every spec and index is checked when the call is made.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "kiln/array.h"
+#include "kiln/cost_types.h"
 #include "kiln/error.h"
 #include "kiln/shape.h"
 
@@ -50,8 +61,13 @@ constexpr int64_t cdiv(int64_t size, int64_t block) {
   return (size + block - 1) / block;
 }
 
+// A block size of one element that the body does not see: the dimension is dropped from
+// the block load() returns and store() takes (Pallas' None). vmap indexes its batch so.
+inline constexpr int64_t kSqueezed = -2;
+
 struct BlockSpec {
-  // The block's size along each dimension of its array (-1: the whole dimension).
+  // The block's size along each dimension of its array (-1: the whole dimension;
+  // kSqueezed: one element, dropped from the block the body sees).
   Dims block_shape;
   // The point's grid coordinates -> the block's index along each dimension of the array.
   // Empty: the point's coordinates themselves (the grid then has the array's rank).
@@ -74,7 +90,8 @@ class Ref {
   // Writes `value` (the block's shape; converted to the buffer's dtype as astype does) into
   // the block, the elements past the array's edge left out.
   void store(const Array& value) const;
-  // The block's type ("f32[32,64]"), and how many of its rows/columns lie inside the array.
+  // The block's type as the body sees it ("f32[32,64]", squeezed dimensions left out), and
+  // how many of its rows/columns lie inside the array.
   AbstractValue block_type() const;
   Dims valid_extent() const;
 
@@ -102,6 +119,9 @@ class Kernel {
   std::string name_;
   Index point_;
   Index grid_;
+  // Leading grid axes the body does not see (vmap's batch axes): program_id(a) is axis
+  // a + hidden_axes_ of the grid.
+  size_t hidden_axes_ = 0;
   std::vector<Ref> in_;
   std::vector<Ref> out_;
   std::vector<Ref> scratch_;
@@ -117,6 +137,9 @@ struct CallOptions {
   std::vector<AbstractValue> scratch = {};
   // The most bytes of scratch a call may ask for.
   int64_t scratch_limit_bytes = int64_t{64} << 20;
+  // What one call costs, for cost_analysis and the roofline (Pallas' CostEstimate): kiln
+  // cannot see inside a body. Unset: no FLOPs, and the bytes of the operands and results.
+  std::optional<Cost> cost_estimate = std::nullopt;
 };
 
 // Runs `body` over `grid` and returns the outputs (`out_types`, each filled block by block
@@ -151,7 +174,7 @@ Array layer_norm(const Array& x, const Array& scale, const Array& bias, double e
 // Softmax cross-entropy of each row of logits [rows, n] against an integer label in [0, n)
 // (labels [rows]): logsumexp(row) - row[label], f32 [rows], computed in f32 without writing
 // the probabilities, `block_rows` rows per grid point. A label outside [0, n) is an error
-// naming its row (read on the host before the kernel runs).
+// naming its row (checked by the body as it reads the labels' block).
 Array softmax_cross_entropy(const Array& logits, const Array& labels, int64_t block_rows = 8,
                             CallSite site = {});
 // Its backward pass: the cotangent of the logits, (softmax(row) - onehot(label)) * g[row],
@@ -169,7 +192,8 @@ struct AttentionBlocks {
 // and runs through the key blocks in order, keeping the rows' running maximum, the running
 // sum of exponentials and the weighted values (online softmax) in f32 scratch. `causal`
 // masks keys after the query (key blocks wholly after a query block are skipped).
-// f32, bf16 or f16; the result in q's dtype.
+// f32, bf16 or f16; the result in q's dtype. Differentiable: its VJP is
+// flash_attention_grad's kernels (a custom_vjp), so grad never sees the T x T matrix.
 Array flash_attention(const Array& q, const Array& k, const Array& v, bool causal,
                       AttentionBlocks blocks = {}, CallSite site = {});
 

@@ -5,12 +5,18 @@
 // backward pass (FlashAttention-2's) recomputes the probabilities block by block from the
 // forward's logsumexp, in two kernels: dK and dV per key block, dQ per query block.
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <map>
+#include <mutex>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "kiln/custom_vjp.h"
 #include "kiln/ops.h"
 #include "kiln/pallas.h"
 
@@ -122,13 +128,42 @@ std::vector<Array> attention_forward(const Array& q, const Array& k, const Array
 
 }  // namespace
 
+namespace {
+
+using AttentionFn = std::function<Array(const Array&, const Array&, const Array&)>;
+
+// The forward kernel with the backward kernels as its VJP: one custom function per setting
+// (the custom_vjp registers once per argument structure, so it is made once and kept).
+const AttentionFn& differentiable_attention(bool causal, AttentionBlocks blocks) {
+  static std::mutex mutex;
+  static auto* functions = new std::map<std::tuple<bool, int64_t, int64_t>, AttentionFn>;
+  std::lock_guard lock(mutex);
+  auto [it, added] = functions->try_emplace({causal, blocks.q, blocks.k});
+  if (added) {
+    it->second = custom_vjp(
+        "flash_attention",
+        [causal, blocks](const Array& q, const Array& k, const Array& v) {
+          Array out = attention_forward(q, k, v, causal, blocks, q.dtype(), CallSite())[0];
+          return std::pair{out, std::vector<Array>{q, k, v}};
+        },
+        [causal, blocks](const std::vector<Array>& saved, const Array& d_out) {
+          AttentionGrads grads =
+              flash_attention_grad(saved[0], saved[1], saved[2], d_out, causal, blocks);
+          return std::tuple{grads.dq, grads.dk, grads.dv};
+        });
+  }
+  return it->second;
+}
+
+}  // namespace
+
 Array flash_attention(const Array& q, const Array& k, const Array& v, bool causal,
                       AttentionBlocks blocks, CallSite site) {
   check_attention_inputs(q, k, v, blocks, site);
   if (q.shape()[0] == 0 || q.shape()[1] == 0 || q.shape()[2] == 0) {
     return zeros(q.shape(), q.dtype());
   }
-  return attention_forward(q, k, v, causal, blocks, q.dtype(), site)[0];
+  return differentiable_attention(causal, blocks)(q, k, v);
 }
 
 AttentionGrads flash_attention_grad(const Array& q, const Array& k, const Array& v,

@@ -50,6 +50,10 @@ Array matmul(const Array& a, const Array& b, MatmulBlocks blocks, CallSite site)
   };
   CallOptions options;
   options.name = "matmul";
+  options.cost_estimate =
+      Cost{.flops = 2.0 * static_cast<double>(m * n * k),
+           .bytes_read = static_cast<double>(a.aval().size_bytes() + b.aval().size_bytes()),
+           .bytes_written = static_cast<double>(m * n * dtype_size(a.dtype()))};
   options.scratch = {AbstractValue(Shape({blocks.m, blocks.n}), DType::f32)};
   return call(body, {AbstractValue(Shape({m, n}), a.dtype())},
               {cdiv(m, blocks.m), cdiv(n, blocks.n), k_steps},
@@ -142,7 +146,8 @@ Array layer_norm(const Array& x, const Array& scale, const Array& bias, double e
       {BlockSpec({block_rows, -1}, rows_of)}, {x, scale, bias}, options, site)[0];
 }
 
-// The checks both passes of softmax cross-entropy make; the labels as i32.
+// The checks both passes of softmax cross-entropy make before the kernel runs (the labels'
+// values are checked by the body, checked_label_block); the labels as i32.
 Array checked_labels(const Array& logits, const Array& labels, int64_t block_rows,
                      std::string_view kernel, CallSite site) {
   check_float(logits, kernel, "logits", site);
@@ -150,7 +155,7 @@ Array checked_labels(const Array& logits, const Array& labels, int64_t block_row
     fail(site, fmt::format("pallas::{}: logits are {}; expected [rows, n]", kernel,
                            logits.aval().to_string()));
   }
-  const int64_t rows = logits.shape()[0], n = logits.shape()[1];
+  const int64_t rows = logits.shape()[0];
   if (!labels.defined() || labels.shape() != Shape({rows}) ||
       !(labels.dtype() == DType::i32 || labels.dtype() == DType::i64)) {
     fail(site, fmt::format("pallas::{}: labels are {}; expected i32 or i64 [{}], one per row of "
@@ -161,17 +166,25 @@ Array checked_labels(const Array& logits, const Array& labels, int64_t block_row
   if (block_rows < 1) {
     fail(site, fmt::format("pallas::{}: block_rows must be positive, got {}", kernel, block_rows));
   }
-  Array labels32 = astype(labels, DType::i32);
-  if (rows == 0) return labels32;
-  std::vector<int32_t> host = labels32.to_vector<int32_t>();
-  for (size_t r = 0; r < host.size(); ++r) {
-    if (host[r] < 0 || host[r] >= n) {
-      fail(site, fmt::format("pallas::{}: the label of row {} is {}, outside [0, {}) (the "
-                             "logits' last axis)",
-                             kernel, r, host[r], n));
+  return astype(labels, DType::i32);
+}
+
+// The labels' block of this grid point (block_rows rows of one per row), each checked
+// against the n classes. In the body, so that a traced call checks them when it runs.
+Array checked_label_block(const Kernel& kernel, int64_t n, std::string_view name) {
+  Array block = kernel.in(1).load();
+  const int64_t valid = kernel.in(1).valid_extent()[0];
+  const int64_t first_row = kernel.program_id(0) * block.shape()[0];
+  std::vector<int32_t> host = block.to_vector<int32_t>();
+  for (int64_t r = 0; r < valid; ++r) {
+    int32_t label = host[static_cast<size_t>(r)];
+    if (label < 0 || label >= n) {
+      fail(kUnknownSite, fmt::format("pallas::{}: the label of row {} is {}, outside [0, {}) (the "
+                                     "logits' last axis)",
+                                     name, first_row + r, label, n));
     }
   }
-  return labels32;
+  return block;
 }
 
 Array softmax_cross_entropy(const Array& logits, const Array& labels, int64_t block_rows,
@@ -179,11 +192,12 @@ Array softmax_cross_entropy(const Array& logits, const Array& labels, int64_t bl
   Array labels32 = checked_labels(logits, labels, block_rows, "softmax_cross_entropy", site);
   const int64_t rows = logits.shape()[0];
   if (rows == 0) return zeros(Shape({0}), DType::f32);
-  auto body = [](const Kernel& kernel) {
+  const int64_t n = logits.shape()[1];
+  auto body = [n](const Kernel& kernel) {
     Array z = astype(kernel.in(0).load(), DType::f32);
     Array row_max = max(z, {1}, /*keepdims=*/true);
     Array log_sum = log(sum(exp(z - row_max), {1})) + squeeze(row_max, {1});
-    Array label = expand_dims(kernel.in(1).load(), 1);
+    Array label = expand_dims(checked_label_block(kernel, n, "softmax_cross_entropy"), 1);
     Array picked = squeeze(take_along_axis(z, label, 1), {1});
     kernel.out(0).store(log_sum - picked);
   };
@@ -211,7 +225,7 @@ Array softmax_cross_entropy_grad(const Array& logits, const Array& labels, const
     Array z = astype(kernel.in(0).load(), DType::f32);
     Array e = exp(z - max(z, {1}, /*keepdims=*/true));
     Array p = e / sum(e, {1}, /*keepdims=*/true);
-    Array label = expand_dims(kernel.in(1).load(), 1);
+    Array label = expand_dims(checked_label_block(kernel, n, "softmax_cross_entropy_grad"), 1);
     int64_t block = z.shape()[0];
     Array onehot = astype(equal(iota(Shape({block, n}), DType::i32, 1), label), DType::f32);
     kernel.out(0).store((p - onehot) * expand_dims(kernel.in(2).load(), 1));

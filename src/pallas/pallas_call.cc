@@ -15,7 +15,9 @@
 
 #include "kiln/ops.h"
 #include "kiln/pallas.h"
+#include "pallas/kernel_call.h"
 #include "prims/bind.h"
+#include "prims/ids/custom.h"
 
 namespace kiln::pallas {
 
@@ -26,9 +28,10 @@ std::string index_text(const Index& index) {
 // A buffer and its blocking.
 class RefState {
  public:
-  std::string name;    // "input 1", "output 0", "scratch 0"
-  AbstractValue aval;  // the whole buffer
-  Dims block;          // the block's shape (-1 resolved)
+  std::string name;            // "input 1", "output 0", "scratch 0"
+  AbstractValue aval;          // the whole buffer
+  Dims block;                  // the block's shape (-1 resolved, a squeezed dimension 1)
+  std::vector<bool> squeezed;  // per dimension: dropped from the block the body sees
   std::vector<std::byte> bytes;
   bool is_output = false;
   // Outputs: the parallel grid coordinates of the first point that stored each block, to
@@ -37,6 +40,15 @@ class RefState {
   std::vector<size_t> parallel_axes;
 
   int64_t rank() const { return aval.shape.rank(); }
+  // The block as the body sees it: the squeezed dimensions (each of size 1) left out, which
+  // leaves the bytes' row-major order as it is.
+  Shape visible_block() const {
+    Dims visible;
+    for (size_t d = 0; d < block.size(); ++d) {
+      if (!squeezed[d]) visible.push_back(block[d]);
+    }
+    return Shape(visible);
+  }
   size_t element_size() const { return static_cast<size_t>(dtype_size(aval.dtype)); }
 
   // The number of elements of block `index` along dimension d that lie inside the array.
@@ -85,7 +97,7 @@ class RefState {
 
 Array Ref::load(double fill) const {
   const RefState& s = *state_;
-  AbstractValue type(Shape(s.block), s.aval.dtype);
+  AbstractValue type(s.visible_block(), s.aval.dtype);
   HostArray block = full(Shape(s.block), fill, s.aval.dtype).to_host();
   const size_t size = s.element_size();
   s.for_each_run(block_, [&](size_t at, size_t into, size_t count) {
@@ -96,11 +108,11 @@ Array Ref::load(double fill) const {
 
 void Ref::store(const Array& value) const {
   RefState& s = *state_;
-  if (!value.defined() || value.shape() != Shape(s.block)) {
+  if (!value.defined() || value.shape() != s.visible_block()) {
     fail(kUnknownSite,
          fmt::format("{} stores {} into a block of shape {}", name_,
                      value.defined() ? value.aval().to_string() : "an empty Array",
-                     Shape(s.block).to_string()),
+                     s.visible_block().to_string()),
          "a store writes the whole block (ragged edges are left out for you)");
   }
   HostArray host = astype(value, s.aval.dtype).to_host();
@@ -111,27 +123,31 @@ void Ref::store(const Array& value) const {
 }
 
 AbstractValue Ref::block_type() const {
-  return AbstractValue(Shape(state_->block), state_->aval.dtype);
+  return AbstractValue(state_->visible_block(), state_->aval.dtype);
 }
 
 Dims Ref::valid_extent() const {
   Dims extent;
-  for (int64_t d = 0; d < state_->rank(); ++d) extent.push_back(state_->valid(block_, d));
+  for (int64_t d = 0; d < state_->rank(); ++d) {
+    if (!state_->squeezed[static_cast<size_t>(d)]) extent.push_back(state_->valid(block_, d));
+  }
   return extent;
 }
 
 int64_t Kernel::program_id(int64_t axis) const {
-  if (axis < 0 || axis >= static_cast<int64_t>(grid_.size())) {
-    fail(kUnknownSite, fmt::format("program_id({}) of a grid of rank {}", axis, grid_.size()));
+  const auto rank = static_cast<int64_t>(grid_.size() - hidden_axes_);
+  if (axis < 0 || axis >= rank) {
+    fail(kUnknownSite, fmt::format("program_id({}) of a grid of rank {}", axis, rank));
   }
-  return point_[static_cast<size_t>(axis)];
+  return point_[hidden_axes_ + static_cast<size_t>(axis)];
 }
 
 int64_t Kernel::num_programs(int64_t axis) const {
-  if (axis < 0 || axis >= static_cast<int64_t>(grid_.size())) {
-    fail(kUnknownSite, fmt::format("num_programs({}) of a grid of rank {}", axis, grid_.size()));
+  const auto rank = static_cast<int64_t>(grid_.size() - hidden_axes_);
+  if (axis < 0 || axis >= rank) {
+    fail(kUnknownSite, fmt::format("num_programs({}) of a grid of rank {}", axis, rank));
   }
-  return grid_[static_cast<size_t>(axis)];
+  return grid_[hidden_axes_ + static_cast<size_t>(axis)];
 }
 
 namespace {
@@ -159,8 +175,11 @@ const Ref& Kernel::scratch(size_t i) const {
 // One call: the checked setup, then the grid's points in order.
 class KernelRun {
  public:
-  KernelRun(Index grid, const CallOptions& options, CallSite site)
-      : grid_(std::move(grid)), options_(options), site_(site) {}
+  KernelRun(Index grid, const CallOptions& options, size_t hidden_axes, CallSite site)
+      : grid_(std::move(grid)), options_(options), hidden_axes_(hidden_axes), site_(site) {}
+
+  // The semantics, one per grid axis (the default resolved).
+  const std::vector<GridAxis>& semantics() const { return semantics_; }
 
   void check_grid() {
     for (size_t a = 0; a < grid_.size(); ++a) {
@@ -191,8 +210,9 @@ class KernelRun {
     }
   }
 
+  // `allocate`: false for a check that runs no body (no bytes are needed).
   std::shared_ptr<RefState> buffer(std::string name, const AbstractValue& aval,
-                                   const BlockSpec& spec) {
+                                   const BlockSpec& spec, bool allocate) {
     auto state = std::make_shared<RefState>();
     state->name = std::move(name);
     state->aval = aval;
@@ -204,14 +224,17 @@ class KernelRun {
     }
     for (int64_t d = 0; d < aval.shape.rank(); ++d) {
       int64_t b = spec.block_shape[static_cast<size_t>(d)];
+      const bool squeezed = b == kSqueezed;
       if (b == -1) b = std::max<int64_t>(aval.shape[d], 1);
+      if (squeezed) b = 1;
       if (b < 1) {
         refuse(
             fmt::format("the BlockSpec of {} has block size {} along dimension {}; sizes are "
-                        "positive, or -1 for the whole dimension",
+                        "positive, -1 for the whole dimension, or kSqueezed",
                         state->name, b, d));
       }
       state->block.push_back(b);
+      state->squeezed.push_back(squeezed);
     }
     if (!spec.index_map && static_cast<int64_t>(grid_.size()) != aval.shape.rank()) {
       refuse(
@@ -219,7 +242,7 @@ class KernelRun {
                       "its block indices, but the grid has rank {} and the array {}",
                       state->name, grid_.size(), aval.shape.rank()));
     }
-    state->bytes.assign(static_cast<size_t>(aval.size_bytes()), std::byte{0});
+    if (allocate) state->bytes.assign(static_cast<size_t>(aval.size_bytes()), std::byte{0});
     return state;
   }
 
@@ -296,6 +319,7 @@ class KernelRun {
     k.name_ = options_.name;
     k.point_ = point;
     k.grid_ = grid_;
+    k.hidden_axes_ = hidden_axes_;
     for (size_t i = 0; i < ins.size(); ++i) {
       k.in_.push_back(Ref(ins[i], block_at(*ins[i], in_specs[i], point), ins[i]->name));
     }
@@ -315,73 +339,135 @@ class KernelRun {
  private:
   Index grid_;
   const CallOptions& options_;
+  size_t hidden_axes_;
   CallSite site_;
   std::vector<GridAxis> semantics_;
   std::vector<size_t> parallel_axes_;
 };
 
-std::vector<Array> call(const KernelBody& body, std::vector<AbstractValue> out_types, Index grid,
-                        std::vector<BlockSpec> in_specs, std::vector<BlockSpec> out_specs,
-                        const std::vector<Array>& inputs, const CallOptions& options,
-                        CallSite site) {
-  KernelRun run(std::move(grid), options, site);
-  if (&current_interpreter() != &eager_interpreter()) {
-    run.refuse("interpret mode runs the kernel on real values, one block at a time",
-               "call it outside jit, grad, vmap and make_program");
-  }
-  if (!body) run.refuse("the kernel body is an empty function");
+namespace detail {
+namespace {
+
+// Runs the kernel: with `inputs`, the body at every grid point; without (dry_run), every
+// check the run makes, with no buffer allocated and no body called.
+std::vector<Array> run_kernel(RegisteredKernel& kernel, std::span<const Array> inputs,
+                              CallSite site, bool dry_run) {
+  KernelRun run(kernel.grid, kernel.options, kernel.hidden_axes, site);
+  if (!kernel.body) run.refuse("the kernel body is an empty function");
   run.check_grid();
-  if (in_specs.size() != inputs.size()) {
-    run.refuse(fmt::format("{} in_specs for {} inputs", in_specs.size(), inputs.size()));
+  if (kernel.in_specs.size() != kernel.in_types.size()) {
+    run.refuse(
+        fmt::format("{} in_specs for {} inputs", kernel.in_specs.size(), kernel.in_types.size()));
   }
-  if (out_specs.size() != out_types.size()) {
-    run.refuse(fmt::format("{} out_specs for {} outputs", out_specs.size(), out_types.size()));
+  if (kernel.out_specs.size() != kernel.out_types.size()) {
+    run.refuse(fmt::format("{} out_specs for {} outputs", kernel.out_specs.size(),
+                           kernel.out_types.size()));
   }
   std::vector<std::shared_ptr<RefState>> ins;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined()) run.refuse(fmt::format("input {} is an empty Array", i));
-    auto state = run.buffer(fmt::format("input {}", i), inputs[i].aval(), in_specs[i]);
-    HostArray host = inputs[i].to_host();
-    state->bytes = std::move(host.bytes);
+  for (size_t i = 0; i < kernel.in_types.size(); ++i) {
+    auto state =
+        run.buffer(fmt::format("input {}", i), kernel.in_types[i], kernel.in_specs[i], false);
+    if (!dry_run) state->bytes = inputs[i].to_host().bytes;
     ins.push_back(std::move(state));
   }
   std::vector<std::shared_ptr<RefState>> outs;
-  for (size_t i = 0; i < out_types.size(); ++i) {
-    outs.push_back(run.buffer(fmt::format("output {}", i), out_types[i], out_specs[i]));
+  for (size_t i = 0; i < kernel.out_types.size(); ++i) {
+    outs.push_back(run.buffer(fmt::format("output {}", i), kernel.out_types[i], kernel.out_specs[i],
+                              !dry_run));
     outs.back()->is_output = true;
   }
   std::vector<std::shared_ptr<RefState>> scratch;
   int64_t scratch_bytes = 0;
-  for (size_t i = 0; i < options.scratch.size(); ++i) {
-    const AbstractValue& type = options.scratch[i];
+  for (size_t i = 0; i < kernel.options.scratch.size(); ++i) {
+    const AbstractValue& type = kernel.options.scratch[i];
     scratch_bytes += type.size_bytes();
     Dims whole = type.shape.dims();
     // One block, the whole buffer, at every point (kernel_at places it; no map is called).
-    scratch.push_back(run.buffer(
-        fmt::format("scratch {}", i), type,
-        BlockSpec(whole, [rank = whole.size()](const Index&) { return Index(rank, 0); })));
+    scratch.push_back(
+        run.buffer(fmt::format("scratch {}", i), type,
+                   BlockSpec(whole, [rank = whole.size()](const Index&) { return Index(rank, 0); }),
+                   !dry_run));
   }
-  if (scratch_bytes > options.scratch_limit_bytes) {
+  if (scratch_bytes > kernel.options.scratch_limit_bytes) {
     run.refuse(fmt::format("scratch of {} bytes, more than the limit of {} bytes", scratch_bytes,
-                           options.scratch_limit_bytes),
+                           kernel.options.scratch_limit_bytes),
                "use smaller blocks, or raise CallOptions::scratch_limit_bytes");
   }
+  kernel.options.semantics = run.semantics();
+  const auto hidden = static_cast<std::ptrdiff_t>(kernel.hidden_axes);
+  Index example;  // the hidden (batch) coordinates of the point before
   run.for_each_point([&](const Index& point) {
-    Kernel kernel = run.kernel_at(point, ins, in_specs, outs, out_specs, scratch);
+    Kernel k = run.kernel_at(point, ins, kernel.in_specs, outs, kernel.out_specs, scratch);
+    if (dry_run) return;
+    // Each example of a batched call starts with zeroed scratch, as its own call would.
+    Index this_example(point.begin(), point.begin() + hidden);
+    if (hidden > 0 && !example.empty() && this_example != example) {
+      for (const auto& buffer : scratch)
+        std::fill(buffer->bytes.begin(), buffer->bytes.end(), std::byte{0});
+    }
+    example = std::move(this_example);
     try {
-      body(kernel);
+      kernel.body(k);
     } catch (const Error& error) {
       fail(site,
-           fmt::format("pallas kernel '{}' at grid point {}: {}", options.name, index_text(point),
-                       error.message()),
+           fmt::format("pallas kernel '{}' at grid point {}: {}", kernel.options.name,
+                       index_text(point), error.message()),
            error.hint());
     }
   });
   std::vector<Array> results;
+  if (dry_run) return results;
   for (const auto& out : outs) {
     results.push_back(from_host_bytes(out->bytes.data(), out->aval, nullptr, site));
   }
   return results;
+}
+
+}  // namespace
+
+void check_kernel(RegisteredKernel& kernel, CallSite site) {
+  run_kernel(kernel, {}, site, /*dry_run=*/true);
+}
+
+std::vector<Array> interpret(const RegisteredKernel& kernel, std::span<const Array> inputs,
+                             CallSite site) {
+  RegisteredKernel copy = kernel;  // run_kernel resolves its semantics (already resolved)
+  return run_kernel(copy, inputs, site, /*dry_run=*/false);
+}
+
+}  // namespace detail
+
+std::vector<Array> call(const KernelBody& body, std::vector<AbstractValue> out_types, Index grid,
+                        std::vector<BlockSpec> in_specs, std::vector<BlockSpec> out_specs,
+                        const std::vector<Array>& inputs, const CallOptions& options,
+                        CallSite site) {
+  detail::RegisteredKernel kernel{.body = body,
+                                  .in_types = {},
+                                  .out_types = std::move(out_types),
+                                  .grid = std::move(grid),
+                                  .in_specs = std::move(in_specs),
+                                  .out_specs = std::move(out_specs),
+                                  .options = options,
+                                  .hidden_axes = 0};
+  if (options.name.empty() || options.name.find_first_of("\"\n") != std::string::npos) {
+    fail(site,
+         fmt::format("pallas kernel name '{}': a name is printed quoted in program text",
+                     options.name),
+         "give CallOptions::name a non-empty name without quotes or line breaks");
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) {
+      fail(site, fmt::format("pallas kernel '{}': input {} is an empty Array", options.name, i));
+    }
+    kernel.in_types.push_back(inputs[i].aval());
+  }
+  detail::check_kernel(kernel, site);
+  if (&current_interpreter() == &eager_interpreter()) {
+    return detail::interpret(kernel, inputs, site);
+  }
+  const std::string name = kernel.options.name;
+  int64_t id = detail::register_kernel(std::move(kernel));
+  return bind(prim::pallas_call, inputs, KernelCallParams{name, id}, site);
 }
 
 }  // namespace kiln::pallas

@@ -261,6 +261,18 @@ struct CustomVjpParams {
   friend auto operator<=>(const CustomVjpParams&, const CustomVjpParams&) = default;
 };
 
+// pallas_call: a Pallas-style kernel call (kiln/pallas.h), its body, grid and BlockSpecs
+// registered under `id` in the process's table of kernel calls (src/pallas/kernel_calls.cc);
+// `name` is the kernel's, for people reading programs.
+struct KernelCallParams {
+  std::string name;
+  int64_t id = 0;
+  static constexpr auto fields() {
+    return std::tuple{Field{"name", &KernelCallParams::name}, Field{"id", &KernelCallParams::id}};
+  }
+  friend auto operator<=>(const KernelCallParams&, const KernelCallParams&) = default;
+};
+
 // checkpoint_name: the name a save_named checkpoint policy refers to (kiln/checkpoint.h).
 struct CheckpointNameParams {
   std::string name;
@@ -376,12 +388,13 @@ struct ShardMapParams {
   friend auto operator<=>(const ShardMapParams&, const ShardMapParams&) = default;
 };
 
-using Params = std::variant<NoParams, ConvertParams, BroadcastInDimParams, ReshapeParams,
-                            TransposeParams, SliceParams, DynamicSliceParams, ConcatenateParams,
-                            PadParams, IotaParams, GatherParams, ScatterParams, ReduceParams,
-                            ArgReduceParams, CumsumParams, DotGeneralParams, ConvParams,
-                            ReduceWindowParams, CustomVjpParams, SortParams, CheckpointNameParams,
-                            ScanParams, CondParams, WhileParams, CollectiveParams, ShardMapParams>;
+using Params =
+    std::variant<NoParams, ConvertParams, BroadcastInDimParams, ReshapeParams, TransposeParams,
+                 SliceParams, DynamicSliceParams, ConcatenateParams, PadParams, IotaParams,
+                 GatherParams, ScatterParams, ReduceParams, ArgReduceParams, CumsumParams,
+                 DotGeneralParams, ConvParams, ReduceWindowParams, CustomVjpParams,
+                 KernelCallParams, SortParams, CheckpointNameParams, ScanParams, CondParams,
+                 WhileParams, CollectiveParams, ShardMapParams>;
 
 std::string_view index_mode_name(IndexMode mode);
 

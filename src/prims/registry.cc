@@ -56,6 +56,14 @@ void RuleContext::fail(const std::string& message, const std::string& hint) cons
   kiln::fail(site, fmt::format("{}: {}", prim.name, message), hint);
 }
 
+std::string not_differentiable_hint(const PrimDef& prim) {
+  if (prim.id == prim::pallas_call) {
+    return "a kernel has no derivative of its own: wrap the call in custom_vjp with its "
+           "backward kernel (as flash attention's is, docs/kernels.md)";
+  }
+  return "apply stop_gradient to its input if no derivative should flow through it";
+}
+
 const PrimTable& register_all() {
   static PrimTable table;
   static std::once_flag once;
@@ -82,6 +90,7 @@ const PrimTable& register_all() {
     register_jvp_rules(table);
     register_cost_rules(table);
     register_traced_cost_rules(table);
+    register_pallas_call(table);
     register_sharding_rules(table);
   });
   return table;

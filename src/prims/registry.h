@@ -212,6 +212,10 @@ KernelFn kernel_for(const PrimDef& prim, std::span<const AbstractValue> inputs,
                     std::span<const AbstractValue> outputs, const Params& params,
                     bool reference_only);
 
+// What to do instead of differentiating through a primitive that is not differentiable
+// (for the errors of grad and jvp).
+std::string not_differentiable_hint(const PrimDef& prim);
+
 // Registration functions, one per family of rules or kernels.
 void register_elementwise_rules(PrimTable& table);
 void register_shape_rules(PrimTable& table);
@@ -230,6 +234,7 @@ void register_control_flow_transforms(PrimTable& table);
 void register_batch_rules(PrimTable& table);
 void register_cost_rules(PrimTable& table);
 void register_traced_cost_rules(PrimTable& table);  // primitives defined by ops (impl)
+void register_pallas_call(PrimTable& table);        // src/pallas/kernel_call_prim.cc
 void register_remat_prims(PrimTable& table);
 void register_spmd_rules(PrimTable& table);       // shape rules (prims/spmd_rules.cc)
 void register_spmd_transforms(PrimTable& table);  // impl, VJP, batching (src/sharding/)

@@ -148,9 +148,7 @@ FlatVjp vjp_flat(const FlatFunction& fn, std::span<const Array> inputs,
              fmt::format("cannot differentiate through {}: it {}", prim.name,
                          prim.has_flag(kNotDifferentiable) ? "is not differentiable"
                                                            : "has no VJP rule yet"),
-             prim.has_flag(kNotDifferentiable)
-                 ? "apply stop_gradient to its input if no gradient should flow through it"
-                 : "");
+             prim.has_flag(kNotDifferentiable) ? not_differentiable_hint(prim) : "");
       }
       in_values.clear();
       out_values.clear();

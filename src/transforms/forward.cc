@@ -29,9 +29,7 @@ namespace {
        fmt::format(
            "cannot differentiate through {} in forward mode: it {}", prim.name,
            prim.has_flag(kNotDifferentiable) ? "is not differentiable" : "has no JVP rule yet"),
-       prim.has_flag(kNotDifferentiable)
-           ? "apply stop_gradient to its input if no derivative should flow through it"
-           : "");
+       prim.has_flag(kNotDifferentiable) ? not_differentiable_hint(prim) : "");
 }
 
 // Tangents of the outputs, pushed through the equations from `input_tangents`, with the

@@ -142,11 +142,18 @@ TEST(PallasCall, BadSpecsAndGridsAreRefusedByName) {
                          {"in(1) of 1 buffer"}));
   EXPECT_TRUE(fails_with([&] { call(body, {x.aval()}, {2}, {}, {rows_of(4)}, {x}); },
                          {"0 in_specs for 1 inputs"}));
+  EXPECT_TRUE(fails_with(
+      [&] {
+        call(body, {x.aval()}, {2}, {rows_of(4)}, {rows_of(4)}, {x}, {.name = "a \"quoted\" name"});
+      },
+      {"a name is printed quoted in program text"}));
+  // Checked when the call is made, inside jit too, before any body runs.
   auto traced = [&](const Array& a) {
-    return call(body, {x.aval()}, {2}, {rows_of(4)}, {rows_of(4)}, {a})[0];
+    return call(body, {x.aval()}, {3}, {rows_of(4)}, {rows_of(4)}, {a},
+                {.name = "copy", .semantics = {GridAxis::kParallel}})[0];
   };
-  EXPECT_TRUE(
-      fails_with([&] { (void)jit(traced)(x); }, {"interpret mode runs the kernel on real values"}));
+  EXPECT_TRUE(fails_with([&] { (void)jit(traced)(x); },
+                         {"pallas kernel 'copy'", "returned block (2, 0) at grid point (2)"}));
 }
 
 TEST(PallasKernels, MatmulAndSoftmaxAgreeWithTheOps) {

@@ -1,5 +1,5 @@
-// The ids of the primitives defined by ops (custom_vjp, rematerialization) (prims/ids/custom.def):
-// prim::<id>.
+// The ids of the primitives defined by ops (custom_vjp, pallas kernels, rematerialization)
+// (prims/ids/custom.def): prim::<id>.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,42 @@
+// A kernel call as the pallas_call primitive holds it: everything pallas::call was given,
+// registered under an id in a process-wide table, so that a program names the call by
+// `pallas_call[name, id]` and its rules (src/pallas/kernel_call_prim.cc) find the body,
+// the grid and the specs again.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "kiln/array.h"
+#include "kiln/pallas.h"
+
+namespace kiln::pallas::detail {
+
+struct RegisteredKernel {
+  KernelBody body;
+  std::vector<AbstractValue> in_types;
+  std::vector<AbstractValue> out_types;
+  Index grid;
+  std::vector<BlockSpec> in_specs;
+  std::vector<BlockSpec> out_specs;
+  CallOptions options;     // semantics resolved: one per grid axis
+  size_t hidden_axes = 0;  // leading grid axes the body does not see (vmap's)
+};
+
+// Checks everything but the body: the grid and its semantics, each spec against its array,
+// the scratch, and every block each grid point would touch (the race check included).
+// Resolves the default semantics. Throws a kiln::Error naming the kernel and the spec.
+void check_kernel(RegisteredKernel& kernel, CallSite site);
+
+// Runs the body over the grid in interpret mode on `inputs` (of the kernel's in_types).
+std::vector<Array> interpret(const RegisteredKernel& kernel, std::span<const Array> inputs,
+                             CallSite site);
+
+// The process-wide table. Ids stay valid for the life of the process.
+int64_t register_kernel(RegisteredKernel kernel);
+// The kernel registered under `id`; an id this process did not give out (a program text
+// written by another process) is an error naming it.
+const RegisteredKernel& registered_kernel(int64_t id, CallSite site);
+
+}  // namespace kiln::pallas::detail
