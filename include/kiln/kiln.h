@@ -20,6 +20,7 @@
 #include "kiln/ops.h"
 #include "kiln/optim.h"
 #include "kiln/pallas.h"
+#include "kiln/privacy.h"
 #include "kiln/profile.h"
 #include "kiln/promotion.h"
 #include "kiln/random.h"

@@ -124,6 +124,7 @@ int run_command(int argc, char** argv) {
   kiln::cli::Runner verify = kiln::cli::add_verify_command(app);
   kiln::cli::Runner reproduce = kiln::cli::add_reproduce_command(app);
   kiln::cli::Runner kernels = kiln::cli::add_kernels_command(app);
+  kiln::cli::Runner privacy = kiln::cli::add_privacy_command(app);
   if (unknown_command(app, argc, argv)) return 1;
   try {
     app.parse(argc, argv);
@@ -144,6 +145,7 @@ int run_command(int argc, char** argv) {
     if (app.got_subcommand("verify")) return verify();
     if (app.got_subcommand("reproduce")) return reproduce();
     if (app.got_subcommand("kernels")) return kernels();
+    if (app.got_subcommand("privacy")) return privacy();
   } catch (const kiln::Error& error) {
     std::fprintf(stderr, "%serror: %s\n", rank_prefix().c_str(), error.what());
     return 1;

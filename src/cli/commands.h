@@ -22,5 +22,6 @@ Runner add_predict_command(CLI::App& app);
 Runner add_verify_command(CLI::App& app);
 Runner add_reproduce_command(CLI::App& app);
 Runner add_kernels_command(CLI::App& app);
+Runner add_privacy_command(CLI::App& app);
 
 }  // namespace kiln::cli

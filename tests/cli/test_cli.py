@@ -124,6 +124,32 @@ class Cli(unittest.TestCase):
         self.assertEqual(result.returncode, 1)
         self.assertIn("KILN_KERNELS='bogus'", result.stderr)
 
+    def test_privacy_epsilon_from_rate_or_batch_and_bad_settings_by_name(self):
+        # dp-accounting 0.6.0 gives 1.71177 at order 9.6 for these (docs/privacy.md).
+        out = run("privacy", "epsilon", "-q", "0.01", "--sigma", "1.1", "--steps", "1000").stdout
+        self.assertIn("epsilon 1.7118 at delta 1e-05 (Rényi order 9.6) for 1000 steps", out)
+        spent = json.loads(run("privacy", "epsilon", "--batch", "256", "--examples", "60000",
+                               "--sigma", "1.1", "--epochs", "60", "--json").stdout)
+        self.assertEqual(spent["steps"], 14063)
+        self.assertAlmostEqual(spent["sampling_rate"], 256 / 60000)
+        self.assertEqual(spent["series"], "upper_bound")
+        exact = json.loads(run("privacy", "epsilon", "-q", "0.01", "--sigma", "0.5", "--steps",
+                               "100", "--exact", "--json").stdout)
+        bound = json.loads(run("privacy", "epsilon", "-q", "0.01", "--sigma", "0.5", "--steps",
+                               "100", "--json").stdout)
+        self.assertLess(exact["epsilon"], bound["epsilon"])
+        for args, message in (
+                (("-q", "0", "--sigma", "1", "--steps", "3"), "sampling_rate is 0"),
+                (("-q", "0.1", "--sigma", "-1", "--steps", "3"), "noise_multiplier is -1"),
+                (("-q", "0.1", "--sigma", "1", "--steps", "3", "--delta", "2"), "delta is 2"),
+                (("--batch", "10", "--sigma", "1", "--steps", "3"),
+                 "give --batch and --examples together"),
+                (("-q", "0.1", "--sigma", "1", "--steps", "3", "--epochs", "2"),
+                 "give --epochs (with a sampling rate) or --steps, not both")):
+            result = run("privacy", "epsilon", *args, check=False)
+            self.assertEqual(result.returncode, 1, result.stderr)
+            self.assertIn(message, result.stderr)
+
     def test_kernels_bench_measures_on_the_cpu_and_refuses_what_it_cannot_run_on(self):
         result = run("kernels", "bench", "layer_norm", "--quick", "--repeats", "2")
         self.assertIn("# device: cpu,", result.stdout)

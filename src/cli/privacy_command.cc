@@ -1,0 +1,100 @@
+// `kiln privacy epsilon`: the (epsilon, delta) a DP-SGD run spends, from its sampling rate,
+// noise multiplier and steps (kiln/privacy.h), before anything is trained.
+#include <cmath>
+#include <memory>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "kiln/error.h"
+#include "kiln/privacy.h"
+
+namespace kiln::cli {
+namespace {
+
+struct EpsilonOptions {
+  double sampling_rate = 0;
+  double batch = 0;
+  double examples = 0;
+  double noise_multiplier = 0;
+  int64_t steps = 0;
+  double epochs = 0;
+  double delta = 1e-5;
+  bool exact = false;
+  bool json = false;
+};
+
+int print_epsilon(const EpsilonOptions& options) {
+  double q = options.sampling_rate;
+  if (options.batch > 0 || options.examples > 0) {
+    if (!(options.batch > 0 && options.examples > 0) || q > 0) {
+      fail(kUnknownSite,
+           "kiln privacy epsilon: give --batch and --examples together, or --sampling-rate",
+           "the sampling rate is the expected batch size over the number of examples");
+    }
+    q = options.batch / options.examples;
+  }
+  int64_t steps = options.steps;
+  if (options.epochs > 0) {
+    if (steps > 0 || q <= 0) {
+      fail(kUnknownSite,
+           "kiln privacy epsilon: give --epochs (with a sampling rate) or --steps, not both",
+           "an epoch is 1 / sampling rate steps");
+    }
+    steps = static_cast<int64_t>(std::ceil(options.epochs / q));
+  }
+  privacy::Series series = options.exact ? privacy::Series::kExact : privacy::Series::kUpperBound;
+  privacy::Spent spent = privacy::rdp_epsilon(
+      {.sampling_rate = q, .noise_multiplier = options.noise_multiplier, .steps = steps},
+      options.delta, {}, series);
+  if (options.json) {
+    fmt::print("{}\n", nlohmann::json({{"epsilon", spent.epsilon},
+                                       {"delta", options.delta},
+                                       {"order", spent.order},
+                                       {"sampling_rate", q},
+                                       {"noise_multiplier", options.noise_multiplier},
+                                       {"steps", steps},
+                                       {"series", options.exact ? "exact" : "upper_bound"}})
+                           .dump());
+    return 0;
+  }
+  fmt::print(
+      "epsilon {:.4f} at delta {:g} (Rényi order {:g}) for {} steps of the Poisson-subsampled "
+      "Gaussian mechanism, sampling rate {:g}, noise multiplier {:g}\n",
+      spent.epsilon, options.delta, spent.order, steps, q, options.noise_multiplier);
+  return 0;
+}
+
+}  // namespace
+
+Runner add_privacy_command(CLI::App& app) {
+  auto* privacy =
+      app.add_subcommand("privacy", "Differential privacy accounting (docs/privacy.md)");
+  privacy->require_subcommand(1);
+  auto* epsilon = privacy->add_subcommand(
+      "epsilon",
+      "The (epsilon, delta) of DP-SGD: the RDP of the Poisson-subsampled Gaussian mechanism "
+      "(Mironov, Talwar and Zhang 2019) composed over the steps and converted at the best of "
+      "dp-accounting's orders");
+  auto options = std::make_shared<EpsilonOptions>();
+  epsilon->add_option("--sampling-rate,-q", options->sampling_rate,
+                      "Probability with which each example joins a batch, in (0, 1]");
+  epsilon->add_option("--batch", options->batch, "Expected batch size (with --examples)");
+  epsilon->add_option("--examples", options->examples, "Training examples (with --batch)");
+  epsilon
+      ->add_option("--noise-multiplier,--sigma", options->noise_multiplier,
+                   "Noise standard deviation over the clipping norm, > 0")
+      ->required();
+  epsilon->add_option("--steps", options->steps, "Steps taken");
+  epsilon->add_option("--epochs", options->epochs,
+                      "Epochs instead of steps (each 1 / sampling rate steps, rounded up)");
+  epsilon->add_option("--delta", options->delta, "Target delta, in (0, 1)")->capture_default_str();
+  epsilon->add_flag("--exact", options->exact,
+                    "Sum the fractional orders' series with their signs (Opacus') instead of "
+                    "the magnitudes' upper bound (dp-accounting's, the default)");
+  epsilon->add_flag("--json", options->json, "Print one JSON object");
+  return [options] { return print_epsilon(*options); };
+}
+
+}  // namespace kiln::cli

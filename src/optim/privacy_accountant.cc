@@ -1,0 +1,168 @@
+// The RDP accountant of kiln/privacy.h. Everything is summed in log space: the moments A
+// reach e^700 and beyond for large orders.
+#include "kiln/privacy.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "kiln/error.h"
+
+namespace kiln::privacy {
+namespace {
+
+constexpr double kMinusInfinity = -std::numeric_limits<double>::infinity();
+// A series stops once its terms are this far (in log) below the sum: e^-40 ~ 4e-18, under
+// a double's resolution.
+constexpr double kNegligible = 40;
+constexpr int64_t kMaxTerms = 1'000'000;
+
+double log_add(double a, double b) {
+  if (a == kMinusInfinity) return b;
+  if (b == kMinusInfinity) return a;
+  double high = std::max(a, b), low = std::min(a, b);
+  return high + std::log1p(std::exp(low - high));
+}
+
+// log(erfc(x)), finite where erfc underflows (x beyond about 26): the asymptotic series
+// erfc(x) ~ exp(-x^2) / (x sqrt(pi)) (1 - 1/(2x^2) + 3/(4x^4) - 15/(8x^6)).
+double log_erfc(double x) {
+  if (x < 20) return std::log(std::erfc(x));
+  double inverse_square = 1 / (x * x);
+  double series = 1 - inverse_square / 2 + 3 * inverse_square * inverse_square / 4 -
+                  15 * inverse_square * inverse_square * inverse_square / 8;
+  return -x * x - std::log(x) - 0.5 * std::log(std::numbers::pi) + std::log(series);
+}
+
+// log A for an integer order n: log sum_k C(n, k) (1 - q)^(n - k) q^k exp((k^2 - k) / (2 s^2)).
+double log_moment_integer(double q, double sigma, int64_t n) {
+  const double log_q = std::log(q), log_1mq = std::log1p(-q);
+  const double log_n_factorial = std::lgamma(static_cast<double>(n) + 1);
+  double sum = kMinusInfinity;
+  for (int64_t k = 0; k <= n; ++k) {
+    const auto kd = static_cast<double>(k), nd = static_cast<double>(n);
+    double log_binomial = log_n_factorial - std::lgamma(kd + 1) - std::lgamma(nd - kd + 1);
+    sum = log_add(sum, log_binomial + (nd - kd) * log_1mq + kd * log_q +
+                           (kd * kd - kd) / (2 * sigma * sigma));
+  }
+  return sum;
+}
+
+// log A for a fractional order a (Mironov, Talwar and Zhang 2019, section 3.3): A = sum over
+// i >= 0 of C(a, i) times
+//   q^i (1 - q)^(a - i) exp((i^2 - i) / (2 s^2)) erfc((i - z0) / (sqrt(2) s)) / 2
+// + q^(a - i) (1 - q)^i exp(((a - i)^2 - (a - i)) / (2 s^2)) erfc((z0 - (a - i)) / (sqrt(2) s)) / 2
+// with z0 = s^2 log(1 / q - 1) + 1 / 2. C(a, i) changes sign at every i past a: kExact
+// sums the terms with their signs (positive and negative parts apart, subtracted once),
+// kUpperBound adds their magnitudes. The series stops once both terms fall and are below
+// e^-40 of the sum.
+double log_moment_fractional(double q, double sigma, double a, Series series) {
+  const double log_q = std::log(q), log_1mq = std::log1p(-q);
+  const double z0 = sigma * sigma * std::log(1 / q - 1) + 0.5;
+  const double root2_sigma = std::numbers::sqrt2 * sigma;
+  double positive = kMinusInfinity, negative = kMinusInfinity;
+  double log_binomial = 0;  // log |C(a, i)|
+  bool binomial_positive = true;
+  double last_first = kMinusInfinity, last_second = kMinusInfinity;
+  for (int64_t i = 0; i < kMaxTerms; ++i) {
+    const auto id = static_cast<double>(i);
+    const double j = a - id;
+    const double first = log_binomial + id * log_q + j * log_1mq +
+                         (id * id - id) / (2 * sigma * sigma) + std::log(0.5) +
+                         log_erfc((id - z0) / root2_sigma);
+    const double second = log_binomial + j * log_q + id * log_1mq +
+                          (j * j - j) / (2 * sigma * sigma) + std::log(0.5) +
+                          log_erfc((z0 - j) / root2_sigma);
+    const bool adds = binomial_positive || series == Series::kUpperBound;
+    double& part = adds ? positive : negative;
+    part = log_add(part, log_add(first, second));
+    if (first < last_first && second < last_second &&
+        std::max(first, second) < positive - kNegligible) {
+      if (negative == kMinusInfinity) return positive;
+      return positive + std::log1p(-std::exp(negative - positive));
+    }
+    last_first = first;
+    last_second = second;
+    // C(a, i + 1) = C(a, i) (a - i) / (i + 1).
+    log_binomial += std::log(std::abs(j)) - std::log(id + 1);
+    if (j < 0) binomial_positive = !binomial_positive;
+  }
+  fail(kUnknownSite,
+       fmt::format("privacy: the RDP series at order {} (q {}, sigma {}) did not converge in {} "
+                   "terms",
+                   a, q, sigma, kMaxTerms));
+}
+
+void check_mechanism(double q, double sigma) {
+  if (!(q > 0 && q <= 1)) {
+    fail(kUnknownSite, fmt::format("privacy: sampling_rate is {}; it must be in (0, 1]", q),
+         "the probability with which each example joins a batch: batch size / dataset size");
+  }
+  if (!(sigma > 0) || !std::isfinite(sigma)) {
+    fail(kUnknownSite,
+         fmt::format("privacy: noise_multiplier is {}; it must be finite and above 0", sigma),
+         "the noise's standard deviation over the clipping norm");
+  }
+}
+
+void check_order(double order) {
+  if (!(order > 1) || !std::isfinite(order)) {
+    fail(kUnknownSite, fmt::format("privacy: Rényi order {} must be finite and above 1", order));
+  }
+}
+
+}  // namespace
+
+std::vector<double> default_orders() {
+  std::vector<double> orders;
+  for (int x = 1; x < 100; ++x) orders.push_back(1 + x / 10.0);
+  for (int order = 11; order < 64; ++order) orders.push_back(order);
+  for (double order : {128.0, 256.0, 512.0, 1024.0}) orders.push_back(order);
+  return orders;
+}
+
+double rdp_of_one_step(double sampling_rate, double noise_multiplier, double order, Series series) {
+  check_mechanism(sampling_rate, noise_multiplier);
+  check_order(order);
+  const double q = sampling_rate, sigma = noise_multiplier;
+  if (q == 1) return order / (2 * sigma * sigma);
+  double log_moment = order == std::floor(order) && order <= 1e6
+                          ? log_moment_integer(q, sigma, static_cast<int64_t>(order))
+                          : log_moment_fractional(q, sigma, order, series);
+  return log_moment / (order - 1);
+}
+
+Spent rdp_epsilon(const SubsampledGaussian& mechanism, double delta, std::span<const double> orders,
+                  Series series) {
+  check_mechanism(mechanism.sampling_rate, mechanism.noise_multiplier);
+  if (mechanism.steps < 0) {
+    fail(kUnknownSite, fmt::format("privacy: steps is {}; it must be 0 or more", mechanism.steps));
+  }
+  if (!(delta > 0 && delta < 1)) {
+    fail(kUnknownSite, fmt::format("privacy: delta is {}; it must be in (0, 1)", delta),
+         "usually well below 1 / (the number of examples)");
+  }
+  std::vector<double> defaults;
+  if (orders.empty()) {
+    defaults = default_orders();
+    orders = defaults;
+  }
+  Spent best{std::numeric_limits<double>::infinity(), orders[0]};
+  for (double order : orders) {
+    check_order(order);
+    double rdp =
+        static_cast<double>(mechanism.steps) *
+        rdp_of_one_step(mechanism.sampling_rate, mechanism.noise_multiplier, order, series);
+    double epsilon =
+        rdp + std::log1p(-1 / order) - (std::log(delta) + std::log(order)) / (order - 1);
+    if (epsilon < best.epsilon) best = {epsilon, order};
+  }
+  best.epsilon = std::max(best.epsilon, 0.0);
+  return best;
+}
+
+}  // namespace kiln::privacy
