@@ -36,6 +36,10 @@ int print_epsilon(const EpsilonOptions& options) {
     q = options.batch / options.examples;
   }
   int64_t steps = options.steps;
+  if (steps <= 0 && options.epochs <= 0) {
+    fail(kUnknownSite, "kiln privacy epsilon: give --steps or --epochs",
+         "the privacy spent grows with every step the mechanism runs");
+  }
   if (options.epochs > 0) {
     if (steps > 0 || q <= 0) {
       fail(kUnknownSite,

@@ -33,7 +33,9 @@ void check_kernel(RegisteredKernel& kernel, CallSite site);
 std::vector<Array> interpret(const RegisteredKernel& kernel, std::span<const Array> inputs,
                              CallSite site);
 
-// The process-wide table. Ids stay valid for the life of the process.
+// The process-wide table. Ids stay valid for the life of the process, so entries are never
+// freed: every traced call adds one (a jitted function once per signature; a vmap called
+// eagerly, whose inner call is traced each time, two per call), as custom_vjp's table does.
 int64_t register_kernel(RegisteredKernel kernel);
 // The kernel registered under `id`; an id this process did not give out (a program text
 // written by another process) is an error naming it.

@@ -145,7 +145,8 @@ class Cli(unittest.TestCase):
                 (("--batch", "10", "--sigma", "1", "--steps", "3"),
                  "give --batch and --examples together"),
                 (("-q", "0.1", "--sigma", "1", "--steps", "3", "--epochs", "2"),
-                 "give --epochs (with a sampling rate) or --steps, not both")):
+                 "give --epochs (with a sampling rate) or --steps, not both"),
+                (("-q", "0.1", "--sigma", "1"), "give --steps or --epochs")):
             result = run("privacy", "epsilon", *args, check=False)
             self.assertEqual(result.returncode, 1, result.stderr)
             self.assertIn(message, result.stderr)
