@@ -3,7 +3,8 @@
 // `kiln runs list --filter` text through RunFilter::parse. The first input byte picks which
 // (even: metrics, odd: a filter); the rest is the file or the text. Properties: metrics
 // either load or fail with a kiln::Error naming metrics.jsonl and a line; every point is a
-// train/ or eval/ metric; a filter that parses splits its text exactly into a known field,
+// train/, eval/ or telemetry/ metric (the three kinds of line that carry series; other
+// kinds are events); a filter that parses splits its text exactly into a known field,
 // one of the six operators and the value.
 #include <unistd.h>
 
@@ -35,8 +36,9 @@ void check_metrics(const uint8_t* data, size_t size) {
     return;
   }
   for (const auto& point : points) {
-    if (!point.key.starts_with("train/") && !point.key.starts_with("eval/")) {
-      kiln::fuzz::finding("a metric point that is neither train/ nor eval/");
+    if (!point.key.starts_with("train/") && !point.key.starts_with("eval/") &&
+        !point.key.starts_with("telemetry/")) {
+      kiln::fuzz::finding("a metric point that is neither train/, eval/ nor telemetry/");
     }
   }
 }
