@@ -17,6 +17,7 @@
 
 #include "io/atomic_file.h"
 #include "io/bounded_read.h"
+#include "io/json_fields.h"
 #include "io/json_text.h"
 #include "io/sha256.h"
 #include "kiln/error.h"
@@ -141,7 +142,7 @@ json parse_manifest(const fs::path& dir, const std::string& text) {
       fail_load(dir, fmt::format("{}: \"{}\" must be {}", kManifestName, key, expected));
     }
   };
-  require("format", manifest.is_object() && manifest.value("format", "") == kFormat,
+  require("format", io::string_field(manifest, "format") == kFormat,
           fmt::format("\"{}\"", kFormat));
   require("version", manifest["version"].is_number_integer(), "an integer");
   if (manifest["version"].get<int64_t>() != kVersion) {

@@ -281,6 +281,12 @@ TEST(Savepoint, AManifestCannotPointOutsideItsSavepoint) {
       HasSubstr("a leaf of tree \"params\" has no \"path\""));
   EXPECT_THAT(with_manifest([](nlohmann::json& m) { m["step"] = UINT64_MAX; }),
               HasSubstr("\"step\" must be a non-negative integer below 2^63"));
+  // The long run's finding: "format" of another type (an object) made the check throw
+  // nlohmann's type_error instead of refusing the manifest.
+  EXPECT_THAT(with_manifest([](nlohmann::json& m) {
+                m["format"] = {{"params", 1}};
+              }),
+              HasSubstr("\"format\" must be \"kiln savepoint\""));
 }
 
 TEST(Savepoint, RestoringIntoAnotherModelNamesTheFirstDifference) {
