@@ -349,9 +349,11 @@ namespace detail {
 namespace {
 
 // Runs the kernel: with `inputs`, the body at every grid point; without (dry_run), every
-// check the run makes, with no buffer allocated and no body called.
-std::vector<Array> run_kernel(RegisteredKernel& kernel, std::span<const Array> inputs,
-                              CallSite site, bool dry_run) {
+// check the run makes, with no buffer allocated and no body called. `semantics`, when
+// given, receives the grid axes' resolved semantics.
+std::vector<Array> run_kernel(const RegisteredKernel& kernel, std::span<const Array> inputs,
+                              CallSite site, bool dry_run,
+                              std::vector<GridAxis>* semantics = nullptr) {
   KernelRun run(kernel.grid, kernel.options, kernel.hidden_axes, site);
   if (!kernel.body) run.refuse("the kernel body is an empty function");
   run.check_grid();
@@ -393,7 +395,7 @@ std::vector<Array> run_kernel(RegisteredKernel& kernel, std::span<const Array> i
                            kernel.options.scratch_limit_bytes),
                "use smaller blocks, or raise CallOptions::scratch_limit_bytes");
   }
-  kernel.options.semantics = run.semantics();
+  if (semantics) *semantics = run.semantics();
   const auto hidden = static_cast<std::ptrdiff_t>(kernel.hidden_axes);
   Index example;  // the hidden (batch) coordinates of the point before
   run.for_each_point([&](const Index& point) {
@@ -426,13 +428,12 @@ std::vector<Array> run_kernel(RegisteredKernel& kernel, std::span<const Array> i
 }  // namespace
 
 void check_kernel(RegisteredKernel& kernel, CallSite site) {
-  run_kernel(kernel, {}, site, /*dry_run=*/true);
+  run_kernel(kernel, {}, site, /*dry_run=*/true, &kernel.options.semantics);
 }
 
 std::vector<Array> interpret(const RegisteredKernel& kernel, std::span<const Array> inputs,
                              CallSite site) {
-  RegisteredKernel copy = kernel;  // run_kernel resolves its semantics (already resolved)
-  return run_kernel(copy, inputs, site, /*dry_run=*/false);
+  return run_kernel(kernel, inputs, site, /*dry_run=*/false);
 }
 
 }  // namespace detail
@@ -461,10 +462,12 @@ std::vector<Array> call(const KernelBody& body, std::vector<AbstractValue> out_t
     }
     kernel.in_types.push_back(inputs[i].aval());
   }
-  detail::check_kernel(kernel, site);
+  // Eagerly the run makes every check before the first body runs; a traced call is
+  // checked now, where the user wrote it, rather than when the program runs.
   if (&current_interpreter() == &eager_interpreter()) {
     return detail::interpret(kernel, inputs, site);
   }
+  detail::check_kernel(kernel, site);
   const std::string name = kernel.options.name;
   int64_t id = detail::register_kernel(std::move(kernel));
   return bind(prim::pallas_call, inputs, KernelCallParams{name, id}, site);
