@@ -54,4 +54,26 @@ struct Spent {
 Spent rdp_epsilon(const SubsampledGaussian& mechanism, double delta,
                   std::span<const double> orders = {}, Series series = Series::kUpperBound);
 
+// The epsilon of one mechanism after any number of steps, each order's RDP of one step
+// computed once (a training run asks after every epoch). The default orders, the upper-bound
+// series.
+class StepAccountant {
+ public:
+  StepAccountant(double sampling_rate, double noise_multiplier, double delta);
+  Spent after(int64_t steps) const;  // rdp_epsilon's result for `steps` steps
+  // The most steps, up to `limit`, whose epsilon is at most max_epsilon (0 when one step
+  // already spends more).
+  int64_t steps_within(double max_epsilon, int64_t limit) const;
+
+ private:
+  double delta_;
+  std::vector<double> orders_;
+  std::vector<double> rdp_of_one_step_;
+};
+
+// The rows a Poisson-sampled batch needs: the smallest M with P(Binomial(examples,
+// sampling_rate) > M) <= overflow. A run of T steps whose batches hold M rows truncates a
+// draw with probability at most T x overflow, which adds to its delta (docs/privacy.md).
+int64_t poisson_batch_rows(int64_t examples, double sampling_rate, double overflow);
+
 }  // namespace kiln::privacy

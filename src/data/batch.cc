@@ -4,6 +4,7 @@
 #include "data/batch.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include <fmt/format.h>
@@ -93,6 +94,16 @@ BatchAssembler::BatchAssembler(const Dataset& dataset, const Split& split, const
          "an epoch's last batch can be left out (drop_remainder) or padded "
          "(pad_remainder), not both");
   }
+  if (options.poisson.enabled()) {
+    if (!(options.poisson.rate <= 1.0) || options.poisson.rows < 1) {
+      fail(kUnknownSite, fmt::format("Poisson sampling at rate {} into batches of {} rows: the "
+                                     "rate must be in (0, 1] and the rows at least 1",
+                                     options.poisson.rate, options.poisson.rows));
+    }
+    if (sampler.options().shard.count != 1) {
+      fail(kUnknownSite, "Poisson sampling draws from the whole split: it takes no shards");
+    }
+  }
   if (options.augment.enabled() && dataset.record_shape.size() != 2) {
     fail(kUnknownSite,
          fmt::format("augmentation (random crop, horizontal flip) needs 2-D image records, the "
@@ -105,6 +116,7 @@ BatchAssembler::BatchAssembler(const Dataset& dataset, const Split& split, const
 int64_t BatchAssembler::batches_per_epoch() const {
   int64_t length = sampler_.epoch_length();
   int64_t size = options_.batch_size;
+  if (options_.poisson.enabled()) return length / size + (length % size != 0 ? 1 : 0);
   // Not (n + b - 1) / b, which overflows for a batch size near INT64_MAX.
   return length / size + (!options_.drop_remainder && length % size != 0 ? 1 : 0);
 }
@@ -114,28 +126,44 @@ void BatchAssembler::assemble(int64_t epoch, int64_t index, HostBatch& out) cons
     fail(kUnknownSite,
          fmt::format("batch {} of an epoch of {} batches", index, batches_per_epoch()));
   }
+  const PoissonSampling& poisson = options_.poisson;
   int64_t begin = index * options_.batch_size;
-  int64_t count = std::min(options_.batch_size, sampler_.epoch_length() - begin);
-  int64_t rows = options_.pad_remainder ? options_.batch_size : count;
+  int64_t count = 0;
+  int64_t rows = 0;
+  out.truncated = 0;
+  if (poisson.enabled()) {
+    out.records = poisson_records(epoch, index);
+    count = std::min<int64_t>(poisson.rows, static_cast<int64_t>(out.records.size()));
+    out.truncated = static_cast<int64_t>(out.records.size()) - count;
+    out.records.resize(static_cast<size_t>(count));
+    rows = poisson.rows;
+  } else {
+    count = std::min(options_.batch_size, sampler_.epoch_length() - begin);
+    rows = options_.pad_remainder ? options_.batch_size : count;
+    out.records.resize(static_cast<size_t>(count));
+    sampler_.records(epoch, begin, count, out.records.data());
+  }
   out.epoch = epoch;
   out.index = index;
   out.shape = {rows};
   out.shape.insert(out.shape.end(), example_shape_.begin(), example_shape_.end());
-  out.records.resize(static_cast<size_t>(count));
-  sampler_.records(epoch, begin, count, out.records.data());
   const int64_t width = split_.labels_per_record;
   out.labels_per_row = width;
   out.labels.resize(static_cast<size_t>(rows * width));
   out.features.resize(static_cast<size_t>(rows * record_size_));
+  // A Poisson batch's examples are augmented by (step, record), each epoch's by position.
+  const int64_t step = epoch * batches_per_epoch() + index;
   for (int64_t row = 0; row < count; ++row) {
     int64_t record = out.records[static_cast<size_t>(row)];
     std::copy_n(split_.labels.begin() + record * width, width, out.labels.begin() + row * width);
-    convert_record(record, sampler_.global_index(epoch, begin + row),
+    convert_record(record,
+                   poisson.enabled() ? step * split_.size() + record
+                                     : sampler_.global_index(epoch, begin + row),
                    out.features.data() + row * record_size_);
   }
   out.padding = rows - count;
   out.mask.clear();
-  if (options_.pad_remainder) {
+  if (options_.pad_remainder || poisson.enabled()) {
     // Zeros, not a copy of a real example: the padding must not look like data.
     std::fill(out.labels.begin() + count * width, out.labels.end(), 0);
     std::fill(out.features.data() + count * record_size_, out.features.data() + rows * record_size_,
@@ -143,6 +171,27 @@ void BatchAssembler::assemble(int64_t epoch, int64_t index, HostBatch& out) cons
     out.mask.assign(static_cast<size_t>(rows), 0.0f);
     std::fill(out.mask.begin(), out.mask.begin() + count, 1.0f);
   }
+}
+
+std::vector<int64_t> BatchAssembler::poisson_records(int64_t epoch, int64_t index) const {
+  const PoissonSampling& poisson = options_.poisson;
+  auto step = static_cast<uint64_t>(epoch * batches_per_epoch() + index);
+  auto step_key = threefry::hash(poisson.key[0], poisson.key[1], static_cast<uint32_t>(step >> 32),
+                                 static_cast<uint32_t>(step));
+  // rate x 2^64 as an integer; every draw is below it at rate 1.
+  const bool everything = poisson.rate >= 1.0;
+  const auto threshold = everything ? 0 : static_cast<uint64_t>(std::ldexp(poisson.rate, 64));
+  std::vector<int64_t> records;
+  records.reserve(static_cast<size_t>(poisson.rate * static_cast<double>(split_.size()) * 1.25) +
+                  16);
+  for (int64_t record = 0; record < split_.size(); ++record) {
+    auto r = static_cast<uint64_t>(record);
+    auto bits = threefry::hash(step_key[0], step_key[1], static_cast<uint32_t>(r >> 32),
+                               static_cast<uint32_t>(r));
+    uint64_t draw = (static_cast<uint64_t>(bits[0]) << 32) | bits[1];
+    if (everything || draw < threshold) records.push_back(record);
+  }
+  return records;
 }
 
 void BatchAssembler::convert_record(int64_t record, int64_t global_index, float* out) const {

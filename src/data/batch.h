@@ -55,8 +55,26 @@ struct HostBatch {
   // Without padding, mask is empty.
   int64_t padding = 0;
   std::vector<float> mask;
+  // Poisson sampling: records sampled for this batch but left out because it has no room
+  // for them (PoissonSampling::rows).
+  int64_t truncated = 0;
   int64_t rows() const { return static_cast<int64_t>(labels.size()) / labels_per_row; }
   int64_t examples() const { return rows() - padding; }  // the real ones
+};
+
+// Poisson sampling (DP-SGD's, docs/privacy.md): batch (epoch, index) is step s = epoch x
+// batches_per_epoch + index, and takes each record r of the split independently with
+// probability `rate`: r is in when the 64 bits threefry(threefry(key, s), r) are below
+// rate x 2^64, an integer comparison, so the draw is the same on every machine. A batch
+// has `rows` rows, the sampled records in record order and then masked-out zero rows; a
+// draw of more than `rows` records keeps the first `rows` and counts the rest
+// (HostBatch::truncated). An epoch is ceil(N / batch_size) batches, batch_size being the
+// expected size rate x N.
+struct PoissonSampling {
+  double rate = 0;   // in (0, 1]; 0: off (the sampler's order)
+  int64_t rows = 0;  // rows of every batch, >= 1
+  uint32_t key[2] = {0, 0};
+  bool enabled() const { return rate > 0; }
 };
 
 struct BatchOptions {
@@ -67,6 +85,7 @@ struct BatchOptions {
   // step has one shape, and no example is left out).
   bool pad_remainder = false;
   AugmentOptions augment;
+  PoissonSampling poisson;
 };
 
 // The model's input shape per example: the record shape, with a channel axis of 1 added to
@@ -85,6 +104,8 @@ class BatchAssembler {
   void assemble(int64_t epoch, int64_t index, HostBatch& out) const;
 
  private:
+  // The records batch (epoch, index) draws with Poisson sampling, in record order.
+  std::vector<int64_t> poisson_records(int64_t epoch, int64_t index) const;
   void convert_record(int64_t record, int64_t global_index, float* out) const;
 
   const Dataset& dataset_;

@@ -136,33 +136,113 @@ double rdp_of_one_step(double sampling_rate, double noise_multiplier, double ord
   return log_moment / (order - 1);
 }
 
-Spent rdp_epsilon(const SubsampledGaussian& mechanism, double delta, std::span<const double> orders,
-                  Series series) {
-  check_mechanism(mechanism.sampling_rate, mechanism.noise_multiplier);
-  if (mechanism.steps < 0) {
-    fail(kUnknownSite, fmt::format("privacy: steps is {}; it must be 0 or more", mechanism.steps));
-  }
+namespace {
+
+void check_delta(double delta) {
   if (!(delta > 0 && delta < 1)) {
     fail(kUnknownSite, fmt::format("privacy: delta is {}; it must be in (0, 1)", delta),
          "usually well below 1 / (the number of examples)");
   }
-  std::vector<double> defaults;
-  if (orders.empty()) {
-    defaults = default_orders();
-    orders = defaults;
-  }
+}
+
+// RDP composes by adding: `steps` times each order's RDP of one step, converted to epsilon at
+// delta; the smallest over the orders.
+Spent best_epsilon(std::span<const double> orders, std::span<const double> rdp_of_one_step,
+                   int64_t steps, double delta) {
   Spent best{std::numeric_limits<double>::infinity(), orders[0]};
-  for (double order : orders) {
-    check_order(order);
-    double rdp =
-        static_cast<double>(mechanism.steps) *
-        rdp_of_one_step(mechanism.sampling_rate, mechanism.noise_multiplier, order, series);
+  for (size_t i = 0; i < orders.size(); ++i) {
+    const double order = orders[i];
+    double rdp = static_cast<double>(steps) * rdp_of_one_step[i];
     double epsilon =
         rdp + std::log1p(-1 / order) - (std::log(delta) + std::log(order)) / (order - 1);
     if (epsilon < best.epsilon) best = {epsilon, order};
   }
   best.epsilon = std::max(best.epsilon, 0.0);
   return best;
+}
+
+}  // namespace
+
+Spent rdp_epsilon(const SubsampledGaussian& mechanism, double delta, std::span<const double> orders,
+                  Series series) {
+  check_mechanism(mechanism.sampling_rate, mechanism.noise_multiplier);
+  if (mechanism.steps < 0) {
+    fail(kUnknownSite, fmt::format("privacy: steps is {}; it must be 0 or more", mechanism.steps));
+  }
+  check_delta(delta);
+  std::vector<double> defaults;
+  if (orders.empty()) {
+    defaults = default_orders();
+    orders = defaults;
+  }
+  std::vector<double> per_step;
+  for (double order : orders) {
+    check_order(order);
+    per_step.push_back(
+        rdp_of_one_step(mechanism.sampling_rate, mechanism.noise_multiplier, order, series));
+  }
+  return best_epsilon(orders, per_step, mechanism.steps, delta);
+}
+
+StepAccountant::StepAccountant(double sampling_rate, double noise_multiplier, double delta)
+    : delta_(delta), orders_(default_orders()) {
+  check_mechanism(sampling_rate, noise_multiplier);
+  check_delta(delta);
+  for (double order : orders_) {
+    rdp_of_one_step_.push_back(rdp_of_one_step(sampling_rate, noise_multiplier, order));
+  }
+}
+
+Spent StepAccountant::after(int64_t steps) const {
+  if (steps < 0) {
+    fail(kUnknownSite, fmt::format("privacy: steps is {}; it must be 0 or more", steps));
+  }
+  return best_epsilon(orders_, rdp_of_one_step_, steps, delta_);
+}
+
+int64_t StepAccountant::steps_within(double max_epsilon, int64_t limit) const {
+  // epsilon grows with the steps (each order's RDP does, and the minimum of growing
+  // functions does): the last step count within the budget by bisection.
+  if (after(limit).epsilon <= max_epsilon) return limit;
+  int64_t within = 0, beyond = limit;  // after(within) <= max (or within == 0), after(beyond) > max
+  if (after(0).epsilon > max_epsilon) return 0;
+  while (beyond - within > 1) {
+    int64_t middle = within + (beyond - within) / 2;
+    (after(middle).epsilon <= max_epsilon ? within : beyond) = middle;
+  }
+  return within;
+}
+
+int64_t poisson_batch_rows(int64_t examples, double sampling_rate, double overflow) {
+  if (examples < 1) {
+    fail(kUnknownSite, fmt::format("privacy: {} examples to sample from; at least 1", examples));
+  }
+  check_mechanism(sampling_rate, 1.0);
+  if (!(overflow > 0 && overflow < 1)) {
+    fail(kUnknownSite, fmt::format("privacy: overflow probability {} must be in (0, 1)", overflow));
+  }
+  if (sampling_rate == 1) return examples;
+  const auto n = static_cast<double>(examples);
+  const double q = sampling_rate;
+  auto log_pmf = [&](int64_t k) {
+    auto kk = static_cast<double>(k);
+    return std::lgamma(n + 1) - std::lgamma(kk + 1) - std::lgamma(n - kk + 1) + kk * std::log(q) +
+           (n - kk) * std::log1p(-q);
+  };
+  // The upper tail P(X > m), summed in log space from the top down: from where the terms are
+  // far below any overflow asked for (e^-800 under the mode's), taken as a zero tail.
+  const auto mode = std::min(examples, static_cast<int64_t>(std::floor((n + 1) * q)));
+  const double log_at_mode = log_pmf(mode);
+  int64_t m = mode;
+  while (m < examples && log_pmf(m + 1) > log_at_mode - 800) ++m;
+  const double log_overflow = std::log(overflow);
+  double log_tail = kMinusInfinity;  // P(X > m)
+  for (; m > 0; --m) {
+    double below = log_add(log_tail, log_pmf(m));  // P(X > m - 1)
+    if (below > log_overflow) return m;
+    log_tail = below;
+  }
+  return 0;
 }
 
 }  // namespace kiln::privacy

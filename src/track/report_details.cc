@@ -1,6 +1,6 @@
 // One run's tables in `kiln report`: run.json grouped by what it tells (the run, its time,
-// identity, environment, data, compilation, savepoints, the optional timing / roofline /
-// memory objects), whatever else it holds, and config.toml.
+// identity, environment, data, compilation, savepoints, the privacy spent, the optional
+// timing / roofline / memory objects), whatever else it holds, and config.toml.
 #include <cmath>
 #include <initializer_list>
 #include <set>
@@ -176,6 +176,9 @@ std::string run_section(const RunData& run, size_t index, bool several) {
                                                                 "last_good", "savepoint_errors"})));
   if (const json* resumes = picker.take("resumes")) {
     out += table("Resumes", html::json_tables(without_environments(*resumes)));
+  }
+  if (document.contains("privacy")) {
+    out += table("Privacy (DP-SGD)", html::key_value_table(picker.rows({"privacy"})));
   }
   if (const json* problems = picker.take("tracking_problems")) {
     out += table("Tracking problems",

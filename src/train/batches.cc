@@ -39,9 +39,21 @@ RunData::RunData(const TrainConfig& config, const Array& augment_key)
   data::SamplerOptions train_sampler{dataset.train.size(), config.experiment.seed, true, {}};
   train = std::make_unique<data::BatchAssembler>(dataset, dataset.train,
                                                  data::Sampler(train_sampler), train_options);
+  train_options_ = train_options;
   set_eval_batch_size(config.train.eval_batch_size);
   loader_options.workers = static_cast<int>(config.data.workers);
   loader_options.prefetch = static_cast<int>(config.data.prefetch);
+}
+
+void RunData::use_poisson_sampling(double rate, int64_t rows, const Array& key) {
+  data::BatchOptions options = train_options_;
+  options.poisson.rate = rate;
+  options.poisson.rows = rows;
+  std::vector<uint32_t> words = key.to_vector<uint32_t>();
+  options.poisson.key[0] = words.at(0);
+  options.poisson.key[1] = words.at(1);
+  train = std::make_unique<data::BatchAssembler>(dataset, dataset.train, train->sampler(), options);
+  train_options_ = options;
 }
 
 void RunData::set_eval_batch_size(int64_t eval_batch_size) {

@@ -32,6 +32,12 @@ struct RunData {
   data::LoaderOptions loader_options;
   // The test batches again, `eval_batch_size` rows each (train.memory_budget may lower it).
   void set_eval_batch_size(int64_t eval_batch_size);
+  // The training batches Poisson-sampled instead (DP-SGD; data::PoissonSampling): each
+  // record at `rate`, drawn from `key`, into batches of `rows` rows.
+  void use_poisson_sampling(double rate, int64_t rows, const Array& key);
+
+ private:
+  data::BatchOptions train_options_;
 };
 
 }  // namespace kiln::train

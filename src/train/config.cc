@@ -695,6 +695,50 @@ void check_precision(const TrainConfig& config, const std::string& source_name) 
         "range with 8 bits of mantissa; docs/precision.md)");
 }
 
+// DP-SGD's step is built for one device and per-example gradients: what mixes examples
+// (batch norm), splits the step (meshes, accumulation) or scales its loss is refused by name.
+void check_privacy(const TrainConfig& config, const std::string& source_name) {
+  if (!config.privacy.enabled) return;
+  auto refuse = [&](const std::string& what, const std::string& hint) {
+    error(source_name, "privacy.enabled = true with " + what, hint);
+  };
+  if (config.model.kind != "sequential") {
+    refuse(fmt::format("model.kind = \"{}\": private training covers sequential models "
+                       "([[model.layers]]) for now",
+                       config.model.kind),
+           "train a [[model.layers]] model, or set privacy.enabled = false");
+  }
+  for (size_t i = 0; i < config.model.layers.size(); ++i) {
+    if (config.model.layers[i].type == "batch_norm") {
+      refuse(fmt::format("{}: batch norm mixes the examples of a batch, so an example's own "
+                         "gradient is not defined",
+                         layer_label(config.model, i)),
+             "use layer_norm (or group statistics per example) in a private model");
+    }
+  }
+  if (config.mesh.data > 0) {
+    refuse(fmt::format("mesh.data = {}: private training runs on one device for now",
+                       config.mesh.data),
+           "leave out [mesh] (mesh.data = 0)");
+  }
+  if (config.train.accumulate > 1) {
+    refuse(fmt::format("train.accumulate = {}: a private step already computes its per-example "
+                       "gradients in chunks",
+                       config.train.accumulate),
+           "set train.accumulate = 1, and privacy.examples_per_chunk for the memory");
+  }
+  if (config.train.drop_remainder) {
+    refuse("train.drop_remainder = true: Poisson-sampled batches have no remainder to drop",
+           "set train.drop_remainder = false");
+  }
+  if (resolved_loss_scale(config) != "none") {
+    refuse(fmt::format("loss scaling (train.loss_scale resolves to \"{}\"): each example's "
+                       "gradient is clipped before the sum, which a scaled loss would change",
+                       resolved_loss_scale(config)),
+           "compute in f32 or bf16 with train.loss_scale = \"none\"");
+  }
+}
+
 }  // namespace
 
 std::string resolved_loss_scale(const TrainConfig& config) {
@@ -754,6 +798,7 @@ TrainConfig parse_config(const std::string& text, const std::string& source_name
   check_accumulation(config, source_name);
   check_memory_budget(config, source_name);
   check_precision(config, source_name);
+  check_privacy(config, source_name);
   return config;
 }
 

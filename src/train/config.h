@@ -181,6 +181,21 @@ struct TelemetryConfig {
   friend bool operator==(const TelemetryConfig&, const TelemetryConfig&) = default;
 };
 
+// [privacy]: differentially private training, DP-SGD (docs/privacy.md, *Private training*).
+// Each step samples every training example with probability q = train.batch_size / N
+// (Poisson sampling), clips each sampled example's gradient to L2 norm clip_norm, adds
+// Gaussian noise of standard deviation noise_multiplier x clip_norm to their sum and
+// divides by train.batch_size (the expected batch).
+struct PrivacyConfig {
+  bool enabled = false;
+  double noise_multiplier = 1.0;    // sigma
+  double clip_norm = 1.0;           // C
+  double delta = 1e-5;              // the delta epsilon is reported at
+  double max_epsilon = 0;           // stop before a step would spend more (0: no budget)
+  int64_t examples_per_chunk = 32;  // per-example gradients held at once
+  friend bool operator==(const PrivacyConfig&, const PrivacyConfig&) = default;
+};
+
 struct TrainConfig {
   ExperimentConfig experiment;
   DataConfig data;
@@ -190,6 +205,7 @@ struct TrainConfig {
   TrackingConfig tracking;
   MeshConfig mesh;
   TelemetryConfig telemetry;
+  PrivacyConfig privacy;
   std::string source;  // the file it was read from, for messages
   // Compares `source` and the layers' lines too.
   friend bool operator==(const TrainConfig&, const TrainConfig&) = default;

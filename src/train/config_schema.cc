@@ -674,10 +674,45 @@ Section telemetry_section() {
           false};
 }
 
+Section privacy_section() {
+  using C = TrainConfig;
+  Section section{
+      "privacy",
+      "Differentially private training (DP-SGD, docs/privacy.md): every step samples each "
+      "training example with probability q = train.batch_size / N (Poisson sampling), clips "
+      "each sampled example's gradient to L2 norm clip_norm, adds Gaussian noise of standard "
+      "deviation noise_multiplier x clip_norm to their sum and divides by train.batch_size. "
+      "One device, sequential models without batch norm.",
+      {key(&C::privacy, &PrivacyConfig::enabled, "enabled",
+           "train with DP-SGD (false: the ordinary step; the other keys are then unused)", {},
+           {"dp", "private", "dp_sgd"}),
+       key(&C::privacy, &PrivacyConfig::noise_multiplier, "noise_multiplier",
+           "sigma: the noise's standard deviation over clip_norm", between(0, 1e6, true, false),
+           {"sigma", "noise", "noise_scale"}),
+       key(&C::privacy, &PrivacyConfig::clip_norm, "clip_norm",
+           "C: the L2 norm each example's gradient (all parameters together) is clipped to",
+           between(0, 1e30, true, false), {"max_grad_norm", "l2_norm_clip", "clip"}),
+       key(&C::privacy, &PrivacyConfig::delta, "delta",
+           "the delta of the (epsilon, delta) guarantee that epsilon is reported at; below "
+           "1 / N (a warning says so otherwise)",
+           between(0, 1, true, true), {"target_delta"}),
+       key(&C::privacy, &PrivacyConfig::max_epsilon, "max_epsilon",
+           "the budget: the run stops before the step that would spend more epsilon at delta "
+           "(0: no budget)",
+           between(0, 1e6, false, false), {"target_epsilon", "epsilon", "budget"}),
+       key(&C::privacy, &PrivacyConfig::examples_per_chunk, "examples_per_chunk",
+           "per-example gradients computed (and held in memory) this many examples at a time; it "
+           "fixes the order in which the clipped gradients are added, so the bits depend on it",
+           at_most(at_least(1), kMaxBatch), {"microbatch", "physical_batch_size"})}};
+  section.written = [](const TrainConfig& config) { return !(config.privacy == PrivacyConfig{}); };
+  return section;
+}
+
 std::vector<Section> make_sections() {
   return {experiment_section(),   data_section(),  data_features_section(), data_label_section(),
           data_augment_section(), model_section(), model_gpt2_section(),    optim_section(),
-          train_section(),        mesh_section(),  tracking_section(),      telemetry_section()};
+          train_section(),        mesh_section(),  tracking_section(),      telemetry_section(),
+          privacy_section()};
 }
 
 }  // namespace

@@ -87,6 +87,10 @@ struct Section {
   // False for sections that do not change what the run computes (identity_toml leaves
   // them out).
   bool in_identity = true;
+  // Whether the resolved config (to_toml, identity_toml) writes the section; unset: always.
+  // A section added after runs existed is left out while it is at its defaults, so that
+  // those runs keep their config text and identity ([privacy]).
+  std::function<bool(const TrainConfig&)> written = {};
 };
 
 struct LayerTypeRow {

@@ -85,6 +85,7 @@ std::string toml_of(const TrainConfig& config, bool identity_only) {
                            "included.\n";
   for (const Section& section : schema::sections()) {
     if (identity_only && !section.in_identity) continue;
+    if (section.written && !section.written(config)) continue;
     text += identity_only ? fmt::format("\n[{}]\n", section.name)
                           : fmt::format("\n# {}\n[{}]\n", section.help, section.name);
     for (const Key& key : section.keys) {

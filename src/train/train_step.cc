@@ -265,9 +265,10 @@ TrainStep::TrainStep(nn::Module model, optim::GradientTransformation optimizer, 
                 : std::nullopt),
       options_(options),
       no_mask_(zeros({})),
-      function_(options.data_devices > 0 ? data_parallel_step(model, optimizer, options)
-                : options.accumulate > 1 ? accumulating_step(model, optimizer, options)
-                                         : single_device_step(model, optimizer, options)),
+      function_(options.data_devices > 0    ? data_parallel_step(model, optimizer, options)
+                : options.privacy.enabled() ? private_step(model, optimizer, options)
+                : options.accumulate > 1    ? accumulating_step(model, optimizer, options)
+                                            : single_device_step(model, optimizer, options)),
       step_(function_,
             JitOptions()
                 .named("train_step")

@@ -104,6 +104,18 @@ struct StepOptions {
   // step count, and with it the learning-rate schedule (false: the count stays, as params
   // and optimizer state do).
   bool skipped_steps_advance_schedule = false;
+  // DP-SGD ([privacy], private_step.cc): on when clip_norm > 0. Each example's gradient
+  // clipped to L2 norm clip_norm, summed, Gaussian noise of standard deviation
+  // noise_multiplier x clip_norm added, divided by expected_batch; per-example gradients
+  // examples_per_chunk rows at a time. Needs `masked` (Poisson batches are padded).
+  struct Privacy {
+    double clip_norm = 0;
+    double noise_multiplier = 0;
+    double expected_batch = 0;
+    int64_t examples_per_chunk = 1;
+    bool enabled() const { return clip_norm > 0; }
+  };
+  Privacy privacy;
 };
 
 // Whether a params or optimizer-state leaf of this shape is split over `devices` with
@@ -140,6 +152,9 @@ StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation 
 // Gradient accumulation on one device, without a mesh (StepOptions::accumulate > 1).
 StepFunction accumulating_step(nn::Module model, optim::GradientTransformation optimizer,
                                StepOptions options);
+// DP-SGD's step on one device (StepOptions::privacy; private_step.cc).
+StepFunction private_step(nn::Module model, optim::GradientTransformation optimizer,
+                          StepOptions options);
 // What both steps do once the batch's loss and gradients are known: the gradients unscaled
 // (with loss scaling; `grads` are those of the loss times step_loss_scale), the optimizer
 // update, the non-finite check (and the skip it may ask for), the loss scale's update, and

@@ -44,6 +44,7 @@
 #include "train/layer_telemetry.h"
 #include "train/memory_fit.h"
 #include "train/precision.h"
+#include "train/private_training.h"
 #include "train/progress.h"
 #include "train/rank_agreement.h"
 #include "train/resume_point.h"
@@ -263,6 +264,8 @@ class Run {
   std::optional<Progress> progress_;
   std::optional<StepProfiler> profiler_;
   std::optional<LayerTelemetry> telemetry_;  // [telemetry] every > 0, a sequential model
+  std::optional<PrivacyPlan> privacy_;       // [privacy] enabled
+  int64_t truncated_examples_ = 0;           // Poisson draws that found no row, this process
   StartupTimes startup_;
   std::vector<std::string> param_paths_;
   std::vector<size_t> backward_order_;
@@ -321,6 +324,22 @@ void Run::prepare() {
   startup_.add_part("data_identity", dataset.load_times.identity_seconds);
   startup_.end_phase("data_setup");
   total_steps_ = planned_steps(c.train, dataset.train.size(), data_->train->batches_per_epoch());
+  if (c.privacy.enabled) {
+    if (dist::active()) {
+      fail(kUnknownSite,
+           "privacy.enabled = true in an MPI job: private training runs in one "
+           "process on one device for now",
+           "run it without mpirun");
+    }
+    // An epoch of Poisson batches is as many batches as the ordinary epoch (drop_remainder
+    // is refused), so the planned steps are the same.
+    privacy_.emplace(plan_privacy(c, dataset.train.size(), total_steps_));
+    data_->use_poisson_sampling(privacy_->sampling_rate, privacy_->batch_rows,
+                                random::fold_in(root, 4));
+    if (!privacy_->warning.empty() && writes_) {
+      print_best_effort(stderr, "warning: " + privacy_->warning + "\n");
+    }
+  }
   std::vector<int64_t> input_shape = {1};
   for (int64_t dim : data::example_input_shape(dataset.record_shape)) input_shape.push_back(dim);
   input_ = AbstractValue(Shape{std::span<const int64_t>(input_shape)}, dataset.input_dtype);
@@ -333,8 +352,24 @@ void Run::prepare() {
   check_mesh_fits(c, dataset.train.size());
   check_schedule_range(c.optim, total_steps_);
   optimizer_.emplace(build_optimizer(c.optim, total_steps_));
+  // The budget ends the run early; the schedule stays that of the run as planned.
+  if (privacy_ && privacy_->steps_within_budget < total_steps_) {
+    print(fmt::format(
+        "privacy: privacy.max_epsilon = {} allows {} of the {} planned steps "
+        "(epsilon {:.4g} at delta {}); the run stops there\n",
+        c.privacy.max_epsilon, privacy_->steps_within_budget, total_steps_,
+        privacy_->accountant.after(privacy_->steps_within_budget).epsilon, c.privacy.delta));
+    total_steps_ = privacy_->steps_within_budget;
+  }
 
   nn::Variables variables = model_->init(random::fold_in(root, 0), input_);
+  if (privacy_ && variables.state.num_leaves() > 0) {
+    fail(kUnknownSite,
+         fmt::format("{}: privacy.enabled = true with a model that keeps state across steps ({}): "
+                     "state computed from a batch mixes its examples",
+                     c.source, variables.state.leaves_with_paths().front().first),
+         "private models hold parameters only (no batch norm)");
+  }
   loss_scale_ = loss_scale_options_of(c);
   state_ = TrainState{variables.params, variables.state, optimizer_->init(variables.params),
                       initial_loss_scale(loss_scale_)};
@@ -582,7 +617,13 @@ StepOptions step_options_of(const TrainConfig& c, bool keep_inputs) {
   options.keep_inputs = keep_inputs;
   options.skip_nonfinite = c.train.on_nonfinite == "skip";
   options.flush_denormals = c.train.flush_denormals;
-  options.masked = c.train.pad_remainder;
+  // Poisson batches are padded to a fixed number of rows.
+  options.masked = c.train.pad_remainder || c.privacy.enabled;
+  if (c.privacy.enabled) {
+    options.privacy =
+        StepOptions::Privacy{c.privacy.clip_norm, c.privacy.noise_multiplier,
+                             static_cast<double>(c.train.batch_size), c.privacy.examples_per_chunk};
+  }
   options.data_devices = c.mesh.data;
   options.chunks = c.mesh.chunks;
   options.accumulate = c.mesh.data == 0 ? c.train.accumulate : 1;
@@ -676,6 +717,13 @@ void Run::train_epoch(int64_t epoch, int64_t first_batch, TrainStep& step, data:
       return step.compiled(state_, batch.images, batch.labels, key, batch.mask);
     });
     if (profiler_->done() && !profiled_) record_profile();
+    if (host.truncated > 0) {
+      truncated_examples_ += host.truncated;
+      progress_->message(fmt::format(
+          "warning: step {} drew {} more examples than its {} rows; they were left out "
+          "(a chance below {:g} per step: run.json's privacy.overflow_probability_bound)",
+          step_number, host.truncated, host.rows(), kPoissonOverflowPerStep));
+    }
     pending.push_back(PendingStep{step_number, epoch, host.examples(), metrics,
                                   loader.last_wait_seconds(), std::move(explain)});
     // Read the previous step's metrics only now: the step just queued keeps the
@@ -961,6 +1009,16 @@ void Run::reopen_run_directory() {
     keys_ = restored.keys;
     resumed_counters_ = restored.counters;
     start_step_ = restored.counters.step;
+    if (privacy_ && config_.privacy.max_epsilon > 0 &&
+        start_step_ > privacy_->steps_within_budget) {
+      fail(kUnknownSite,
+           fmt::format("privacy.max_epsilon = {}: the savepoint is after step {}, which spent "
+                       "epsilon {:.4g} at delta {}: more than the budget, which allows {} steps",
+                       config_.privacy.max_epsilon, start_step_,
+                       privacy_->accountant.after(start_step_).epsilon, config_.privacy.delta,
+                       privacy_->steps_within_budget),
+           "the budget is spent: a resumed run cannot train further within it");
+    }
     start_position_ = restored.counters.data;
     summary_.skipped_steps = restored.counters.skipped_steps;
     summary_.overflow_steps = restored.counters.overflow_steps.value_or(0);
@@ -1036,6 +1094,14 @@ void Run::end_epoch(int64_t epoch, int64_t step_number, const EvalStep& eval) {
                  {"train_accuracy", epoch_totals_.accuracy()},
                  {"test_loss", test.loss},
                  {"test_accuracy", test.accuracy}};
+  std::string spent;
+  if (privacy_) {
+    double epsilon = privacy_->accountant.after(step_number).epsilon;
+    line.values["privacy_epsilon"] = epsilon;
+    spent = fmt::format("  |  epsilon {:.3f}", epsilon);
+    set_section(run_->info(), "privacy",
+                privacy_record(c, *privacy_, step_number, truncated_examples_));
+  }
   run_->append_metrics(std::move(line));
   if (!std::isfinite(test.loss)) {
     // Skipped steps keep the weights finite, but a loss can still overflow: such weights
@@ -1054,9 +1120,9 @@ void Run::end_epoch(int64_t epoch, int64_t step_number, const EvalStep& eval) {
                                    options_.stop_at->metric, options_.stop_at->value, epoch));
   }
   progress_->message(fmt::format(
-      "epoch {}/{}: train loss {:.4f} acc {:.2f}%  |  test loss {:.4f} acc {:.2f}%  |  {}", epoch,
+      "epoch {}/{}: train loss {:.4f} acc {:.2f}%  |  test loss {:.4f} acc {:.2f}%{}  |  {}", epoch,
       c.train.epochs, epoch_totals_.mean_loss(), 100 * epoch_totals_.accuracy(), test.loss,
-      100 * test.accuracy, format_duration(seconds_since(start_))));
+      100 * test.accuracy, spent, format_duration(seconds_since(start_))));
 }
 
 void Run::process(const PendingStep& pending) {

@@ -7,11 +7,13 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <set>
 
 #include "data/batch.h"
 #include "data/loader.h"
+#include "kernels/threefry.h"
 #include "support/errors.h"
 
 namespace kiln::data {
@@ -52,6 +54,69 @@ std::vector<float> pixels_of(const Dataset& dataset, int64_t record) {
 std::vector<float> row_of(const HostBatch& batch, int64_t row) {
   int64_t size = static_cast<int64_t>(batch.features.size()) / batch.rows();
   return {batch.features.data() + row * size, batch.features.data() + (row + 1) * size};
+}
+
+// DP-SGD's Poisson sampling: each record in with probability q by an integer comparison
+// of its keyed draw, the same draw on every call, other draws on other steps; the batch
+// padded to its rows with a mask, and a draw larger than the rows truncated and counted.
+TEST(BatchAssembler, PoissonBatchesDrawEachRecordByItsOwnKeyedDraw) {
+  Dataset dataset = image_dataset(2000, 2);
+  Sampler sampler({2000, 3, true, {}});
+  BatchOptions options{.batch_size = 100};
+  options.poisson = PoissonSampling{.rate = 0.05, .rows = 160, .key = {7, 9}};
+  BatchAssembler batches(dataset, dataset.train, sampler, options);
+  EXPECT_EQ(batches.batches_per_epoch(), 20);
+  // The rule by hand: record r of step s is in when threefry(threefry(key, s), r) < q 2^64.
+  auto drawn = [](uint64_t step, int64_t record) {
+    auto step_key =
+        threefry::hash(7, 9, static_cast<uint32_t>(step >> 32), static_cast<uint32_t>(step));
+    auto bits = threefry::hash(step_key[0], step_key[1], 0, static_cast<uint32_t>(record));
+    uint64_t draw = (static_cast<uint64_t>(bits[0]) << 32) | bits[1];
+    return draw < static_cast<uint64_t>(std::ldexp(0.05, 64));
+  };
+  std::set<std::vector<int64_t>> distinct;
+  int64_t total = 0;
+  for (int64_t epoch = 0; epoch < 2; ++epoch) {
+    for (int64_t index = 0; index < 20; ++index) {
+      HostBatch batch;
+      batches.assemble(epoch, index, batch);
+      std::vector<int64_t> expected;
+      for (int64_t r = 0; r < 2000; ++r) {
+        if (drawn(static_cast<uint64_t>(epoch * 20 + index), r)) expected.push_back(r);
+      }
+      ASSERT_EQ(batch.records, expected);
+      EXPECT_EQ(batch.truncated, 0);
+      EXPECT_EQ(batch.rows(), 160);
+      EXPECT_EQ(batch.examples(), static_cast<int64_t>(expected.size()));
+      ASSERT_EQ(batch.mask.size(), 160u);
+      for (size_t row = 0; row < 160; ++row) {
+        EXPECT_EQ(batch.mask[row], row < expected.size() ? 1.0f : 0.0f);
+      }
+      EXPECT_EQ(row_of(batch, 0), pixels_of(dataset, expected.front()));
+      EXPECT_EQ(row_of(batch, 159), std::vector<float>(4, 0.0f));  // padding: zeros
+      HostBatch again;
+      batches.assemble(epoch, index, again);
+      EXPECT_EQ(again.records, batch.records);
+      distinct.insert(batch.records);
+      total += batch.examples();
+    }
+  }
+  EXPECT_EQ(distinct.size(), 40u);
+  // 40 steps of Binomial(2000, 0.05): 4000 expected, standard deviation 62.
+  EXPECT_NEAR(static_cast<double>(total), 4000, 6 * 62);
+  // Too few rows: the first `rows` records are kept and the rest counted.
+  options.poisson.rows = 50;
+  BatchAssembler narrow(dataset, dataset.train, sampler, options);
+  HostBatch batch, wide;
+  narrow.assemble(0, 3, batch);
+  batches.assemble(0, 3, wide);
+  EXPECT_EQ(batch.rows(), 50);
+  EXPECT_EQ(batch.truncated, wide.examples() - 50);
+  EXPECT_EQ(batch.records, std::vector<int64_t>(wide.records.begin(), wide.records.begin() + 50));
+  // Bad settings.
+  options.poisson.rate = 1.5;
+  EXPECT_TRUE(fails_with([&] { BatchAssembler(dataset, dataset.train, sampler, options); },
+                         {"rate must be in (0, 1]"}));
 }
 
 TEST(BatchAssembler, BatchesHoldTheSamplersRecordsPreprocessed) {

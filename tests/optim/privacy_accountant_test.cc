@@ -10,6 +10,7 @@
 #include <cmath>
 #include <iostream>
 #include <span>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -78,6 +79,46 @@ TEST(PrivacyAccountant, EpsilonGrowsWithStepsAndFallsWithNoise) {
     EXPECT_LT(spent.epsilon, previous) << sigma;
     previous = spent.epsilon;
   }
+}
+
+TEST(PrivacyAccountant, TheStepAccountantIsRdpEpsilonAndFindsTheBudgetsLastStep) {
+  StepAccountant accountant(0.01, 1.1, 1e-5);
+  for (int64_t steps : {0, 1, 10, 1000, 12345}) {
+    Spent direct = rdp_epsilon({0.01, 1.1, steps}, 1e-5);
+    EXPECT_EQ(accountant.after(steps).epsilon, direct.epsilon) << steps;
+    EXPECT_EQ(accountant.after(steps).order, direct.order) << steps;
+  }
+  const double budget = accountant.after(777).epsilon;
+  EXPECT_EQ(accountant.steps_within(budget, 5000), 777);
+  EXPECT_EQ(accountant.steps_within(std::nextafter(budget, 0.0), 5000), 776);
+  EXPECT_EQ(accountant.steps_within(budget, 500), 500);  // the limit
+  EXPECT_EQ(accountant.steps_within(1e-6, 5000), 0);     // not even one step
+}
+
+// P(Binomial(n, q) > M) summed plainly in long double, from M + 1 up.
+long double binomial_tail(int64_t n, double q, int64_t m) {
+  long double tail = 0;
+  for (int64_t k = m + 1; k <= n; ++k) {
+    long double log_pmf = std::lgammal(n + 1.0L) - std::lgammal(k + 1.0L) -
+                          std::lgammal(n - k + 1.0L) + k * std::log(static_cast<long double>(q)) +
+                          (n - k) * std::log1p(-static_cast<long double>(q));
+    tail += std::exp(log_pmf);
+  }
+  return tail;
+}
+
+TEST(PrivacyAccountant, PoissonBatchRowsAreTheSmallestThatOverflowRarelyEnough) {
+  for (auto [n, q, overflow] : {std::tuple{1024L, 0.125, 1e-14}, std::tuple{60000L, 0.004, 1e-14},
+                                std::tuple{60000L, 0.04, 1e-9}, std::tuple{50L, 0.5, 0.01}}) {
+    SCOPED_TRACE(::testing::Message() << n << " " << q << " " << overflow);
+    int64_t rows = poisson_batch_rows(n, q, overflow);
+    EXPECT_LE(binomial_tail(n, q, rows), overflow * (1 + 1e-9));
+    EXPECT_GT(binomial_tail(n, q, rows - 1), overflow * (1 - 1e-9));
+    EXPECT_GT(rows, n * q);
+  }
+  EXPECT_EQ(poisson_batch_rows(100, 1.0, 1e-14), 100);
+  EXPECT_TRUE(fails_with([] { poisson_batch_rows(100, 0.0, 1e-14); }, {"sampling_rate"}));
+  EXPECT_TRUE(fails_with([] { poisson_batch_rows(0, 0.5, 1e-14); }, {"0 examples"}));
 }
 
 TEST(PrivacyAccountant, BadSettingsAreRefusedByName) {
