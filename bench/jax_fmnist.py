@@ -15,6 +15,11 @@ step, and wait for the loss (block_until_ready), which is what a kiln step's tim
   .venv/peers/bin/python bench/jax_fmnist.py --model mlp --steps 1 --warmup 0 --t0 $(date +%s.%N)
 
 --threads 1 runs XLA on one thread (XLA_FLAGS); 0, the default, leaves XLA's own choice. Run by bench/vs_peers.py.
+
+--private makes the step DP-SGD as a JAX user writes it (bench/dp_step_peers.py): per-example
+gradients by jax.vmap of jax.grad over the batch, each clipped to L2 norm --clip, summed,
+Gaussian noise of standard deviation --sigma x --clip added, divided by the batch size, then
+the same optax.adamw update; all inside the one jitted step.
 """
 import argparse
 import json
@@ -38,6 +43,9 @@ def parse_args():
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--t0", type=float, help="launch time ($(date +%%s.%%N)) for time to first step")
     parser.add_argument("--json", action="store_true", help="one JSON line at the end")
+    parser.add_argument("--private", action="store_true", help="a DP-SGD step (see above)")
+    parser.add_argument("--sigma", type=float, default=1.1, help="--private: noise multiplier")
+    parser.add_argument("--clip", type=float, default=1.0, help="--private: per-example L2 clip")
     return parser.parse_args()
 
 
@@ -96,16 +104,39 @@ def main():
         updates, opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), opt_state, loss
 
-    step = jax.jit(step, donate_argnums=(0, 1))
+    def private_step(params, opt_state, x, y, key):
+        def example_loss(params, xi, yi):
+            return loss_fn(params, xi[None], yi[None])
+
+        losses, grads = jax.vmap(jax.value_and_grad(example_loss), in_axes=(None, 0, 0))(
+            params, x, y)
+        leaves, tree = jax.tree_util.tree_flatten(grads)
+        norms = jnp.sqrt(sum(jnp.sum(g.reshape(g.shape[0], -1) ** 2, axis=1) for g in leaves))
+        factor = 1.0 / jnp.maximum(1.0, norms / args.clip)
+        keys = jax.random.split(key, len(leaves))
+        noisy = [(jnp.tensordot(factor, g, axes=1) +
+                  args.sigma * args.clip * jax.random.normal(k, g.shape[1:], g.dtype)) / x.shape[0]
+                 for g, k in zip(leaves, keys)]
+        updates, opt_state = optimizer.update(jax.tree_util.tree_unflatten(tree, noisy),
+                                              opt_state, params)
+        return optax.apply_updates(params, updates), opt_state, losses.mean()
+
+    step = jax.jit(private_step if args.private else step, donate_argnums=(0, 1))
 
     order = np.random.default_rng(args.seed).permutation(n)
-    result = {"model": args.model, "threads": args.threads, "jax": jax.__version__}
+    result = {"model": args.model, "threads": args.threads, "jax": jax.__version__,
+              "private": args.private}
+    key = jax.random.key(args.seed + 1)
     times = []
     for i in range(args.warmup + args.steps):
         begin = (i * args.batch) % (n - args.batch)
         start = time.perf_counter()
         index = order[begin:begin + args.batch]
-        params, opt_state, loss = step(params, opt_state, x_all[index], labels[index])
+        if args.private:
+            params, opt_state, loss = step(params, opt_state, x_all[index], labels[index],
+                                           jax.random.fold_in(key, i))
+        else:
+            params, opt_state, loss = step(params, opt_state, x_all[index], labels[index])
         loss.block_until_ready()
         times.append(time.perf_counter() - start)
         if i == 0 and args.t0 is not None:

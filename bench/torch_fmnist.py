@@ -21,6 +21,11 @@ A step = gather the batch, zero_grad, forward, loss, backward, optimizer step.
 fastest on this machine for the MLP (docs/performance.md); --threads N sets them to N.
 Run with .venv/bench/bin/python: PyTorch 2 from PyPI, pinned in requirements/bench.txt and
 installed by scripts/setup --bench.
+
+--private makes the step DP-SGD with Opacus (bench/dp_step_peers.py), as its tutorials
+write it: the model wrapped in GradSampleModule (per-example gradients from hooks), the
+optimizer in DPOptimizer (each example clipped to --clip, noise of --sigma x --clip, divided
+by the batch size).
 """
 import argparse
 import json
@@ -45,6 +50,9 @@ def parse_args():
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--t0", type=float, help="launch time ($(date +%%s.%%N)) for time to first step")
     parser.add_argument("--json", action="store_true", help="one JSON line at the end")
+    parser.add_argument("--private", action="store_true", help="a DP-SGD step with Opacus")
+    parser.add_argument("--sigma", type=float, default=1.1, help="--private: noise multiplier")
+    parser.add_argument("--clip", type=float, default=1.0, help="--private: per-example L2 clip")
     return parser.parse_args()
 
 
@@ -75,6 +83,12 @@ def main():
     x_all = (images.float() / 255.0).unsqueeze(1)  # N, 1, 28, 28
     model = build_model(torch, args.model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    if args.private:
+        from opacus import GradSampleModule
+        from opacus.optimizers import DPOptimizer
+        model = GradSampleModule(model)
+        optimizer = DPOptimizer(optimizer, noise_multiplier=args.sigma, max_grad_norm=args.clip,
+                                expected_batch_size=args.batch)
     loss_fn = torch.nn.CrossEntropyLoss()
     forward = torch.compile(model) if args.compile else model
     optimizer_step = torch.compile(optimizer.step) if args.compile else optimizer.step
@@ -89,7 +103,7 @@ def main():
         return loss
 
     result = {"model": args.model, "threads": torch.get_num_threads(), "compile": args.compile,
-              "torch": torch.__version__}
+              "torch": torch.__version__, "private": args.private}
     n = x_all.shape[0]
     if args.epochs > 0:
         for _ in range(args.epochs):

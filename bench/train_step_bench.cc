@@ -175,6 +175,15 @@ int main(int argc, char** argv) {
   train::TrainState state{variables.params, variables.state, optimizer.init(variables.params)};
   train::StepOptions step_options;
   step_options.flush_denormals = config.train.flush_denormals;
+  // --set privacy.enabled=true: the DP-SGD step on a batch of batch_size real examples (a
+  // run's Poisson batches carry padding rows besides: docs/privacy.md).
+  const bool private_step = config.privacy.enabled;
+  if (private_step) {
+    step_options.masked = true;
+    step_options.privacy =
+        train::StepOptions::Privacy{config.privacy.clip_norm, config.privacy.noise_multiplier,
+                                    static_cast<double>(batch), config.privacy.examples_per_chunk};
+  }
   train::TrainStep step(model, optimizer, step_options);
   Array images = random::uniform(random::key(1), input.shape);
   // Speed does not depend on the label values: 0, 1, ..., 9, 0, 1, ...
@@ -182,7 +191,8 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < label_values.size(); ++i) label_values[i] = static_cast<int32_t>(i % 10);
   Array labels = from_host<int32_t>(label_values, Shape{batch});
   Array key = random::key(3);
-  auto one_step = [&] { step.run(state, images, labels, key).loss.block_until_ready(); };
+  Array mask = private_step ? full({batch}, 1.0) : Array();
+  auto one_step = [&] { step.run(state, images, labels, key, mask).loss.block_until_ready(); };
 
   double first_ms = 1e3 * seconds_of(one_step);
   for (int i = 1; i < warmup; ++i) one_step();

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "base/check.h"
-#include "kiln/array_functions.h"
 #include "kiln/error.h"
 #include "kiln/ops.h"
 #include "kiln/random.h"
@@ -27,13 +26,6 @@
 
 namespace kiln::train {
 namespace {
-
-// f[c] broadcast against g[c, ...].
-Array per_row(const Array& f, const Array& g) {
-  Dims shape(static_cast<size_t>(g.rank()), 1);
-  shape[0] = f.dim(0);
-  return reshape(f, Shape(shape));
-}
 
 // What one chunk adds: the clipped gradients' sum, and the real rows' loss and correct counts.
 struct ClippedSums {
@@ -93,19 +85,27 @@ StepFunction private_step(nn::Module model, optim::GradientTransformation optimi
       Array m = rows(mask, begin, end);
       Tree grads = per_example["grads"];
       // Each example's L2 norm over every parameter, and the factor that clips it to C:
-      // 1 / max(1, norm / C), times the mask (0 for a padded row).
+      // 1 / max(1, norm / C), times the mask (0 for a padded row). The weighted sum is a
+      // contraction over each gradient viewed as [rows, size]: one pass over the per-example
+      // gradients, with no scaled copy of them.
+      std::vector<Array> leaves = grads.leaves();
+      std::vector<Array> flat;
       Array squared = zeros({chunk_rows});
-      for (const Array& g : grads.leaves()) {
-        Dims axes;
-        for (int64_t a = 1; a < g.rank(); ++a) axes.push_back(a);
-        squared = squared + (axes.empty() ? square(g) : sum(square(g), axes));
+      for (const Array& g : leaves) {
+        flat.push_back(reshape(g, {chunk_rows, chunk_rows > 0 ? g.size() / chunk_rows : 0}));
+        squared = squared + sum(flat.back() * flat.back(), {1});
       }
       Array factor = m / maximum(sqrt(squared) / full({}, clip), full({}, 1.0));
-      Tree clipped = tree_map(
-          [&factor](const Array& g) { return sum(g * per_row(factor, g), Dims{0}); }, grads);
+      std::vector<Array> clipped;
+      for (size_t i = 0; i < leaves.size(); ++i) {
+        Dims shape = leaves[i].shape().dims();
+        shape.erase_at(0);
+        clipped.push_back(reshape(dot_general(factor, flat[i], {0}, {0}), Shape(shape)));
+      }
       Array correct =
           sum(where(m > 0, per_example["aux"]["correct"].leaf(), zeros({}, DType::i32)));
-      sums.push(ClippedSums{clipped, sum(per_example["aux"]["loss"].leaf() * m), correct});
+      sums.push(ClippedSums{leaves.empty() ? grads : unflatten(grads.structure(), clipped),
+                            sum(per_example["aux"]["loss"].leaf() * m), correct});
     }
     ClippedSums total = sums.total();
     // The noise, once per step, drawn for each parameter from its own key; the sum over the

@@ -300,6 +300,12 @@ std::vector<ConvSpec> conv_specs() {
        conv({1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 2)},
       {"groups 2 wide", Shape{1, 6, 6, 16}, Shape{3, 3, 8, 16},
        conv({1, 1}, {0, 1}, {1, 0}, {1, 1}, {1, 1}, 2)},
+      // vmap's per-example kernel gradient: one input channel and many outputs per group,
+      // few output pixels (a GEMM per group, the groups spread over the threads).
+      {"per-example weight grad", Shape{3, 6, 6, 4}, Shape{4, 4, 1, 32},
+       conv({1, 1}, {0, 0}, {0, 0}, {1, 1}, {1, 1}, 4)},
+      {"per-example weight grad 16 groups", Shape{8, 9, 9, 16}, Shape{7, 7, 1, 128},
+       conv({1, 1}, {0, 0}, {0, 0}, {1, 1}, {1, 1}, 16)},
       {"depthwise", Shape{2, 7, 7, 5}, Shape{3, 3, 1, 5},
        conv({1, 1}, {1, 1}, {1, 1}, {1, 1}, {1, 1}, 5)},
       {"depthwise x2", Shape{1, 6, 5, 3}, Shape{3, 3, 1, 6},

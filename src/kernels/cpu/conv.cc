@@ -2,7 +2,7 @@
 // the shape alone; each block gathers its input patches (im2col: with NHWC every kernel tap
 // is a contiguous run of channels) into a per-thread scratch matrix and multiplies it by
 // the HWIO kernel viewed as a [KH*KW*I, O] matrix, one GEMM per feature group. Grouped
-// convolutions with few channels per group (depthwise) use a direct loop instead, and a
+// convolutions whose per-group products are thin (depthwise) use a direct loop instead, and a
 // 1x1 unit-stride convolution is a single GEMM on the input itself. 16-bit floats compute
 // in f32 and round once.
 #include <algorithm>
@@ -24,7 +24,8 @@ constexpr int64_t kMinBlockRows = 64;
 constexpr int64_t kMaxBlockRows = 4096;
 // Runs of patch elements shorter than this are gathered column by column.
 constexpr int64_t kWideRun = 16;
-// Below this many channels per group (in or out) a per-group GEMM is too thin to pay.
+// Below this many patch elements or output channels per group a per-group GEMM is too thin
+// to pay.
 constexpr int64_t kMinGemmChannels = 8;
 
 struct ConvGeometry {
@@ -206,21 +207,23 @@ void conv_im2col(ComputePool& pool, const ConvGeometry& g, const T* x, const T* 
   int64_t blocks = (rows + block_rows - 1) / block_rows;
   std::vector<int64_t> ih_of = source_table(g, 0), iw_of = source_table(g, 1);
   bool narrow = g.ipg < kWideRun && !(g.groups == 1 && g.kw * g.c >= kWideRun);
-  pool.parallel_for(blocks, [&](int64_t block) {
+  // A task is one block of rows of one group: the groups of a grouped convolution with few
+  // output rows (vmap's per-example weight gradients) spread over the threads too. Each
+  // output element is one GEMM's, so the bits do not depend on the split.
+  pool.parallel_for(blocks * g.groups, [&](int64_t task) {
     thread_local std::vector<T> scratch;
+    const int64_t block = task / g.groups, group = task % g.groups;
     int64_t begin = block * block_rows;
     int64_t count = std::min(block_rows, rows - begin);
     scratch.resize(static_cast<size_t>(count * patch));
-    for (int64_t group = 0; group < g.groups; ++group) {
-      const T* x_group = x + group * g.ipg;
-      if (narrow) {
-        gather_columns(g, x_group, ih_of, iw_of, begin, count, scratch.data());
-      } else {
-        gather_rows(g, x_group, ih_of, iw_of, begin, count, scratch.data());
-      }
-      GemmDims dims{.m = count, .n = g.opg, .k = patch, .lda = patch, .ldb = g.o, .ldc = g.o};
-      gemm_serial(dims, scratch.data(), w + group * g.opg, y + begin * g.o + group * g.opg);
+    const T* x_group = x + group * g.ipg;
+    if (narrow) {
+      gather_columns(g, x_group, ih_of, iw_of, begin, count, scratch.data());
+    } else {
+      gather_rows(g, x_group, ih_of, iw_of, begin, count, scratch.data());
     }
+    GemmDims dims{.m = count, .n = g.opg, .k = patch, .lda = patch, .ldb = g.o, .ldc = g.o};
+    gemm_serial(dims, scratch.data(), w + group * g.opg, y + begin * g.o + group * g.opg);
   });
 }
 
@@ -281,7 +284,8 @@ void conv_in(ComputePool& pool, const ConvGeometry& g, const T* x, const T* w, T
     // The input is already the patch matrix.
     gemm(pool, GemmDims{.m = rows, .n = g.o, .k = g.c, .lda = g.c, .ldb = g.o, .ldc = g.o}, x, w,
          y);
-  } else if (g.groups > 1 && (g.ipg < kMinGemmChannels || g.opg < kMinGemmChannels)) {
+  } else if (g.groups > 1 && (g.kh * g.kw * g.ipg < kMinGemmChannels || g.opg < kMinGemmChannels)) {
+    // Thin per-group products (depthwise: one input and one output channel per group).
     conv_direct(pool, g, x, w, y);
   } else {
     conv_im2col(pool, g, x, w, y);

@@ -81,4 +81,20 @@ BatchResult loop_over_examples(PrimId prim, const BatchArgs& args) {
   return all_first(std::move(stacked));
 }
 
+Array merge_axes(const Array& x, int64_t axis, CallSite site) {
+  Dims sizes = x.shape().dims();
+  auto at = static_cast<size_t>(axis);
+  sizes[at] *= sizes[at + 1];
+  sizes.erase_at(at + 1);
+  return reshape(x, Shape(sizes), site);
+}
+
+Array split_axis(const Array& x, int64_t axis, int64_t outer, int64_t inner, CallSite site) {
+  Dims sizes = x.shape().dims();
+  auto at = static_cast<size_t>(axis);
+  sizes[at] = outer;
+  sizes.insert_at(at + 1, inner);
+  return reshape(x, Shape(sizes), site);
+}
+
 }  // namespace kiln::batch_util

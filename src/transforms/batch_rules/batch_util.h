@@ -42,6 +42,12 @@ inline int64_t batched_axis(int64_t axis, int64_t dim) {
   return dim != kNotBatched && axis >= dim ? axis + 1 : axis;
 }
 
+// `x` with axes `axis` and `axis + 1` merged into one (a reshape: no copy of contiguous data).
+Array merge_axes(const Array& x, int64_t axis, CallSite site);
+// `x` with axis `axis` split into two of sizes `outer` and `inner` (which multiply to its
+// size; given both, so that empty axes split unambiguously).
+Array split_axis(const Array& x, int64_t axis, int64_t outer, int64_t inner, CallSite site);
+
 // Axes of one example shifted past a new leading batch axis.
 Dims shift_axes(const Dims& axes);
 

@@ -63,34 +63,15 @@ Array conv(const Array& x, const Array& w, const ConvParams& p, CallSite site) {
   return bind1(prim::conv_general_dilated, {x, w}, p, site);
 }
 
-// `x` with axes `axis` and `axis + 1` merged into one.
-Array merge_axes(const Array& x, int64_t axis, CallSite site) {
-  Dims sizes = x.shape().dims();
-  auto at = static_cast<size_t>(axis);
-  sizes[at] *= sizes[at + 1];
-  sizes.erase_at(at + 1);
-  return reshape(x, Shape(sizes), site);
-}
-
-// `x` with axis `axis` split into two of sizes `outer` and `inner` (which multiply to its
-// size; given both, so that empty axes split unambiguously).
-Array split_axis(const Array& x, int64_t axis, int64_t outer, int64_t inner, CallSite site) {
-  Dims sizes = x.shape().dims();
-  auto at = static_cast<size_t>(axis);
-  sizes[at] = outer;
-  sizes.insert_at(at + 1, inner);
-  return reshape(x, Shape(sizes), site);
-}
-
 // A batched input [B, N, H, W, C] is a convolution of B * N images with the same kernel.
 // A batch already next to N ([N, B, H, W, C]) merges as it is, without a transpose, and
 // stays on axis 1 of the result.
 BatchResult conv_batched_input(const BatchArgs& args) {
   int64_t dim = args.dims[0] <= 1 ? args.dims[0] : 0;
   Array x = batch_util::batch_at(args.inputs[0], args.dims[0], dim, args.size, args.site);
-  Array y = conv(merge_axes(x, 0, args.site), args.inputs[1], std::get<ConvParams>(args.params),
-                 args.site);
-  return BatchResult{{split_axis(y, 0, x.dim(0), x.dim(1), args.site)}, {dim}};
+  Array y = conv(batch_util::merge_axes(x, 0, args.site), args.inputs[1],
+                 std::get<ConvParams>(args.params), args.site);
+  return BatchResult{{batch_util::split_axis(y, 0, x.dim(0), x.dim(1), args.site)}, {dim}};
 }
 
 // `x` (a kernel [KH, KW, I, ...] or a result [N, OH, OW, ...]) with its first three axes
