@@ -695,8 +695,9 @@ void check_precision(const TrainConfig& config, const std::string& source_name) 
         "range with 8 bits of mantissa; docs/precision.md)");
 }
 
-// DP-SGD's step is built for one device and per-example gradients: what mixes examples
-// (batch norm), splits the step (meshes, accumulation) or scales its loss is refused by name.
+// DP-SGD's step takes per-example gradients on one device or a data-parallel mesh: what
+// mixes examples (batch norm), splits the parameters (FSDP, tensor parallelism), adds
+// micro-batches (accumulation) or scales the loss is refused by name.
 void check_privacy(const TrainConfig& config, const std::string& source_name) {
   if (!config.privacy.enabled) return;
   auto refuse = [&](const std::string& what, const std::string& hint) {
@@ -716,16 +717,25 @@ void check_privacy(const TrainConfig& config, const std::string& source_name) {
              "use layer_norm (or group statistics per example) in a private model");
     }
   }
-  if (config.mesh.data > 0) {
-    refuse(fmt::format("mesh.data = {}: private training runs on one device for now",
-                       config.mesh.data),
-           "leave out [mesh] (mesh.data = 0)");
+  if (config.mesh.shard_params || config.mesh.model > 1) {
+    refuse(config.mesh.shard_params
+               ? std::string("mesh.shard_params = true: the noise of a gradient split over the "
+                             "devices is not built")
+               : fmt::format("mesh.model = {}: private training is data parallel only",
+                             config.mesh.model),
+           "set mesh.shard_params = false and mesh.model = 1 (mesh.data splits the batch)");
   }
   if (config.train.accumulate > 1) {
     refuse(fmt::format("train.accumulate = {}: a private step already computes its per-example "
                        "gradients in chunks",
                        config.train.accumulate),
            "set train.accumulate = 1, and privacy.examples_per_chunk for the memory");
+  }
+  if (!config.train.memory_budget.empty()) {
+    refuse(
+        "train.memory_budget: a private step's memory is set by privacy.examples_per_chunk "
+        "(the per-example gradients held at once), which the budget does not plan",
+        "leave train.memory_budget empty and lower privacy.examples_per_chunk to save memory");
   }
   if (config.train.drop_remainder) {
     refuse("train.drop_remainder = true: Poisson-sampled batches have no remainder to drop",

@@ -682,7 +682,7 @@ Section privacy_section() {
       "training example with probability q = train.batch_size / N (Poisson sampling), clips "
       "each sampled example's gradient to L2 norm clip_norm, adds Gaussian noise of standard "
       "deviation noise_multiplier x clip_norm to their sum and divides by train.batch_size. "
-      "One device, sequential models without batch norm.",
+      "One device or a data-parallel mesh (mesh.data); sequential models without batch norm.",
       {key(&C::privacy, &PrivacyConfig::enabled, "enabled",
            "train with DP-SGD (false: the ordinary step; the other keys are then unused)", {},
            {"dp", "private", "dp_sgd"}),

@@ -119,6 +119,32 @@ StepResult apply_sums(const optim::GradientTransformation& optimizer, const Step
                       const Tree& loss_scale, const ChunkSums& sums,
                       const std::function<Array(const Array&)>& global_flags = {});
 
+// DP-SGD (private_step.cc): the step key's two parts, the chunks' keys (each chunk's
+// examples draw their dropout from its key split per row) and the noise's key, which every
+// device holds whole.
+struct PrivateKeys {
+  Array chunks;  // [chunks, 2]
+  Array noise;
+};
+PrivateKeys private_keys(const Array& key, int64_t chunks);
+
+// DP-SGD's sums over this device's chunks (keys.dim(0) of them, the rows split evenly), in
+// the pairwise tree: per chunk, each example's gradient by vmap, clipped to L2 norm
+// `clip_norm` and multiplied by its mask, summed. `loss` sums the real examples' losses (each
+// the mean over its labels) and `count` counts the real examples; no state.
+ChunkSums device_private_sums(const nn::Module& model, const Tree& params, const Tree& state,
+                              const Array& x, const Array& y, const Array& keys, const Array& mask,
+                              DType compute, double clip_norm);
+
+// DP-SGD's end of a step, once `sums` holds every chunk's: noise N(0, (sigma C)^2) per
+// element drawn from `noise_key` (the same on every device, so added once), (sum + noise) /
+// the expected batch, the real examples' mean loss, then finish_step.
+StepResult apply_private_sums(const optim::GradientTransformation& optimizer,
+                              const StepOptions& options, const Tree& params,
+                              const Tree& model_state, const Tree& opt_state,
+                              const Tree& loss_scale, const ChunkSums& sums, const Array& noise_key,
+                              const std::function<Array(const Array&)>& global_flags = {});
+
 // ChunkSums as one Tree and back (for jit signatures and the exchange between processes).
 Tree to_tree(const ChunkSums& sums);
 ChunkSums from_tree(const Tree& tree);

@@ -160,8 +160,9 @@ Tree summed_gradients(const Tree& grads, const std::vector<bool>& param_split,
 }
 
 // What one device runs: its chunks' sums, summed over the mesh, then the update. `in` is
-// [params, model state, optimizer state, loss-scale state, images, labels, keys(, mask)],
-// the result [params, model state, optimizer state, loss-scale state, metrics].
+// [params, model state, optimizer state, loss-scale state, images, labels, keys(, mask)
+// (, the noise's key: DP-SGD)], the result [params, model state, optimizer state, loss-scale
+// state, metrics].
 Tree device_step(const nn::Module& model, const optim::GradientTransformation& optimizer,
                  const StepOptions& options, const StateLayout& layout, const Tree& in) {
   const bool tensor_parallel = options.model_devices > 1;
@@ -173,10 +174,16 @@ Tree device_step(const nn::Module& model, const optim::GradientTransformation& o
     param_split.push_back(splits_over_axis(layout.params[i], kDataAxis));
     if (param_split[i]) whole[i] = all_gather(whole[i], kDataAxis, 0, true);
   }
-  ChunkSums local = device_chunk_sums(
-      model, unflatten(params.structure(), whole), in[1], in[4].leaf(), in[5].leaf(), in[6].leaf(),
-      options.masked ? in[7].leaf() : Array(), 1.0 / static_cast<double>(options.model_devices),
-      options.compute, step_loss_scale(options.loss_scale, in[3]));
+  const bool private_step = options.privacy.enabled();
+  ChunkSums local =
+      private_step
+          ? device_private_sums(model, unflatten(params.structure(), whole), in[1], in[4].leaf(),
+                                in[5].leaf(), in[6].leaf(), in[7].leaf(), options.compute,
+                                options.privacy.clip_norm)
+          : device_chunk_sums(model, unflatten(params.structure(), whole), in[1], in[4].leaf(),
+                              in[5].leaf(), in[6].leaf(), options.masked ? in[7].leaf() : Array(),
+                              1.0 / static_cast<double>(options.model_devices), options.compute,
+                              step_loss_scale(options.loss_scale, in[3]));
   ChunkSums global{
       psum(local.loss, kDataAxis), psum(local.correct, kDataAxis), psum(local.count, kDataAxis),
       summed_gradients(local.grads, param_split, layout, tensor_parallel), tree_psum(local.state)};
@@ -190,7 +197,10 @@ Tree device_step(const nn::Module& model, const optim::GradientTransformation& o
     return greater(psum(astype(flags, DType::i32), split_axis), zeros({}, DType::i32));
   };
   auto [new_params, next_state, new_opt, loss_scale, metrics] =
-      apply_sums(optimizer, options, params, in[1], in[2], in[3], global, everywhere);
+      private_step
+          ? apply_private_sums(optimizer, options, params, in[1], in[2], in[3], global,
+                               in[8].leaf(), everywhere)
+          : apply_sums(optimizer, options, params, in[1], in[2], in[3], global, everywhere);
   KILN_CHECK(new_opt.structure() == in[2].structure(),
              "the optimizer changed its state's structure");
   return Tree::list({new_params, next_state, new_opt, loss_scale, metrics});
@@ -225,13 +235,18 @@ StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation 
     StateLayout layout = state_layout(params, opt_state, options);
     SpecTree params_specs = SpecTree::of_leaves(params, layout.params);
     SpecTree opt_specs = SpecTree::of_leaves(opt_state, layout.opt);
-    std::vector<Tree> args = {params,
-                              model_state,
-                              opt_state,
-                              loss_scale,
-                              images,
-                              labels,
-                              random::split(key, options.chunks)};
+    // DP-SGD: the chunks' keys and, whole on every device, the noise's (private_step.cc).
+    const bool private_step = options.privacy.enabled();
+    PrivateKeys private_keys_of_step =
+        private_step ? private_keys(key, options.chunks) : PrivateKeys{};
+    std::vector<Tree> args = {
+        params,
+        model_state,
+        opt_state,
+        loss_scale,
+        images,
+        labels,
+        private_step ? private_keys_of_step.chunks : random::split(key, options.chunks)};
     std::vector<SpecTree> in_specs = {
         params_specs,    PartitionSpec(),           opt_specs,
         PartitionSpec(), split_rows(images.rank()), split_rows(labels.rank()),
@@ -239,6 +254,10 @@ StepFunction data_parallel_step(nn::Module model, optim::GradientTransformation 
     if (options.masked) {
       args.push_back(mask);
       in_specs.push_back(split_rows(mask.rank()));
+    }
+    if (private_step) {
+      args.push_back(private_keys_of_step.noise);
+      in_specs.push_back(PartitionSpec());
     }
     TreeSpmdFunction body = [=](const Tree& in) {
       return device_step(model, optimizer, options, layout, in);

@@ -20,7 +20,8 @@ PrivacyPlan plan_privacy(const TrainConfig& config, int64_t train_examples, int6
          "lower train.batch_size (the expected number of examples each step draws)");
   }
   const double rate = static_cast<double>(batch) / static_cast<double>(train_examples);
-  const int64_t chunk = p.examples_per_chunk;
+  // Every device of a mesh takes the same number of whole chunks.
+  const int64_t chunk = p.examples_per_chunk * std::max<int64_t>(1, config.mesh.data);
   int64_t rows = std::max<int64_t>(
       1, privacy::poisson_batch_rows(train_examples, rate, kPoissonOverflowPerStep));
   rows = (rows + chunk - 1) / chunk * chunk;

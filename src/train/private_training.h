@@ -21,7 +21,7 @@ inline constexpr double kPoissonOverflowPerStep = 1e-14;
 
 struct PrivacyPlan {
   double sampling_rate = 0;  // q = train.batch_size / N
-  int64_t batch_rows = 0;    // rows of every batch: a multiple of examples_per_chunk
+  int64_t batch_rows = 0;    // rows of every batch: a multiple of examples_per_chunk x devices
   privacy::StepAccountant accountant;
   // The steps privacy.max_epsilon allows (no budget: the run's own steps).
   int64_t steps_within_budget = 0;

@@ -643,7 +643,11 @@ StepOptions step_options_of(const TrainConfig& c, bool keep_inputs) {
 
 void Run::train_epochs() {
   const TrainConfig& c = config_;
-  TrainStep step(*model_, *optimizer_, step_options_of(c, options_.debug_nonfinite));
+  StepOptions step_options = step_options_of(c, options_.debug_nonfinite);
+  // A private step's chunks are of privacy.examples_per_chunk rows (its mesh's share of them
+  // per device).
+  if (privacy_) step_options.chunks = privacy_->batch_rows / c.privacy.examples_per_chunk;
+  TrainStep step(*model_, *optimizer_, step_options);
   if (c.telemetry.every > 0) {
     telemetry_ = LayerTelemetry::for_model(c.model, *optimizer_);
     if (!telemetry_) progress_->message("telemetry covers sequential models; this one has none");

@@ -263,6 +263,32 @@ TEST(PrivateTraining, AResumedPrivateRunHasTheUninterruptedBits) {
   }
 }
 
+// On a mesh each device takes its share of the chunks and psum continues their pairwise
+// sum; the noise, drawn after the sum from a key every device holds, is added once. So one
+// device without a mesh and meshes of 1 and 2 devices give the same bits (4 logical
+// devices: this suite runs in the train_data_parallel test).
+TEST(DataParallelPrivateTraining, MeshesOfOneAndTwoDevicesGiveTheOneDeviceBits) {
+  fs::path runs = run_test::fresh_dir("private", "mesh");
+  auto run = [&](std::vector<std::string> extra) {
+    extra.insert(extra.end(), {"train.savepoint_every=0", "train.epochs=1"});
+    return train(private_run(runs, extra), quiet());
+  };
+  TrainSummary alone = run({});
+  for (const char* devices : {"mesh.data=1", "mesh.data=2"}) {
+    SCOPED_TRACE(devices);
+    TrainSummary mesh = run({devices});
+    nlohmann::json info = read_json(mesh.run_dir / "run.json");
+    EXPECT_EQ(info["timing"]["placement"][0]["devices"],
+              std::string(devices) == "mesh.data=2" ? "cpu:0,cpu:1" : "cpu:0");
+    // The same rows (256: a multiple of 64 rows a chunk times 2 devices).
+    EXPECT_EQ(read_json(mesh.run_dir / "run.json")["privacy"]["batch_rows"],
+              read_json(alone.run_dir / "run.json")["privacy"]["batch_rows"]);
+    EXPECT_EQ(mesh.steps, alone.steps);
+    // Noise added on each device, or drawn per device, would not give these bits.
+    EXPECT_EQ(mesh.params_sha256, alone.params_sha256);
+  }
+}
+
 TEST(PrivateTrainingConfig, BadSettingsAreRefusedNamingTheKey) {
   using config_test::kOneLayer;
   using config_test::parse_error;
@@ -274,7 +300,10 @@ TEST(PrivateTrainingConfig, BadSettingsAreRefusedNamingTheKey) {
   EXPECT_THAT(refused({"privacy.clip_norm=-1"}), HasSubstr("privacy.clip_norm"));
   EXPECT_THAT(refused({"privacy.delta=1"}), HasSubstr("privacy.delta"));
   EXPECT_THAT(refused({"privacy.examples_per_chunk=0"}), HasSubstr("privacy.examples_per_chunk"));
-  EXPECT_THAT(refused({"mesh.data=2"}), HasSubstr("privacy.enabled = true with mesh.data = 2"));
+  EXPECT_THAT(refused({"mesh.data=2", "mesh.shard_params=true"}),
+              HasSubstr("privacy.enabled = true with mesh.shard_params = true"));
+  EXPECT_THAT(refused({"mesh.data=1", "mesh.model=2"}), HasSubstr("mesh.model = 2"));
+  EXPECT_THAT(refused({"train.memory_budget=\"1GiB\""}), HasSubstr("train.memory_budget"));
   EXPECT_THAT(refused({"train.accumulate=2"}), HasSubstr("train.accumulate = 2"));
   EXPECT_THAT(refused({"train.drop_remainder=true"}), HasSubstr("no remainder"));
   EXPECT_THAT(refused({"model.compute_dtype=\"f16\""}), HasSubstr("loss scaling"));
