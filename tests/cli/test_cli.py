@@ -276,6 +276,26 @@ class TrainCli(unittest.TestCase):
         self.assertIn("test loss", result.stderr)
         self.assertIn("done: 8 steps", result.stdout)
 
+    def test_private_training_reports_epsilon_and_stops_at_the_budget(self):
+        # At q = 1/8 and sigma 0.5, 3 steps spend epsilon 9.2 and 4 steps 10.1 (`kiln privacy
+        # epsilon -q 0.125 --sigma 0.5 --steps 4 --delta 1e-4`): a budget of 10 ends the
+        # 8-step run after 3.
+        result = self.train("--set", "privacy.enabled=true", "--set", "privacy.noise_multiplier=0.5",
+                            "--set", "privacy.max_epsilon=10", "--set", "privacy.delta=1e-4")
+        self.assertIn("privacy: privacy.max_epsilon = 10 allows 3 of the 8 planned steps",
+                      result.stdout)
+        self.assertIn("epsilon ", result.stderr)
+        run_dir = result.stdout.strip().splitlines()[-1]
+        with open(os.path.join(run_dir, "run.json")) as f:
+            privacy = json.load(f)["privacy"]
+        self.assertLessEqual(privacy["epsilon"], 10)
+        self.assertEqual(privacy["steps"], 3)
+        self.assertEqual(privacy["steps_within_budget"], 3)
+        refused = self.train("--set", "privacy.enabled=true", "--set", "privacy.clip_norm=0",
+                             check=False)
+        self.assertEqual(refused.returncode, 1, refused.stderr)
+        self.assertIn("privacy.clip_norm = 0.0 is out of range", refused.stderr)
+
     def test_export_then_predict_with_the_artifact_alone(self):
         run_dir = self.train().stdout.strip().splitlines()[-1]
         artifacts = os.path.join(self.runs, "artifacts")
