@@ -731,6 +731,12 @@ void check_privacy(const TrainConfig& config, const std::string& source_name) {
                        config.train.accumulate),
            "set train.accumulate = 1, and privacy.examples_per_chunk for the memory");
   }
+  if (config.telemetry.every > 0) {
+    refuse(fmt::format("telemetry.every = {}: per-layer statistics of the training batches "
+                       "would be published without noise, outside the privacy guarantee",
+                       config.telemetry.every),
+           "set telemetry.every = 0 for a private run");
+  }
   if (!config.train.memory_budget.empty()) {
     refuse(
         "train.memory_budget: a private step's memory is set by privacy.examples_per_chunk "

@@ -304,6 +304,7 @@ TEST(PrivateTrainingConfig, BadSettingsAreRefusedNamingTheKey) {
               HasSubstr("privacy.enabled = true with mesh.shard_params = true"));
   EXPECT_THAT(refused({"mesh.data=1", "mesh.model=2"}), HasSubstr("mesh.model = 2"));
   EXPECT_THAT(refused({"train.memory_budget=\"1GiB\""}), HasSubstr("train.memory_budget"));
+  EXPECT_THAT(refused({"telemetry.every=10"}), HasSubstr("outside the privacy guarantee"));
   EXPECT_THAT(refused({"train.accumulate=2"}), HasSubstr("train.accumulate = 2"));
   EXPECT_THAT(refused({"train.drop_remainder=true"}), HasSubstr("no remainder"));
   EXPECT_THAT(refused({"model.compute_dtype=\"f16\""}), HasSubstr("loss scaling"));
