@@ -71,6 +71,13 @@ class StepAccountant {
   std::vector<double> rdp_of_one_step_;
 };
 
+// The smallest noise multiplier whose `steps` steps at `sampling_rate` spend at most
+// `target_epsilon` at `delta` (to a relative 1e-6, rounded up, so the epsilon it gives is
+// never above the target): what to set for a privacy budget. A target no noise can reach
+// (below the conversion's floor at these orders, about 0.005 at delta 1e-5) is a
+// kiln::Error saying so.
+double noise_for_epsilon(double sampling_rate, int64_t steps, double delta, double target_epsilon);
+
 // The rows a Poisson-sampled batch needs: the smallest M with P(Binomial(examples,
 // sampling_rate) > M) <= overflow. A run of T steps whose batches hold M rows truncates a
 // draw with probability at most T x overflow, which adds to its delta (docs/privacy.md).

@@ -1,7 +1,10 @@
 // `kiln privacy epsilon`: the (epsilon, delta) a DP-SGD run spends, from its sampling rate,
-// noise multiplier and steps (kiln/privacy.h), before anything is trained.
+// noise multiplier and steps; `kiln privacy noise`: the noise multiplier that keeps a run
+// within a target epsilon (kiln/privacy.h), before anything is trained.
 #include <cmath>
 #include <memory>
+#include <string_view>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -18,6 +21,7 @@ struct EpsilonOptions {
   double batch = 0;
   double examples = 0;
   double noise_multiplier = 0;
+  double target_epsilon = 0;  // kiln privacy noise
   int64_t steps = 0;
   double epochs = 0;
   double delta = 1e-5;
@@ -25,29 +29,63 @@ struct EpsilonOptions {
   bool json = false;
 };
 
-int print_epsilon(const EpsilonOptions& options) {
+// The sampling rate and the number of steps, from -q or --batch/--examples and from --steps
+// or --epochs; `command` names the subcommand in errors.
+std::pair<double, int64_t> rate_and_steps(const EpsilonOptions& options, std::string_view command) {
   double q = options.sampling_rate;
   if (options.batch > 0 || options.examples > 0) {
     if (!(options.batch > 0 && options.examples > 0) || q > 0) {
       fail(kUnknownSite,
-           "kiln privacy epsilon: give --batch and --examples together, or --sampling-rate",
+           fmt::format("kiln privacy {}: give --batch and --examples together, or "
+                       "--sampling-rate",
+                       command),
            "the sampling rate is the expected batch size over the number of examples");
     }
     q = options.batch / options.examples;
   }
   int64_t steps = options.steps;
   if (steps <= 0 && options.epochs <= 0) {
-    fail(kUnknownSite, "kiln privacy epsilon: give --steps or --epochs",
+    fail(kUnknownSite, fmt::format("kiln privacy {}: give --steps or --epochs", command),
          "the privacy spent grows with every step the mechanism runs");
   }
   if (options.epochs > 0) {
     if (steps > 0 || q <= 0) {
       fail(kUnknownSite,
-           "kiln privacy epsilon: give --epochs (with a sampling rate) or --steps, not both",
+           fmt::format("kiln privacy {}: give --epochs (with a sampling rate) or --steps, not "
+                       "both",
+                       command),
            "an epoch is 1 / sampling rate steps");
     }
     steps = static_cast<int64_t>(std::ceil(options.epochs / q));
   }
+  return {q, steps};
+}
+
+int print_noise(const EpsilonOptions& options) {
+  auto [q, steps] = rate_and_steps(options, "noise");
+  double sigma = privacy::noise_for_epsilon(q, steps, options.delta, options.target_epsilon);
+  privacy::Spent spent = privacy::rdp_epsilon(
+      {.sampling_rate = q, .noise_multiplier = sigma, .steps = steps}, options.delta);
+  if (options.json) {
+    fmt::print("{}\n", nlohmann::json({{"noise_multiplier", sigma},
+                                       {"epsilon", spent.epsilon},
+                                       {"target_epsilon", options.target_epsilon},
+                                       {"delta", options.delta},
+                                       {"order", spent.order},
+                                       {"sampling_rate", q},
+                                       {"steps", steps}})
+                           .dump());
+    return 0;
+  }
+  fmt::print(
+      "noise multiplier {:.4f}: {} steps at sampling rate {:g} spend epsilon {:.4f} at delta {:g} "
+      "(Rényi order {:g}), within the target {:g}\n",
+      sigma, steps, q, spent.epsilon, options.delta, spent.order, options.target_epsilon);
+  return 0;
+}
+
+int print_epsilon(const EpsilonOptions& options) {
+  auto [q, steps] = rate_and_steps(options, "epsilon");
   privacy::Series series = options.exact ? privacy::Series::kExact : privacy::Series::kUpperBound;
   privacy::Spent spent = privacy::rdp_epsilon(
       {.sampling_rate = q, .noise_multiplier = options.noise_multiplier, .steps = steps},
@@ -82,23 +120,35 @@ Runner add_privacy_command(CLI::App& app) {
       "(Mironov, Talwar and Zhang 2019) composed over the steps and converted at the best of "
       "dp-accounting's orders");
   auto options = std::make_shared<EpsilonOptions>();
-  epsilon->add_option("--sampling-rate,-q", options->sampling_rate,
-                      "Probability with which each example joins a batch, in (0, 1]");
-  epsilon->add_option("--batch", options->batch, "Expected batch size (with --examples)");
-  epsilon->add_option("--examples", options->examples, "Training examples (with --batch)");
+  auto* noise = privacy->add_subcommand(
+      "noise",
+      "The smallest noise multiplier whose steps stay within a target epsilon at delta (the "
+      "same accounting as `epsilon`, its upper-bound series); what to set as "
+      "privacy.noise_multiplier for a budget");
+  // The options both subcommands take: the mechanism's rate and length, delta, JSON.
+  for (CLI::App* command : {epsilon, noise}) {
+    command->add_option("--sampling-rate,-q", options->sampling_rate,
+                        "Probability with which each example joins a batch, in (0, 1]");
+    command->add_option("--batch", options->batch, "Expected batch size (with --examples)");
+    command->add_option("--examples", options->examples, "Training examples (with --batch)");
+    command->add_option("--steps", options->steps, "Steps taken");
+    command->add_option("--epochs", options->epochs,
+                        "Epochs instead of steps (each 1 / sampling rate steps, rounded up)");
+    command->add_option("--delta", options->delta, "Target delta, in (0, 1)")
+        ->capture_default_str();
+    command->add_flag("--json", options->json, "Print one JSON object");
+  }
   epsilon
       ->add_option("--noise-multiplier,--sigma", options->noise_multiplier,
                    "Noise standard deviation over the clipping norm, > 0")
       ->required();
-  epsilon->add_option("--steps", options->steps, "Steps taken");
-  epsilon->add_option("--epochs", options->epochs,
-                      "Epochs instead of steps (each 1 / sampling rate steps, rounded up)");
-  epsilon->add_option("--delta", options->delta, "Target delta, in (0, 1)")->capture_default_str();
   epsilon->add_flag("--exact", options->exact,
                     "Sum the fractional orders' series with their signs (Opacus') instead of "
                     "the magnitudes' upper bound (dp-accounting's, the default)");
-  epsilon->add_flag("--json", options->json, "Print one JSON object");
-  return [options] { return print_epsilon(*options); };
+  noise->add_option("--epsilon", options->target_epsilon, "The target epsilon, > 0")->required();
+  return [options, noise] {
+    return noise->parsed() ? print_noise(*options) : print_epsilon(*options);
+  };
 }
 
 }  // namespace kiln::cli

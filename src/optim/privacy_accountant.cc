@@ -213,6 +213,49 @@ int64_t StepAccountant::steps_within(double max_epsilon, int64_t limit) const {
   return within;
 }
 
+double noise_for_epsilon(double sampling_rate, int64_t steps, double delta, double target_epsilon) {
+  check_mechanism(sampling_rate, 1.0);
+  check_delta(delta);
+  if (steps < 1) {
+    fail(kUnknownSite, fmt::format("privacy: steps is {}; it must be at least 1", steps));
+  }
+  if (!(target_epsilon > 0) || !std::isfinite(target_epsilon)) {
+    fail(kUnknownSite,
+         fmt::format("privacy: target epsilon {} must be finite and above 0", target_epsilon));
+  }
+  auto spent = [&](double sigma) {
+    return StepAccountant(sampling_rate, sigma, delta).after(steps).epsilon;
+  };
+  // epsilon falls as the noise grows: bracket the target between two noises a factor of 2
+  // apart (from 1, down or up: small noises take the longest series), then bisect.
+  constexpr double kLargestNoise = 1e6;
+  double low = 0.5, high = 1;
+  if (spent(high) <= target_epsilon) {
+    while (spent(low) <= target_epsilon) {
+      high = low;
+      low /= 2;
+    }
+  }
+  while (spent(high) > target_epsilon) {
+    low = high;
+    high *= 2;
+    if (high > kLargestNoise) {
+      fail(kUnknownSite,
+           fmt::format("privacy: no noise multiplier up to {:g} keeps {} steps at sampling rate "
+                       "{:g} within epsilon {:g} at delta {:g}: the conversion from Rényi DP "
+                       "alone spends about {:.3g} there",
+                       kLargestNoise, steps, sampling_rate, target_epsilon, delta,
+                       spent(kLargestNoise)),
+           "aim for a larger epsilon or a larger delta");
+    }
+  }
+  while (high - low > 1e-6 * high) {
+    double middle = low + (high - low) / 2;
+    (spent(middle) > target_epsilon ? low : high) = middle;
+  }
+  return high;
+}
+
 int64_t poisson_batch_rows(int64_t examples, double sampling_rate, double overflow) {
   if (examples < 1) {
     fail(kUnknownSite, fmt::format("privacy: {} examples to sample from; at least 1", examples));

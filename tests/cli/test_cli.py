@@ -151,6 +151,26 @@ class Cli(unittest.TestCase):
             self.assertEqual(result.returncode, 1, result.stderr)
             self.assertIn(message, result.stderr)
 
+    def test_privacy_noise_finds_the_multiplier_for_a_budget(self):
+        out = run("privacy", "noise", "-q", "0.01", "--steps", "1000", "--epsilon", "1.71177").stdout
+        self.assertIn("noise multiplier 1.1000: 1000 steps at sampling rate 0.01", out)
+        found = json.loads(run("privacy", "noise", "--batch", "256", "--examples", "60000",
+                               "--epochs", "60", "--epsilon", "3", "--json").stdout)
+        self.assertLessEqual(found["epsilon"], 3)
+        self.assertEqual(found["steps"], 14063)
+        # The same accounting as `epsilon`: the noise found spends what `epsilon` says.
+        spent = json.loads(run("privacy", "epsilon", "--batch", "256", "--examples", "60000",
+                               "--epochs", "60", "--sigma", repr(found["noise_multiplier"]),
+                               "--json").stdout)
+        self.assertAlmostEqual(spent["epsilon"], found["epsilon"], places=9)
+        unreachable = run("privacy", "noise", "-q", "0.01", "--steps", "1000", "--epsilon",
+                          "0.0001", check=False)
+        self.assertEqual(unreachable.returncode, 1, unreachable.stderr)
+        self.assertIn("no noise multiplier up to 1e+06", unreachable.stderr)
+        missing = run("privacy", "noise", "-q", "0.01", "--steps", "10", check=False)
+        self.assertNotEqual(missing.returncode, 0)
+        self.assertIn("--epsilon is required", missing.stderr)
+
     def test_kernels_bench_measures_on_the_cpu_and_refuses_what_it_cannot_run_on(self):
         result = run("kernels", "bench", "layer_norm", "--quick", "--repeats", "2")
         self.assertIn("# device: cpu,", result.stdout)

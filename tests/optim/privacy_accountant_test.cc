@@ -121,6 +121,24 @@ TEST(PrivacyAccountant, PoissonBatchRowsAreTheSmallestThatOverflowRarelyEnough) 
   EXPECT_TRUE(fails_with([] { poisson_batch_rows(0, 0.5, 1e-14); }, {"0 examples"}));
 }
 
+TEST(PrivacyAccountant, TheNoiseForATargetEpsilonIsTheSmallestThatMeetsIt) {
+  // 1000 steps at q = 0.01 and sigma 1.1 spend 1.71177 at delta 1e-5 (dp-accounting's figure).
+  const double target = rdp_epsilon({0.01, 1.1, 1000}, 1e-5).epsilon;
+  double sigma = noise_for_epsilon(0.01, 1000, 1e-5, target);
+  EXPECT_NEAR(sigma, 1.1, 1e-5);
+  EXPECT_LE(rdp_epsilon({0.01, sigma, 1000}, 1e-5).epsilon, target);
+  EXPECT_GT(rdp_epsilon({0.01, sigma * (1 - 2e-6), 1000}, 1e-5).epsilon, target);
+  // Larger and smaller noises than 1 are found too.
+  for (double want : {0.7, 4.0}) {
+    double spent = rdp_epsilon({0.05, want, 300}, 1e-6).epsilon;
+    EXPECT_NEAR(noise_for_epsilon(0.05, 300, 1e-6, spent), want, 1e-5 * want) << want;
+  }
+  EXPECT_TRUE(fails_with([] { noise_for_epsilon(0.01, 1000, 1e-5, 1e-4); },
+                         {"no noise multiplier", "aim for a larger epsilon"}));
+  EXPECT_TRUE(fails_with([] { noise_for_epsilon(0.01, 0, 1e-5, 1.0); }, {"steps is 0"}));
+  EXPECT_TRUE(fails_with([] { noise_for_epsilon(0.01, 10, 1e-5, -1.0); }, {"target epsilon"}));
+}
+
 TEST(PrivacyAccountant, BadSettingsAreRefusedByName) {
   auto spend = [](double q, double sigma, int64_t steps, double delta) {
     return rdp_epsilon({.sampling_rate = q, .noise_multiplier = sigma, .steps = steps}, delta);
