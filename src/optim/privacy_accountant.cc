@@ -227,7 +227,7 @@ double noise_for_epsilon(double sampling_rate, int64_t steps, double delta, doub
     return StepAccountant(sampling_rate, sigma, delta).after(steps).epsilon;
   };
   // epsilon falls as the noise grows: bracket the target between two noises a factor of 2
-  // apart (from 1, down or up: small noises take the longest series), then bisect.
+  // apart, going from 1 down or up (small noises take the longest series), then bisect.
   constexpr double kLargestNoise = 1e6;
   double low = 0.5, high = 1;
   if (spent(high) <= target_epsilon) {
@@ -235,19 +235,20 @@ double noise_for_epsilon(double sampling_rate, int64_t steps, double delta, doub
       high = low;
       low /= 2;
     }
-  }
-  while (spent(high) > target_epsilon) {
-    low = high;
-    high *= 2;
-    if (high > kLargestNoise) {
-      fail(kUnknownSite,
-           fmt::format("privacy: no noise multiplier up to {:g} keeps {} steps at sampling rate "
-                       "{:g} within epsilon {:g} at delta {:g}: the conversion from Rényi DP "
-                       "alone spends about {:.3g} there",
-                       kLargestNoise, steps, sampling_rate, target_epsilon, delta,
-                       spent(kLargestNoise)),
-           "aim for a larger epsilon or a larger delta");
-    }
+  } else {
+    do {
+      low = high;
+      high *= 2;
+      if (high > kLargestNoise) {
+        fail(kUnknownSite,
+             fmt::format("privacy: no noise multiplier up to {:g} keeps {} steps at sampling "
+                         "rate {:g} within epsilon {:g} at delta {:g}: the conversion from Rényi "
+                         "DP alone spends about {:.3g} there",
+                         kLargestNoise, steps, sampling_rate, target_epsilon, delta,
+                         spent(kLargestNoise)),
+             "aim for a larger epsilon or a larger delta");
+      }
+    } while (spent(high) > target_epsilon);
   }
   while (high - low > 1e-6 * high) {
     double middle = low + (high - low) / 2;

@@ -1100,11 +1100,11 @@ void Run::end_epoch(int64_t epoch, int64_t step_number, const EvalStep& eval) {
                  {"test_accuracy", test.accuracy}};
   std::string spent;
   if (privacy_) {
-    double epsilon = privacy_->accountant.after(step_number).epsilon;
+    nlohmann::json record = privacy_record(c, *privacy_, step_number, truncated_examples_);
+    const double epsilon = record["epsilon"].get<double>();
     line.values["privacy_epsilon"] = epsilon;
     spent = fmt::format("  |  epsilon {:.3f}", epsilon);
-    set_section(run_->info(), "privacy",
-                privacy_record(c, *privacy_, step_number, truncated_examples_));
+    set_section(run_->info(), "privacy", record);
   }
   run_->append_metrics(std::move(line));
   if (!std::isfinite(test.loss)) {
