@@ -23,18 +23,20 @@
 // while consecutive points revisit it, so a reduction accumulates there; outputs start as
 // zeros, and so does scratch, which lives for the whole call.
 //
-// This is the interpret mode: each point runs the body eagerly, one block at a time, with
-// every index checked. It also checks what a parallel run would race on: an output block
-// written by two points that differ in a parallel axis is an error.
+// Two modes (CallOptions::interpret): compiled, the default, traces the body into programs
+// of kiln ops on blocks and compiles them with jit's compiler, the parallel points spread
+// over the compute pool; interpret mode runs the body eagerly at each point, one block at
+// a time, for debugging. Both check every index, and what a parallel run would race on: an
+// output block written by two points that differ in a parallel axis is an error.
 //
 // Inside jit, grad, vmap or make_program a call is a primitive of the program,
 // `pallas_call[name=..., id=...]` (the body, grid and specs registered under the id in this
 // process): it prints and parses back as program text, runs under jit (the program is then
-// run equation by equation, the kernel in interpret mode), and batches under vmap as the same
-// kernel over one more, leading, parallel grid axis that the body does not see
-// (program_id(0) is still its own first axis; each example's scratch starts as zeros).
-// A kernel has no derivative of its own: wrap it in custom_vjp with its backward kernel, as
-// Pallas kernels are in JAX. Every spec and index is checked when the call is made.
+// run equation by equation, the kernel's own variants compiled once), and batches under vmap as the
+// same kernel over one more, leading, parallel grid axis that the body does not see (program_id(0)
+// is still its own first axis; each example's scratch starts as zeros). A kernel has no derivative
+// of its own: wrap it in custom_vjp with its backward kernel, as Pallas kernels are in JAX. Every
+// spec and index is checked when the call is made.
 #pragma once
 
 #include <cstdint>
@@ -79,7 +81,8 @@ struct BlockSpec {
 
 enum class GridAxis { kParallel, kArbitrary };
 
-class RefState;  // the buffer behind a Ref, and where its block sits
+class RefState;     // the buffer behind a Ref, and where its block sits
+class KernelTrace;  // what the compiled path records while it traces the body
 
 // One block of an input, output or scratch buffer, as the body sees it at this point.
 class Ref {
@@ -122,6 +125,8 @@ class Kernel {
   // Leading grid axes the body does not see (vmap's batch axes): program_id(a) is axis
   // a + hidden_axes_ of the grid.
   size_t hidden_axes_ = 0;
+  // Set while the compiled path traces the body: program_id() is recorded there.
+  KernelTrace* trace_ = nullptr;
   std::vector<Ref> in_;
   std::vector<Ref> out_;
   std::vector<Ref> scratch_;
@@ -140,6 +145,15 @@ struct CallOptions {
   // What one call costs, for cost_analysis and the roofline (Pallas' CostEstimate): kiln
   // cannot see inside a body. Unset: no FLOPs, and the bytes of the operands and results.
   std::optional<Cost> cost_estimate = std::nullopt;
+  // false (compiled): the body is traced into a program per variant (the points whose
+  // program_id() and ragged edges it reads alike share one), each compiled by jit's
+  // compiler, and the grid's parallel points run on the compute pool, each worker with block
+  // buffers and scratch of its own (zeroed when it starts a point of the parallel axes).
+  // The body must compute on its blocks with kiln ops only: reading their values on the
+  // host is an error. true: interpret mode, for writing and debugging a kernel (each point's
+  // body run eagerly on host copies of its blocks). KILN_PALLAS=interpret|compiled sets
+  // every call's mode. docs/kernels.md, *Compiled mode*.
+  bool interpret = false;
 };
 
 // Runs `body` over `grid` and returns the outputs (`out_types`, each filled block by block

@@ -1,8 +1,8 @@
-// `kiln kernels bench` (kernels_bench.h). The kernels run in interpret mode today (each
-// block a host copy, each operation an eager dispatch: docs/kernels.md), so the figures say
-// what that costs against the unfused program; the same command measures the compiled path
-// once there is one. Bytes count each input read once and each output written once, the
-// least any implementation moves; FLOPs count multiply-adds as two.
+// `kiln kernels bench` (kernels_bench.h): the kernel compiled (both sides jitted) or in
+// interpret mode (both eager: what a host copy per block and an eager dispatch per
+// operation cost; docs/kernels.md) against the unfused program. Bytes count each input read once
+// and each output written once, the least any implementation moves; FLOPs count multiply-adds as
+// two.
 #include "cli/kernels_bench.h"
 
 #include <algorithm>
@@ -19,12 +19,14 @@
 #include "base/compute_pool.h"
 #include "kiln/array_functions.h"
 #include "kiln/grad.h"
+#include "kiln/jit.h"
 #include "kiln/nn/functional.h"
 #include "kiln/ops.h"
 #include "kiln/pallas.h"
 #include "kiln/profile.h"
 #include "kiln/random.h"
 #include "kiln/tracing.h"
+#include "pallas/kernel_call.h"
 #include "pallas/kernel_checks.h"
 #include "profile/machine.h"
 #include "train/progress.h"
@@ -36,8 +38,10 @@ struct Workload {
   std::string inputs;  // "f32 512x512 @ 512x512"
   double bytes = 0;    // inputs read once, outputs written once
   double flops = 0;    // 0: a memory-bound kernel
-  std::function<Array()> kernel;
-  std::function<Array()> unfused;
+  std::vector<Array> args;
+  using Program = std::function<Array(const std::vector<Array>&)>;
+  Program kernel;
+  Program unfused;
 };
 
 Array normal(uint64_t seed, Shape shape) {
@@ -63,16 +67,18 @@ Workload workload(const std::string& name, bool quick) {
     w.inputs = fmt::format("f32 {0}x{0} @ {0}x{0}, blocks 128x128x128", n);
     w.bytes = 3.0 * 4 * static_cast<double>(n * n);
     w.flops = 2.0 * static_cast<double>(n * n * n);
-    w.kernel = [a, b] { return pallas::matmul(a, b); };
-    w.unfused = [a, b] { return matmul(a, b); };
+    w.args = {a, b};
+    w.kernel = [](const std::vector<Array>& x) { return pallas::matmul(x[0], x[1]); };
+    w.unfused = [](const std::vector<Array>& x) { return matmul(x[0], x[1]); };
   } else if (name == "softmax") {
     int64_t rows = quick ? 64 : 4096, n = quick ? 128 : 1024;
     Array x = normal(3, {rows, n});
     w.inputs = fmt::format("f32 {}x{}, 8 rows a block", rows, n);
     w.bytes = 2.0 * 4 * static_cast<double>(rows * n);
-    w.kernel = [x] { return pallas::softmax(x); };
-    w.unfused = [x] {
-      Array e = exp(x - max(x, {1}, true));
+    w.args = {x};
+    w.kernel = [](const std::vector<Array>& in) { return pallas::softmax(in[0]); };
+    w.unfused = [](const std::vector<Array>& in) {
+      Array e = exp(in[0] - max(in[0], {1}, true));
       return e / sum(e, {1}, true);
     };
   } else if (name == "layer_norm") {
@@ -80,8 +86,11 @@ Workload workload(const std::string& name, bool quick) {
     Array x = normal(4, {rows, n}), scale = normal(5, {n}), bias = normal(6, {n});
     w.inputs = fmt::format("f32 {}x{}, 8 rows a block", rows, n);
     w.bytes = 2.0 * 4 * static_cast<double>(rows * n);
-    w.kernel = [x, scale, bias] { return pallas::layer_norm(x, scale, bias); };
-    w.unfused = [x, scale, bias] { return nn::layer_norm(x, scale, bias, 1e-5); };
+    w.args = {x, scale, bias};
+    w.kernel = [](const std::vector<Array>& in) { return pallas::layer_norm(in[0], in[1], in[2]); };
+    w.unfused = [](const std::vector<Array>& in) {
+      return nn::layer_norm(in[0], in[1], in[2], 1e-5);
+    };
   } else if (name == "softmax_cross_entropy") {
     int64_t rows = quick ? 16 : 256, n = quick ? 1000 : 50304;
     Array logits = normal(7, {rows, n});
@@ -89,11 +98,14 @@ Workload workload(const std::string& name, bool quick) {
     w.inputs = fmt::format("f32 {}x{}{}, 8 rows a block", rows, n,
                            n == 50304 ? " (GPT-2's padded vocabulary)" : "");
     w.bytes = 4.0 * static_cast<double>(rows * n + 2 * rows);
-    w.kernel = [logits, labels] { return pallas::softmax_cross_entropy(logits, labels); };
-    w.unfused = [logits, labels] {
-      Array shifted = logits - max(logits, {1}, true);
+    w.args = {logits, labels};
+    w.kernel = [](const std::vector<Array>& in) {
+      return pallas::softmax_cross_entropy(in[0], in[1]);
+    };
+    w.unfused = [](const std::vector<Array>& in) {
+      Array shifted = in[0] - max(in[0], {1}, true);
       Array log_p = shifted - log(sum(exp(shifted), {1}, true));
-      return -squeeze(take_along_axis(log_p, expand_dims(labels, 1), 1), {1});
+      return -squeeze(take_along_axis(log_p, expand_dims(in[1], 1), 1), {1});
     };
   } else if (name == "softmax_cross_entropy_grad") {
     int64_t rows = quick ? 16 : 256, n = quick ? 1000 : 50304;
@@ -103,14 +115,15 @@ Workload workload(const std::string& name, bool quick) {
     w.inputs = fmt::format("f32 {}x{}{}, 8 rows a block", rows, n,
                            n == 50304 ? " (GPT-2's padded vocabulary)" : "");
     w.bytes = 4.0 * static_cast<double>(2 * rows * n + 2 * rows);
-    w.kernel = [logits, labels, g] {
-      return pallas::softmax_cross_entropy_grad(logits, labels, g);
+    w.args = {logits, labels, g};
+    w.kernel = [](const std::vector<Array>& in) {
+      return pallas::softmax_cross_entropy_grad(in[0], in[1], in[2]);
     };
-    w.unfused = [logits, labels, g, rows, n] {
-      Array e = exp(logits - max(logits, {1}, true));
+    w.unfused = [rows, n](const std::vector<Array>& in) {
+      Array e = exp(in[0] - max(in[0], {1}, true));
       Array onehot =
-          astype(equal(iota(Shape({rows, n}), DType::i32, 1), expand_dims(labels, 1)), DType::f32);
-      return (e / sum(e, {1}, true) - onehot) * expand_dims(g, 1);
+          astype(equal(iota(Shape({rows, n}), DType::i32, 1), expand_dims(in[1], 1)), DType::f32);
+      return (e / sum(e, {1}, true) - onehot) * expand_dims(in[2], 1);
     };
   } else if (name == "flash_attention") {
     int64_t heads = quick ? 2 : 12, t = quick ? 128 : 1024, d = 64;
@@ -120,8 +133,11 @@ Workload workload(const std::string& name, bool quick) {
     w.bytes = 4.0 * 4 * static_cast<double>(heads * t * d);
     // Causal: half the scores' and the weighted sums' multiply-adds.
     w.flops = 2.0 * 2 * static_cast<double>(heads * t * t * d) / 2;
-    w.kernel = [q, k, v] { return pallas::flash_attention(q, k, v, true); };
-    w.unfused = [q, k, v] { return causal_attention(q, k, v); };
+    w.args = {q, k, v};
+    w.kernel = [](const std::vector<Array>& in) {
+      return pallas::flash_attention(in[0], in[1], in[2], true);
+    };
+    w.unfused = [](const std::vector<Array>& in) { return causal_attention(in[0], in[1], in[2]); };
   } else if (name == "flash_attention_grad") {
     int64_t heads = quick ? 2 : 12, t = quick ? 128 : 1024, d = 64;
     Array q = normal(15, {heads, t, d}), k = normal(16, {heads, t, d}),
@@ -130,15 +146,16 @@ Workload workload(const std::string& name, bool quick) {
     w.bytes = 7.0 * 4 * static_cast<double>(heads * t * d);
     // The forward pass again (2 products), then dV, dP, dK and dQ (4 more): 6 causal products.
     w.flops = 6.0 * 2 * static_cast<double>(heads * t * t * d) / 2;
-    w.kernel = [q, k, v, d_out] {
-      pallas::AttentionGrads g = pallas::flash_attention_grad(q, k, v, d_out, true);
+    w.args = {q, k, v, d_out};
+    w.kernel = [](const std::vector<Array>& in) {
+      pallas::AttentionGrads g = pallas::flash_attention_grad(in[0], in[1], in[2], in[3], true);
       return concatenate({g.dq, g.dk, g.dv}, 0);
     };
-    w.unfused = [q, k, v, d_out] {
+    w.unfused = [](const std::vector<Array>& in) {
       auto objective = [&](const Array& qq, const Array& kk, const Array& vv) {
-        return sum(causal_attention(qq, kk, vv) * d_out);
+        return sum(causal_attention(qq, kk, vv) * in[3]);
       };
-      auto [dq, dk, dv] = grad<0, 1, 2>(objective)(q, k, v);
+      auto [dq, dk, dv] = grad<0, 1, 2>(objective)(in[0], in[1], in[2]);
       return concatenate({dq, dk, dv}, 0);
     };
   } else {
@@ -179,7 +196,19 @@ int run_kernel_bench(const KernelBenchOptions& options) {
   profile::AlternateOptions alternation;
   alternation.rounds = options.repeats;
   alternation.pause_s = 0.02;
-  profile::Alternation times = profile::alternate(w.kernel, w.unfused, alternation);
+  // Compiled: both sides jitted, as a user runs them (the kernel's variants are traced
+  // and compiled once, on the first call). Interpret: both eager.
+  const bool compiled = options.mode == "compiled";
+  pallas::detail::ForcedMode mode(!compiled);
+  std::function<Array()> kernel, unfused;
+  if (compiled) {
+    kernel = [f = jit(w.kernel), args = w.args]() mutable { return f(args); };
+    unfused = [f = jit(w.unfused), args = w.args]() mutable { return f(args); };
+  } else {
+    kernel = [&w] { return w.kernel(w.args); };
+    unfused = [&w] { return w.unfused(w.args); };
+  }
+  profile::Alternation times = profile::alternate(kernel, unfused, alternation);
   auto row = [&](const char* what, const std::vector<double>& seconds) {
     profile::Timing timing = profile::summarize(0, seconds);
     double median_s = timing.median_s;
@@ -194,14 +223,15 @@ int run_kernel_bench(const KernelBenchOptions& options) {
   };
   std::string text = fmt::format(
       "# kiln kernels bench {}: {}\n# device: cpu, {} ({} target), {} compute thread(s); the "
-      "kernel in interpret mode (docs/kernels.md)\n# roofline: kiln bench machine's {:.0f} "
+      "kernel {} (docs/kernels.md)\n# roofline: kiln bench machine's {:.0f} "
       "GFLOP/s sgemm and {:.1f} GB/s triad ({})\n",
       options.name, w.inputs, peaks.cpu_model, peaks.simd_target, compute_pool().num_threads(),
+      compiled ? "compiled, both sides jitted" : "in interpret mode, both sides eager",
       peaks.gemm_gflops, peaks.bandwidth_gbs, peaks.how);
   text += fmt::format("{:<30} {:>13} {:>10} {:>10}   {}\n", "", "median", "p10", "p90",
                       w.flops > 0 ? "achieved (of the sgemm peak)" : "achieved (of the triad)");
   text += row("kernel", times.a_s);
-  text += row("unfused program (eager ops)", times.b_s);
+  text += row(compiled ? "unfused program (jit)" : "unfused program (eager ops)", times.b_s);
   text += fmt::format(
       "unfused / kernel per pair: {} (median {:.2f}x; above 1: the kernel is "
       "faster)\n",

@@ -8,10 +8,11 @@
 namespace kiln::cli {
 
 struct KernelBenchOptions {
-  std::string name;            // a kernel of pallas::kernel_names()
-  std::string device = "cpu";  // cpu, or cuda (refused: no CUDA lowering exists)
-  int repeats = 5;             // A/B pairs
-  bool quick = false;          // small inputs (a smoke test)
+  std::string name;               // a kernel of pallas::kernel_names()
+  std::string device = "cpu";     // cpu, or cuda (refused: no CUDA lowering exists)
+  int repeats = 5;                // A/B pairs
+  bool quick = false;             // small inputs (a smoke test)
+  std::string mode = "compiled";  // compiled (both sides jitted) or interpret (both eager)
 };
 
 // Prints the table; returns the exit status (2 for a device kiln cannot measure on).

@@ -13,32 +13,43 @@
 
 #include "cli/commands.h"
 #include "cli/kernels_bench.h"
+#include "pallas/kernel_call.h"
 #include "pallas/kernel_checks.h"
 #include "train/progress.h"
 
 namespace kiln::cli {
 namespace {
 
-int check(const std::string& name, bool verbose) {
-  std::vector<pallas::KernelCheck> checks = pallas::check_kernels(name, [&](const std::string& c) {
-    if (verbose) std::fprintf(stderr, "checking %s\n", c.c_str());
-  });
-  std::string text = fmt::format("{:<27} {:<52} {:>10} {:>10} {:>8} {:>7}  {}\n", "kernel", "case",
-                                 "max abs", "max rel", "ulps", "bound%", "");
+// `mode`: compiled, interpret, or both (each case in each mode, compiled first).
+int check(const std::string& name, const std::string& mode, bool verbose) {
+  std::vector<std::string> modes;
+  if (mode != "interpret") modes.push_back("compiled");
+  if (mode != "compiled") modes.push_back("interpret");
+  std::string text = fmt::format("{:<27} {:<9} {:<52} {:>10} {:>10} {:>8} {:>7}  {}\n", "kernel",
+                                 "mode", "case", "max abs", "max rel", "ulps", "bound%", "");
   int failed = 0;
+  size_t cases = 0;
   std::vector<std::string> bounds;  // "kernel: bound", each kernel once, in order
-  for (const pallas::KernelCheck& c : checks) {
-    text += fmt::format("{:<27} {:<52} {:>10.3g} {:>10.3g} {:>8.2f} {:>6.1f}%  {}\n", c.kernel,
-                        c.what, c.max_abs_error, c.max_rel_error, c.max_ulps,
-                        100 * c.worst_share_of_bound, c.ok ? "ok" : "FAILED");
-    failed += c.ok ? 0 : 1;
-    std::string bound = fmt::format("{}: {}", c.kernel, c.bound);
-    if (std::find(bounds.begin(), bounds.end(), bound) == bounds.end()) bounds.push_back(bound);
+  for (const std::string& m : modes) {
+    pallas::detail::ForcedMode forced(m == "interpret");
+    std::vector<pallas::KernelCheck> checks =
+        pallas::check_kernels(name, [&](const std::string& c) {
+          if (verbose) std::fprintf(stderr, "checking %s (%s)\n", c.c_str(), m.c_str());
+        });
+    for (const pallas::KernelCheck& c : checks) {
+      text += fmt::format("{:<27} {:<9} {:<52} {:>10.3g} {:>10.3g} {:>8.2f} {:>6.1f}%  {}\n",
+                          c.kernel, m, c.what, c.max_abs_error, c.max_rel_error, c.max_ulps,
+                          100 * c.worst_share_of_bound, c.ok ? "ok" : "FAILED");
+      failed += c.ok ? 0 : 1;
+      std::string bound = fmt::format("{}: {}", c.kernel, c.bound);
+      if (std::find(bounds.begin(), bounds.end(), bound) == bounds.end()) bounds.push_back(bound);
+    }
+    cases += checks.size();
   }
   text += fmt::format(
       "{} case(s), {} failed. bound%: the largest error as a share of its element's bound ({}); "
       "the reference is the same math in f64.\n",
-      checks.size(), failed, fmt::join(bounds, "; "));
+      cases, failed, fmt::join(bounds, "; "));
   train::print_best_effort(stdout, text);
   return failed ? 1 : 0;
 }
@@ -54,6 +65,7 @@ Runner add_kernels_command(CLI::App& app) {
   kernels->add_subcommand("list", "The kernels kiln ships");
   auto name = std::make_shared<std::string>();
   auto verbose = std::make_shared<bool>(false);
+  auto check_mode = std::make_shared<std::string>("both");
   auto* check_command = kernels->add_subcommand(
       "check",
       "Each kernel (or NAME) against the plain f64 program of the same math over shapes, "
@@ -61,6 +73,11 @@ Runner add_kernels_command(CLI::App& app) {
       "bounds; exit 1 on any disagreement");
   check_command->add_option("name", *name, "one kernel (default: all)");
   check_command->add_flag("--verbose", *verbose, "print each case as it starts");
+  check_command
+      ->add_option("--mode", *check_mode,
+                   "compiled, interpret, or both (each case in each mode; what CI runs)")
+      ->check(CLI::IsMember({"both", "compiled", "interpret"}))
+      ->capture_default_str();
   auto bench = std::make_shared<KernelBenchOptions>();
   auto* bench_command = kernels->add_subcommand(
       "bench",
@@ -78,7 +95,13 @@ Runner add_kernels_command(CLI::App& app) {
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
   bench_command->add_flag("--quick", bench->quick, "small inputs (a smoke test)");
-  return [kernels, name, verbose, bench] {
+  bench_command
+      ->add_option("--mode", bench->mode,
+                   "compiled: the kernel and the unfused program each jitted; interpret: the "
+                   "kernel in interpret mode and the program eager")
+      ->check(CLI::IsMember({"compiled", "interpret"}))
+      ->capture_default_str();
+  return [kernels, name, verbose, check_mode, bench] {
     if (kernels->got_subcommand("bench")) return run_kernel_bench(*bench);
     if (kernels->got_subcommand("list")) {
       std::string text;
@@ -86,7 +109,7 @@ Runner add_kernels_command(CLI::App& app) {
       train::print_best_effort(stdout, text);
       return 0;
     }
-    return check(*name, *verbose);
+    return check(*name, *check_mode, *verbose);
   };
 }
 

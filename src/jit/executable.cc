@@ -292,7 +292,8 @@ void Executable::execute(RunState& state) const {
 }
 
 void Executable::execute_into(std::span<const std::byte* const> inputs,
-                              std::span<std::byte* const> outputs, ComputePool& pool) const {
+                              std::span<std::byte* const> outputs, ComputePool& pool,
+                              std::vector<std::byte>* arena) const {
   const Program& program = *program_;
   Frame frame;
   frame.pool = &pool;
@@ -302,8 +303,11 @@ void Executable::execute_into(std::span<const std::byte* const> inputs,
     wait_ready(array, kUnknownSite);
     frame.constants.push_back(static_cast<const std::byte*>(array.buffer()->data()));
   }
-  std::vector<std::byte> arena(static_cast<size_t>(plan_.arena_bytes) + 64);
-  auto base = reinterpret_cast<uintptr_t>(arena.data());
+  std::vector<std::byte> own_arena;
+  if (arena == nullptr) arena = &own_arena;
+  const auto arena_bytes = static_cast<size_t>(plan_.arena_bytes) + 64;
+  if (arena->size() < arena_bytes) arena->resize(arena_bytes);
+  auto base = reinterpret_cast<uintptr_t>(arena->data());
   frame.arena = reinterpret_cast<std::byte*>((base + 63) / 64 * 64);
   // A result buffer is the caller's memory for the first output that lives in it; any
   // other output (an input, a constant, an alias, a repeat) is copied there afterwards.

@@ -49,8 +49,10 @@ class Executable : public std::enable_shared_from_this<Executable> {
 
   // Runs synchronously on this thread over caller-owned memory (one pointer per input and
   // output, in program order): how a control-flow step runs its sub-programs.
+  // `arena`, when given, is the caller's to keep between runs (grown when too small, never
+  // cleared): a caller running the executable many times saves an allocation per run.
   void execute_into(std::span<const std::byte* const> inputs, std::span<std::byte* const> outputs,
-                    ComputePool& pool) const;
+                    ComputePool& pool, std::vector<std::byte>* arena = nullptr) const;
 
   const Program& program() const { return *program_; }
   std::shared_ptr<const Program> program_ptr() const { return program_; }

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -12,6 +14,8 @@
 #include "kiln/pallas.h"
 
 namespace kiln::pallas::detail {
+
+struct PlanSlot;  // compiled_kernel.h
 
 struct RegisteredKernel {
   KernelBody body;
@@ -22,6 +26,9 @@ struct RegisteredKernel {
   std::vector<BlockSpec> out_specs;
   CallOptions options;     // semantics resolved: one per grid axis
   size_t hidden_axes = 0;  // leading grid axes the body does not see (vmap's)
+  // Where a compiled kernel keeps its variants between runs: set by register_kernel (a
+  // kernel called eagerly, never registered, traces its variants for that one call).
+  std::shared_ptr<PlanSlot> compiled = nullptr;
 };
 
 // Checks everything but the body: the grid and its semantics, each spec against its array,
@@ -32,6 +39,20 @@ void check_kernel(RegisteredKernel& kernel, CallSite site);
 // Runs the body over the grid in interpret mode on `inputs` (of the kernel's in_types).
 std::vector<Array> interpret(const RegisteredKernel& kernel, std::span<const Array> inputs,
                              CallSite site);
+
+// Runs every pallas::call made while it lives in interpret mode (true) or compiled (false),
+// whatever the call's options and KILN_PALLAS say: how `kiln kernels check` checks both
+// modes of the kernels kiln ships. Process-wide; not for concurrent use.
+class ForcedMode {
+ public:
+  explicit ForcedMode(std::optional<bool> interpret);
+  ~ForcedMode();
+  ForcedMode(const ForcedMode&) = delete;
+  ForcedMode& operator=(const ForcedMode&) = delete;
+
+ private:
+  int previous_;
+};
 
 // The process-wide table. Ids stay valid for the life of the process, so entries are never
 // freed: every traced call adds one (a jitted function once per signature; a vmap called

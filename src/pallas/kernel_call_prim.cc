@@ -15,6 +15,7 @@
 #include <fmt/format.h>
 
 #include "kiln/ops.h"
+#include "pallas/compiled_kernel.h"
 #include "pallas/kernel_call.h"
 #include "prims/bind.h"
 #include "prims/ids/custom.h"
@@ -38,6 +39,8 @@ KernelTable& table() {
 
 int64_t register_kernel(RegisteredKernel kernel) {
   KernelTable& t = table();
+  // A copy (vmap's batched kernel) has other points: its variants are its own.
+  kernel.compiled = std::make_shared<PlanSlot>();
   std::lock_guard lock(t.mutex);
   t.kernels.push_back(std::make_unique<const RegisteredKernel>(std::move(kernel)));
   return static_cast<int64_t>(t.kernels.size() - 1);

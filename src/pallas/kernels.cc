@@ -166,6 +166,18 @@ Array checked_labels(const Array& logits, const Array& labels, int64_t block_row
   if (block_rows < 1) {
     fail(site, fmt::format("pallas::{}: block_rows must be positive, got {}", kernel, block_rows));
   }
+  // Labels given as values are checked now, naming the row; traced ones by the body.
+  if (labels.impl()->is_concrete()) {
+    std::vector<int64_t> values = astype(labels, DType::i64).to_vector<int64_t>();
+    const int64_t n = logits.shape()[1];
+    for (size_t r = 0; r < values.size(); ++r) {
+      if (values[r] < 0 || values[r] >= n) {
+        fail(site, fmt::format("pallas::{}: the label of row {} is {}, outside [0, {}) (the "
+                               "logits' last axis)",
+                               kernel, r, values[r], n));
+      }
+    }
+  }
   return astype(labels, DType::i32);
 }
 
@@ -173,6 +185,12 @@ Array checked_labels(const Array& logits, const Array& labels, int64_t block_row
 // against the n classes. In the body, so that a traced call checks them when it runs.
 Array checked_label_block(const Kernel& kernel, int64_t n, std::string_view name) {
   Array block = kernel.in(1).load();
+  if (!block.impl()->is_concrete()) {
+    // A compiled body cannot read its labels on the host: a gather of [0, n) at the labels
+    // is the labels themselves, and refuses one outside [0, n) as the program runs
+    // (IndexMode::kError), the error naming the grid point.
+    return take(iota(Shape({n}), DType::i32), block);
+  }
   const int64_t valid = kernel.in(1).valid_extent()[0];
   const int64_t first_row = kernel.program_id(0) * block.shape()[0];
   std::vector<int32_t> host = block.to_vector<int32_t>();

@@ -3,10 +3,14 @@
 // (store), element runs along the last dimension at a time, the parts past the array's edge
 // left out. Every index the specs produce is checked before the body runs.
 #include <algorithm>
+#include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -15,88 +19,17 @@
 
 #include "kiln/ops.h"
 #include "kiln/pallas.h"
+#include "pallas/compiled_kernel.h"
 #include "pallas/kernel_call.h"
+#include "pallas/kernel_run.h"
 #include "prims/bind.h"
 #include "prims/ids/custom.h"
 
 namespace kiln::pallas {
 
-std::string index_text(const Index& index) {
-  return fmt::format("({})", fmt::join(index, ", "));
-}
-
-// A buffer and its blocking.
-class RefState {
- public:
-  std::string name;            // "input 1", "output 0", "scratch 0"
-  AbstractValue aval;          // the whole buffer
-  Dims block;                  // the block's shape (-1 resolved, a squeezed dimension 1)
-  std::vector<bool> squeezed;  // per dimension: dropped from the block the body sees
-  std::vector<std::byte> bytes;
-  bool is_output = false;
-  // Outputs: the parallel grid coordinates of the first point that stored each block, to
-  // catch two points a parallel run would race on.
-  std::map<Index, Index> writers;
-  std::vector<size_t> parallel_axes;
-
-  int64_t rank() const { return aval.shape.rank(); }
-  // The block as the body sees it: the squeezed dimensions (each of size 1) left out, which
-  // leaves the bytes' row-major order as it is.
-  Shape visible_block() const {
-    Dims visible;
-    for (size_t d = 0; d < block.size(); ++d) {
-      if (!squeezed[d]) visible.push_back(block[d]);
-    }
-    return Shape(visible);
-  }
-  size_t element_size() const { return static_cast<size_t>(dtype_size(aval.dtype)); }
-
-  // The number of elements of block `index` along dimension d that lie inside the array.
-  int64_t valid(const Index& index, int64_t d) const {
-    int64_t start = index[static_cast<size_t>(d)] * block[static_cast<size_t>(d)];
-    return std::clamp<int64_t>(aval.shape[d] - start, 0, block[static_cast<size_t>(d)]);
-  }
-
-  // Calls copy(buffer offset, block offset, elements) for each run of the block's elements
-  // that lies inside the array, the runs along the last dimension.
-  template <typename F>
-  void for_each_run(const Index& index, F&& copy) const {
-    const int64_t r = rank();
-    if (r == 0) {
-      copy(size_t{0}, size_t{0}, size_t{1});
-      return;
-    }
-    Index valid_extent(static_cast<size_t>(r));
-    for (int64_t d = 0; d < r; ++d) {
-      valid_extent[static_cast<size_t>(d)] = valid(index, d);
-      if (valid_extent[static_cast<size_t>(d)] == 0) return;
-    }
-    Dims array_strides = aval.shape.strides();
-    Dims block_strides = Shape(block).strides();
-    Index row(static_cast<size_t>(r), 0);  // position inside the block; the last stays 0
-    const size_t run = static_cast<size_t>(valid_extent[static_cast<size_t>(r - 1)]);
-    while (true) {
-      int64_t buffer_offset = 0;
-      int64_t block_offset = 0;
-      for (int64_t d = 0; d < r; ++d) {
-        size_t u = static_cast<size_t>(d);
-        buffer_offset += (index[u] * block[u] + row[u]) * array_strides[u];
-        block_offset += row[u] * block_strides[u];
-      }
-      copy(static_cast<size_t>(buffer_offset), static_cast<size_t>(block_offset), run);
-      int64_t d = r - 2;
-      for (; d >= 0; --d) {
-        size_t u = static_cast<size_t>(d);
-        if (++row[u] < valid_extent[u]) break;
-        row[u] = 0;
-      }
-      if (d < 0) return;
-    }
-  }
-};
-
 Array Ref::load(double fill) const {
   const RefState& s = *state_;
+  if (s.trace != nullptr) return s.trace->load(s, block_, fill);
   AbstractValue type(s.visible_block(), s.aval.dtype);
   HostArray block = full(Shape(s.block), fill, s.aval.dtype).to_host();
   const size_t size = s.element_size();
@@ -108,6 +41,7 @@ Array Ref::load(double fill) const {
 
 void Ref::store(const Array& value) const {
   RefState& s = *state_;
+  if (s.trace != nullptr) return s.trace->store(s, value, name_);
   if (!value.defined() || value.shape() != s.visible_block()) {
     fail(kUnknownSite,
          fmt::format("{} stores {} into a block of shape {}", name_,
@@ -131,6 +65,8 @@ Dims Ref::valid_extent() const {
   for (int64_t d = 0; d < state_->rank(); ++d) {
     if (!state_->squeezed[static_cast<size_t>(d)]) extent.push_back(state_->valid(block_, d));
   }
+  if (state_->trace != nullptr)
+    state_->trace->ask_valid_extent(*state_, Index(extent.begin(), extent.end()));
   return extent;
 }
 
@@ -139,7 +75,9 @@ int64_t Kernel::program_id(int64_t axis) const {
   if (axis < 0 || axis >= rank) {
     fail(kUnknownSite, fmt::format("program_id({}) of a grid of rank {}", axis, rank));
   }
-  return point_[hidden_axes_ + static_cast<size_t>(axis)];
+  const int64_t id = point_[hidden_axes_ + static_cast<size_t>(axis)];
+  if (trace_ != nullptr) trace_->ask_program_id(static_cast<size_t>(axis), id);
+  return id;
 }
 
 int64_t Kernel::num_programs(int64_t axis) const {
@@ -172,178 +110,33 @@ const Ref& Kernel::scratch(size_t i) const {
   return ref_at(scratch_, i, "scratch");
 }
 
-// One call: the checked setup, then the grid's points in order.
-class KernelRun {
- public:
-  KernelRun(Index grid, const CallOptions& options, size_t hidden_axes, CallSite site)
-      : grid_(std::move(grid)), options_(options), hidden_axes_(hidden_axes), site_(site) {}
+namespace {
 
-  // The semantics, one per grid axis (the default resolved).
-  const std::vector<GridAxis>& semantics() const { return semantics_; }
+// KILN_PALLAS: "interpret" or "compiled" runs every call so, whatever its options say (a
+// kernel's bug hunted in interpret mode without editing it); unset: each call's own.
+std::optional<bool> interpret_setting() {
+  static const std::optional<bool> setting = []() -> std::optional<bool> {
+    const char* value = std::getenv("KILN_PALLAS");
+    if (value == nullptr || *value == '\0') return std::nullopt;
+    if (std::string_view(value) == "interpret") return true;
+    if (std::string_view(value) == "compiled") return false;
+    fail(kUnknownSite,
+         fmt::format("KILN_PALLAS='{}' is not a kernel mode: 'interpret' or 'compiled'", value),
+         "unset KILN_PALLAS for each call's CallOptions::interpret");
+  }();
+  return setting;
+}
 
-  void check_grid() {
-    for (size_t a = 0; a < grid_.size(); ++a) {
-      if (grid_[a] < 1) {
-        refuse(fmt::format("grid axis {} has extent {}; every axis needs at least 1 point", a,
-                           grid_[a]));
-      }
-    }
-    semantics_ = options_.semantics;
-    if (semantics_.empty()) {
-      semantics_.assign(grid_.size(), GridAxis::kParallel);
-      if (!grid_.empty()) semantics_.back() = GridAxis::kArbitrary;
-    }
-    if (semantics_.size() != grid_.size()) {
-      refuse(
-          fmt::format("{} axis semantics for a grid of rank {}", semantics_.size(), grid_.size()));
-    }
-    for (size_t a = 1; a < semantics_.size(); ++a) {
-      if (semantics_[a - 1] == GridAxis::kArbitrary && semantics_[a] == GridAxis::kParallel) {
-        refuse(
-            fmt::format("grid axis {} runs in order (arbitrary) but axis {} after it is "
-                        "parallel: the reduction axes must come last",
-                        a - 1, a));
-      }
-    }
-    for (size_t a = 0; a < semantics_.size(); ++a) {
-      if (semantics_[a] == GridAxis::kParallel) parallel_axes_.push_back(a);
-    }
-  }
+std::atomic<int> forced_mode{-1};  // detail::force_mode: -1 none, 0 compiled, 1 interpret
 
-  // `allocate`: false for a check that runs no body (no bytes are needed).
-  std::shared_ptr<RefState> buffer(std::string name, const AbstractValue& aval,
-                                   const BlockSpec& spec, bool allocate) {
-    auto state = std::make_shared<RefState>();
-    state->name = std::move(name);
-    state->aval = aval;
-    if (static_cast<int64_t>(spec.block_shape.size()) != aval.shape.rank()) {
-      refuse(
-          fmt::format("the BlockSpec of {} has {} block dimension(s), the array {} has rank "
-                      "{}",
-                      state->name, spec.block_shape.size(), aval.to_string(), aval.shape.rank()));
-    }
-    for (int64_t d = 0; d < aval.shape.rank(); ++d) {
-      int64_t b = spec.block_shape[static_cast<size_t>(d)];
-      const bool squeezed = b == kSqueezed;
-      if (b == -1) b = std::max<int64_t>(aval.shape[d], 1);
-      if (squeezed) b = 1;
-      if (b < 1) {
-        refuse(
-            fmt::format("the BlockSpec of {} has block size {} along dimension {}; sizes are "
-                        "positive, -1 for the whole dimension, or kSqueezed",
-                        state->name, b, d));
-      }
-      state->block.push_back(b);
-      state->squeezed.push_back(squeezed);
-    }
-    if (!spec.index_map && static_cast<int64_t>(grid_.size()) != aval.shape.rank()) {
-      refuse(
-          fmt::format("the BlockSpec of {} has no index map, so the grid's coordinates are "
-                      "its block indices, but the grid has rank {} and the array {}",
-                      state->name, grid_.size(), aval.shape.rank()));
-    }
-    if (allocate) state->bytes.assign(static_cast<size_t>(aval.size_bytes()), std::byte{0});
-    return state;
-  }
+bool interpreted(const CallOptions& options) {
+  const std::optional<bool> setting = interpret_setting();  // a bad value is an error even so
+  const int forced = forced_mode.load(std::memory_order_relaxed);
+  if (forced >= 0) return forced == 1;
+  return setting.value_or(options.interpret);
+}
 
-  // The block of `state` at `point`, checked against the array's blocks.
-  Index block_at(const RefState& state, const BlockSpec& spec, const Index& point) {
-    Index block;
-    try {
-      block = spec.index_map ? spec.index_map(point) : point;
-    } catch (const Error& error) {
-      refuse(fmt::format("the index map of {} at grid point {}: {}", state.name, index_text(point),
-                         error.message()));
-    }
-    if (static_cast<int64_t>(block.size()) != state.rank()) {
-      refuse(fmt::format(
-          "the index map of {} returned {} at grid point {}: {} indices for an "
-          "array of rank {}",
-          state.name, index_text(block), index_text(point), block.size(), state.rank()));
-    }
-    for (int64_t d = 0; d < state.rank(); ++d) {
-      size_t u = static_cast<size_t>(d);
-      int64_t blocks = std::max<int64_t>(1, cdiv(state.aval.shape[d], state.block[u]));
-      if (block[u] < 0 || block[u] >= blocks) {
-        refuse(
-            fmt::format("the index map of {} returned block {} at grid point {}: index {} "
-                        "along dimension {} is outside [0, {}) ({} in blocks of {})",
-                        state.name, index_text(block), index_text(point), block[u], d, blocks,
-                        state.aval.to_string(), Shape(state.block).to_string()));
-      }
-    }
-    return block;
-  }
-
-  void check_race(RefState& state, const Index& block, const Index& point) {
-    Index parallel;
-    for (size_t a : parallel_axes_) parallel.push_back(point[a]);
-    auto [it, first] = state.writers.emplace(block, parallel);
-    if (!first && it->second != parallel) {
-      refuse(fmt::format("{} block {} is written at grid points that differ in a parallel axis "
-                         "({} and now {}, parallel axes {}): a parallel run would race on it",
-                         state.name, index_text(block), index_text(it->second),
-                         index_text(parallel), fmt::join(parallel_axes_, ", ")),
-             "index the output by every parallel axis, or mark the axis arbitrary");
-    }
-  }
-
-  [[noreturn]] void refuse(const std::string& message, std::string hint = {}) const {
-    fail(site_, fmt::format("pallas kernel '{}': {}", options_.name, message), std::move(hint));
-  }
-
-  const Index& grid() const { return grid_; }
-
-  // Each point of the grid in row-major order.
-  template <typename F>
-  void for_each_point(F&& run_point) const {
-    Index point(grid_.size(), 0);
-    while (true) {
-      run_point(point);
-      int64_t a = static_cast<int64_t>(grid_.size()) - 1;
-      for (; a >= 0; --a) {
-        size_t u = static_cast<size_t>(a);
-        if (++point[u] < grid_[u]) break;
-        point[u] = 0;
-      }
-      if (a < 0) return;
-    }
-  }
-
-  Kernel kernel_at(const Index& point, const std::vector<std::shared_ptr<RefState>>& ins,
-                   const std::vector<BlockSpec>& in_specs,
-                   const std::vector<std::shared_ptr<RefState>>& outs,
-                   const std::vector<BlockSpec>& out_specs,
-                   const std::vector<std::shared_ptr<RefState>>& scratch) {
-    Kernel k;
-    k.name_ = options_.name;
-    k.point_ = point;
-    k.grid_ = grid_;
-    k.hidden_axes_ = hidden_axes_;
-    for (size_t i = 0; i < ins.size(); ++i) {
-      k.in_.push_back(Ref(ins[i], block_at(*ins[i], in_specs[i], point), ins[i]->name));
-    }
-    for (size_t i = 0; i < outs.size(); ++i) {
-      Index block = block_at(*outs[i], out_specs[i], point);
-      check_race(*outs[i], block, point);
-      k.out_.push_back(Ref(outs[i], std::move(block), outs[i]->name));
-    }
-    for (const auto& s : scratch) {
-      k.scratch_.push_back(Ref(s, Index(static_cast<size_t>(s->rank()), 0), s->name));
-    }
-    return k;
-  }
-
-  const CallOptions& options() const { return options_; }
-
- private:
-  Index grid_;
-  const CallOptions& options_;
-  size_t hidden_axes_;
-  CallSite site_;
-  std::vector<GridAxis> semantics_;
-  std::vector<size_t> parallel_axes_;
-};
+}  // namespace
 
 namespace detail {
 namespace {
@@ -365,17 +158,20 @@ std::vector<Array> run_kernel(const RegisteredKernel& kernel, std::span<const Ar
     run.refuse(fmt::format("{} out_specs for {} outputs", kernel.out_specs.size(),
                            kernel.out_types.size()));
   }
+  // The compiled path reads the inputs' and writes the results' device memory: only the
+  // interpreter keeps host copies.
+  const bool interpret = !dry_run && interpreted(kernel.options);
   std::vector<std::shared_ptr<RefState>> ins;
   for (size_t i = 0; i < kernel.in_types.size(); ++i) {
     auto state =
         run.buffer(fmt::format("input {}", i), kernel.in_types[i], kernel.in_specs[i], false);
-    if (!dry_run) state->bytes = inputs[i].to_host().bytes;
+    if (interpret) state->bytes = inputs[i].to_host().bytes;
     ins.push_back(std::move(state));
   }
   std::vector<std::shared_ptr<RefState>> outs;
   for (size_t i = 0; i < kernel.out_types.size(); ++i) {
     outs.push_back(run.buffer(fmt::format("output {}", i), kernel.out_types[i], kernel.out_specs[i],
-                              !dry_run));
+                              interpret));
     outs.back()->is_output = true;
   }
   std::vector<std::shared_ptr<RefState>> scratch;
@@ -388,7 +184,7 @@ std::vector<Array> run_kernel(const RegisteredKernel& kernel, std::span<const Ar
     scratch.push_back(
         run.buffer(fmt::format("scratch {}", i), type,
                    BlockSpec(whole, [rank = whole.size()](const Index&) { return Index(rank, 0); }),
-                   !dry_run));
+                   interpret));
   }
   if (scratch_bytes > kernel.options.scratch_limit_bytes) {
     run.refuse(fmt::format("scratch of {} bytes, more than the limit of {} bytes", scratch_bytes,
@@ -396,6 +192,7 @@ std::vector<Array> run_kernel(const RegisteredKernel& kernel, std::span<const Ar
                "use smaller blocks, or raise CallOptions::scratch_limit_bytes");
   }
   if (semantics) *semantics = run.semantics();
+  if (!dry_run && !interpret) return run_compiled(kernel, run, ins, outs, scratch, inputs, site);
   const auto hidden = static_cast<std::ptrdiff_t>(kernel.hidden_axes);
   Index example;  // the hidden (batch) coordinates of the point before
   run.for_each_point([&](const Index& point) {
@@ -426,6 +223,13 @@ std::vector<Array> run_kernel(const RegisteredKernel& kernel, std::span<const Ar
 }
 
 }  // namespace
+
+ForcedMode::ForcedMode(std::optional<bool> interpret) : previous_(forced_mode.load()) {
+  forced_mode.store(interpret ? (*interpret ? 1 : 0) : -1);
+}
+ForcedMode::~ForcedMode() {
+  forced_mode.store(previous_);
+}
 
 void check_kernel(RegisteredKernel& kernel, CallSite site) {
   run_kernel(kernel, {}, site, /*dry_run=*/true, &kernel.options.semantics);

@@ -5,6 +5,7 @@ Usage: test_cli.py PATH_TO_KILN
 """
 import hashlib
 import json
+import re
 import os
 import glob
 import shutil
@@ -124,6 +125,18 @@ class Cli(unittest.TestCase):
         self.assertEqual(result.returncode, 1)
         self.assertIn("KILN_KERNELS='bogus'", result.stderr)
 
+    def test_kernel_mode_setting_and_checks_in_each_mode(self):
+        result = run("kernels", "check", "softmax", env={"KILN_PALLAS": "bogus"}, check=False)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("KILN_PALLAS='bogus' is not a kernel mode", result.stderr)
+        both = run("kernels", "check", "softmax").stdout
+        compiled = run("kernels", "check", "softmax", "--mode", "compiled").stdout
+        self.assertRegex(both, r"softmax +compiled .* ok")
+        self.assertRegex(both, r"softmax +interpret .* ok")
+        self.assertNotIn(" interpret ", compiled)
+        count = lambda text: int(re.search(r"(\d+) case\(s\), 0 failed", text).group(1))
+        self.assertEqual(count(both), 2 * count(compiled))
+
     def test_privacy_epsilon_from_rate_or_batch_and_bad_settings_by_name(self):
         # dp-accounting 0.6.0 gives 1.71177 at order 9.6 for these (docs/privacy.md).
         out = run("privacy", "epsilon", "-q", "0.01", "--sigma", "1.1", "--steps", "1000").stdout
@@ -174,10 +187,14 @@ class Cli(unittest.TestCase):
     def test_kernels_bench_measures_on_the_cpu_and_refuses_what_it_cannot_run_on(self):
         result = run("kernels", "bench", "layer_norm", "--quick", "--repeats", "2")
         self.assertIn("# device: cpu,", result.stdout)
-        self.assertIn("interpret mode", result.stdout)
+        self.assertIn("the kernel compiled, both sides jitted", result.stdout)
         self.assertRegex(result.stdout, r"kernel +[0-9.]+ ms")
-        self.assertRegex(result.stdout, r"unfused program \(eager ops\) +[0-9.]+ ms")
+        self.assertRegex(result.stdout, r"unfused program \(jit\) +[0-9.]+ ms")
         self.assertIn("unfused / kernel per pair:", result.stdout)
+        interpreted = run("kernels", "bench", "layer_norm", "--quick", "--repeats", "1",
+                          "--mode", "interpret")
+        self.assertIn("the kernel in interpret mode, both sides eager", interpreted.stdout)
+        self.assertRegex(interpreted.stdout, r"unfused program \(eager ops\) +[0-9.]+ ms")
         # No estimate for a device the kernel did not run on: a refusal, exit 2, no figure.
         refused = run("kernels", "bench", "layer_norm", "--device", "cuda", check=False)
         self.assertEqual(refused.returncode, 2)

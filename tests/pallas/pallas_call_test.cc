@@ -1,7 +1,8 @@
-// pallas::call in interpret mode (kiln/pallas.h): the order of the grid's points, ragged
-// blocks (masked loads with their fill, masked stores), accumulation over an arbitrary axis
-// in an output block and in scratch, the race check on parallel axes, and every bad input
-// refused by name; the shipped kernels beside kiln's own ops.
+// pallas::call (kiln/pallas.h): in interpret mode, the order of the grid's points and ragged
+// blocks (masked loads with their fill, masked stores) as the body sees them; in the
+// default (compiled) mode, accumulation over an arbitrary axis in an output block and in
+// scratch, the race check on parallel axes, and every bad input refused by name; the
+// shipped kernels beside kiln's own ops. Compiled against interpreted: pallas_compiled_test.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -17,6 +18,7 @@
 #include "kiln/pallas.h"
 #include "kiln/random.h"
 #include "kiln/tracing.h"
+#include "pallas/kernel_call.h"
 #include "pallas/plain_attention.h"
 #include "support/arrays.h"
 #include "support/errors.h"
@@ -41,6 +43,7 @@ std::vector<double> values(const Array& x) {
 }
 
 TEST(PallasCall, RaggedBlocksLoadTheirFillAndStoreOnlyInside) {
+  detail::ForcedMode interpret(true);  // the body reads its blocks on the host
   Array x = iota_f32(10, 3);
   std::vector<Dims> extents;
   std::vector<double> last_block;
@@ -60,6 +63,7 @@ TEST(PallasCall, RaggedBlocksLoadTheirFillAndStoreOnlyInside) {
 }
 
 TEST(PallasCall, PointsRunInRowMajorOrderAndAReductionAccumulates) {
+  detail::ForcedMode interpret(true);  // the body runs at every point, in order
   std::vector<Index> order;
   // Column sums of a 6 x 4 array: grid (column blocks, row blocks), the row axis last.
   Array x = iota_f32(6, 4);

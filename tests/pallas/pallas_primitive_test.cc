@@ -20,6 +20,7 @@
 #include "kiln/random.h"
 #include "kiln/tracing.h"
 #include "kiln/vmap.h"
+#include "pallas/kernel_call.h"
 #include "pallas/plain_attention.h"
 #include "support/arrays.h"
 #include "support/errors.h"
@@ -133,11 +134,16 @@ TEST(PallasPrimitive, SqueezedBlockDimensionsAreLeftOutOfTheBlockTheBodySees) {
     k.out(0).store(block * 2.0);
   };
   BlockSpec spec({kSqueezed, 2, -1}, [](const Index& g) { return Index{g[0], g[1], 0}; });
-  Array y = call(body, {x.aval()}, {3, 2}, {spec}, {spec}, {x},
-                 {.name = "double", .semantics = {GridAxis::kParallel, GridAxis::kParallel}})[0];
+  CallOptions options{.name = "double", .semantics = {GridAxis::kParallel, GridAxis::kParallel}};
+  Array y = call(body, {x.aval()}, {3, 2}, {spec}, {spec}, {x}, options)[0];
   EXPECT_TRUE(same_bits(y, x * 2.0));
-  EXPECT_EQ(seen.size(), 6u);
+  // Compiled: the six points read their blocks alike, so one trace serves them all.
+  EXPECT_EQ(seen.size(), 1u);
   EXPECT_EQ(seen[0], Shape({2, 5}));
+  options.interpret = true;
+  y = call(body, {x.aval()}, {3, 2}, {spec}, {spec}, {x}, options)[0];
+  EXPECT_TRUE(same_bits(y, x * 2.0));
+  EXPECT_EQ(seen.size(), 7u);
   auto wrong = [](const Kernel& k) { k.out(0).store(zeros(Shape({1, 2, 5}))); };
   EXPECT_TRUE(fails_with(
       [&] {
@@ -184,8 +190,16 @@ TEST(PallasPrimitive, ATracedCallChecksItsLabelsWhenItRuns) {
   auto loss = [](const Array& z, const Array& labels) {
     return pallas::softmax_cross_entropy(z, labels, 2);
   };
+  // Compiled, the gather of the labels refuses it as the program runs.
   EXPECT_TRUE(fails_with([&] { (void)jit(loss)(logits, bad).block_until_ready(); },
-                         {"the label of row 2 is 7, outside [0, 7)"}));
+                         {"pallas kernel 'softmax_cross_entropy' at grid point (1)",
+                          "index 7 at indices[0] is out of range for axis 0 of size 7"}));
+  {
+    // Interpreted, the body reads the labels and names the row.
+    detail::ForcedMode interpret(true);
+    EXPECT_TRUE(fails_with([&] { (void)jit(loss)(logits, bad).block_until_ready(); },
+                           {"the label of row 2 is 7, outside [0, 7)"}));
+  }
   Array good = from_host<int32_t>({1, 2, 6, 0, 3}, Shape({5}));
   EXPECT_TRUE(same_bits(jit(loss)(logits, good), loss(logits, good)));
 }

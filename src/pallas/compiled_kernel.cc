@@ -1,0 +1,518 @@
+// pallas::call's compiled mode (compiled_kernel.h): variants traced on the calling thread,
+// one pass over the grid; then the grid's parallel points over the compute pool.
+#include "pallas/compiled_kernel.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "base/compute_pool.h"
+#include "jit/executable.h"
+#include "kiln/ops.h"
+#include "kiln/tracing.h"
+#include "runtime/cpu_device.h"
+#include "runtime/device_array.h"
+
+namespace kiln::pallas {
+
+// ----- tracing ------------------------------------------------------------------------------
+
+KernelTrace::KernelTrace(std::span<const Array> blocks)
+    : blocks_(blocks.begin(), blocks.end()),
+      current_(blocks.size()),
+      loaded_(blocks.size(), false) {}
+
+Array KernelTrace::load(const RefState& state, const Index& block, double fill) {
+  const size_t slot = state.slot;
+  if (!current_[slot].defined()) {
+    current_[slot] = blocks_[slot];
+    loaded_[slot] = true;
+  }
+  const Array& value = current_[slot];
+  if (state.is_scratch) return value;
+  // A ragged block: the elements past the array's edge read as `fill`, whatever the buffer
+  // holds there (a store earlier in the body, or at an earlier point, wrote them too).
+  Index extent;
+  Dims visible;
+  for (int64_t d = 0; d < state.rank(); ++d) {
+    if (state.squeezed[static_cast<size_t>(d)]) continue;
+    extent.push_back(state.valid(block, d));
+    visible.push_back(state.block[static_cast<size_t>(d)]);
+  }
+  ask_valid_extent(state, extent);
+  Array inside;
+  for (size_t d = 0; d < extent.size(); ++d) {
+    if (extent[d] == visible[d]) continue;
+    Array along =
+        iota(Shape(visible), DType::i32, static_cast<int64_t>(d)) < static_cast<double>(extent[d]);
+    inside = inside.defined() ? bitwise_and(inside, along) : along;
+  }
+  if (!inside.defined()) return value;
+  return where(inside, value, full(Shape(visible), fill, value.dtype()));
+}
+
+void KernelTrace::store(const RefState& state, const Array& value, const std::string& name) {
+  if (!state.is_output && !state.is_scratch) {
+    fail(kUnknownSite,
+         fmt::format("{} is stored into; a compiled kernel's inputs are read-only", name),
+         "store into an output or a scratch buffer");
+  }
+  if (!value.defined() || value.shape() != state.visible_block()) {
+    fail(kUnknownSite,
+         fmt::format("{} stores {} into a block of shape {}", name,
+                     value.defined() ? value.aval().to_string() : "an empty Array",
+                     state.visible_block().to_string()),
+         "a store writes the whole block (ragged edges are left out for you)");
+  }
+  const size_t slot = state.slot;
+  current_[slot] = astype(value, state.aval.dtype);
+  if (std::find(stored_.begin(), stored_.end(), slot) == stored_.end()) stored_.push_back(slot);
+}
+
+void KernelTrace::ask_program_id(size_t axis, int64_t answer) {
+  Query query{Query::Kind::kProgramId, axis, Index{answer}};
+  if (std::find(queries_.begin(), queries_.end(), query) == queries_.end()) {
+    queries_.push_back(std::move(query));
+  }
+}
+
+void KernelTrace::ask_valid_extent(const RefState& state, const Index& extent) {
+  Query query{Query::Kind::kValidExtent, state.slot, extent};
+  if (std::find(queries_.begin(), queries_.end(), query) == queries_.end()) {
+    queries_.push_back(std::move(query));
+  }
+}
+
+std::vector<Array> KernelTrace::results() const {
+  std::vector<Array> results;
+  for (size_t slot : stored_) results.push_back(current_[slot]);
+  return results;
+}
+
+// ----- the plan: the variants, and which one each grid point runs --------------------------
+
+namespace detail {
+
+struct Variant {
+  std::vector<KernelTrace::Query> queries;
+  std::vector<bool> loaded;                                    // per slot
+  std::vector<size_t> stored;                                  // the program's outputs, by slot
+  std::vector<bool> writes;                                    // per slot: among `stored`
+  std::shared_ptr<const kiln::detail::Executable> executable;  // null: stores nothing
+};
+
+struct CompiledPlan {
+  std::vector<Variant> variants;
+  std::vector<uint32_t> variant_of_point;  // row-major over the grid
+  int64_t programs_compiled = 0;           // distinct programs among the variants
+};
+
+}  // namespace detail
+
+namespace {
+
+using detail::CompiledPlan;
+using detail::Variant;
+
+// The call's buffers in slot order, and the block each slot sees at a point.
+struct Slots {
+  std::vector<RefState*> states;
+  std::vector<const BlockSpec*> specs;  // null for scratch
+
+  Index block_at(KernelRun& run, size_t slot, const Index& point) const {
+    if (specs[slot] == nullptr) return Index(static_cast<size_t>(states[slot]->rank()), 0);
+    return run.block_at(*states[slot], *specs[slot], point);
+  }
+};
+
+// The answer a point gives to a query a variant's trace asked.
+Index answer_at(KernelRun& run, const Slots& slots, const KernelTrace::Query& query,
+                const Index& point, size_t hidden_axes) {
+  if (query.kind == KernelTrace::Query::Kind::kProgramId) {
+    return Index{point[hidden_axes + query.which]};
+  }
+  const RefState& state = *slots.states[query.which];
+  Index block = slots.block_at(run, query.which, point);
+  Index extent;
+  for (int64_t d = 0; d < state.rank(); ++d) {
+    if (!state.squeezed[static_cast<size_t>(d)]) extent.push_back(state.valid(block, d));
+  }
+  return extent;
+}
+
+// A program's identity for sharing one compilation: its text, and the values of its
+// constants that the text does not show (arrays; scalars print inline).
+std::string program_key(const TracedProgram& traced) {
+  std::string key = traced.to_string();
+  for (const Array& constant : traced.program->constant_values) {
+    if (constant.rank() == 0) continue;
+    HostArray host = constant.to_host();
+    key.append(reinterpret_cast<const char*>(host.bytes.data()), host.bytes.size());
+  }
+  return key;
+}
+
+// Walks the grid once on this thread: each point gets the first variant whose queries it
+// answers as the trace did, or a new trace. Every spec and index is checked on the way, as
+// the interpreter checks them.
+std::shared_ptr<const CompiledPlan> make_plan(const detail::RegisteredKernel& kernel,
+                                              KernelRun& run, const Slots& slots,
+                                              const std::vector<std::shared_ptr<RefState>>& ins,
+                                              const std::vector<std::shared_ptr<RefState>>& outs,
+                                              const std::vector<std::shared_ptr<RefState>>& scratch,
+                                              CallSite site) {
+  auto plan = std::make_shared<CompiledPlan>();
+  std::vector<AbstractValue> block_types;
+  for (const RefState* state : slots.states) {
+    block_types.emplace_back(state->visible_block(), state->aval.dtype);
+  }
+  std::map<std::string, std::shared_ptr<const kiln::detail::Executable>> compiled;
+  run.for_each_point([&](const Index& point) {
+    for (size_t v = 0; v < plan->variants.size(); ++v) {
+      const Variant& variant = plan->variants[v];
+      bool same = true;
+      for (const KernelTrace::Query& query : variant.queries) {
+        if (answer_at(run, slots, query, point, kernel.hidden_axes) != query.answer) {
+          same = false;
+          break;
+        }
+      }
+      if (same) {
+        // The checks the interpreter makes at every point (index maps, races).
+        run.kernel_at(point, ins, kernel.in_specs, outs, kernel.out_specs, scratch);
+        plan->variant_of_point.push_back(static_cast<uint32_t>(v));
+        return;
+      }
+    }
+    Variant variant;
+    kiln::detail::FlatFunction body = [&](std::span<const Array> blocks) {
+      KernelTrace trace(blocks);
+      for (RefState* state : slots.states) state->trace = &trace;
+      Kernel k =
+          run.kernel_at(point, ins, kernel.in_specs, outs, kernel.out_specs, scratch, &trace);
+      try {
+        kernel.body(k);
+      } catch (const Error& error) {
+        fail(site,
+             fmt::format("pallas kernel '{}' at grid point {}: {}", kernel.options.name,
+                         index_text(point), error.message()),
+             error.message().find("traced value") != std::string::npos
+                 ? "a compiled body computes on its blocks with kiln ops and cannot read their "
+                   "values on the host: compute with them, or set CallOptions::interpret"
+                 : error.hint());
+      }
+      for (RefState* state : slots.states) state->trace = nullptr;
+      variant.queries = trace.queries();
+      variant.loaded = trace.loaded();
+      variant.stored = trace.stored();
+      variant.writes.assign(slots.states.size(), false);
+      for (size_t slot : variant.stored) variant.writes[slot] = true;
+      return trace.results();
+    };
+    TracedProgram traced = kiln::detail::trace_flat(body, block_types, site);
+    if (!variant.stored.empty()) {
+      auto [it, added] = compiled.try_emplace(program_key(traced));
+      if (added) {
+        kiln::detail::CompileOptions options;
+        options.name = fmt::format("pallas_{}", kernel.options.name);
+        it->second = kiln::detail::Executable::compile(
+            *traced.program, std::vector<bool>(traced.program->inputs.size(), false), options);
+        ++plan->programs_compiled;
+      }
+      variant.executable = it->second;
+    }
+    plan->variant_of_point.push_back(static_cast<uint32_t>(plan->variants.size()));
+    plan->variants.push_back(std::move(variant));
+  });
+  return plan;
+}
+
+// Where a block lies in its array when it is one run of memory: every dimension before the
+// first one the block spans more than one element of is a single index, every one after it
+// spans the whole array. Such a block, not ragged, is read and written in place.
+bool contiguous_blocking(const RefState& state) {
+  int64_t d = 0;
+  while (d < state.rank() && state.block[static_cast<size_t>(d)] == 1) ++d;
+  for (int64_t e = d + 1; e < state.rank(); ++e) {
+    if (state.block[static_cast<size_t>(e)] != state.aval.shape[e]) return false;
+  }
+  return true;
+}
+
+// One worker's buffers: a block per slot, where it sits, and a second buffer per slot for
+// the program to write a stored block into (the two are swapped after the run). Kept from
+// unit to unit (allocating them per unit faulted their pages in again every time).
+class BlockBuffers {
+ public:
+  explicit BlockBuffers(const Slots& slots) : slots_(slots) {
+    for (const RefState* state : slots.states) {
+      auto bytes =
+          static_cast<size_t>(state->visible_block().num_elements()) * state->element_size();
+      current_.emplace_back(bytes, std::byte{0});
+      next_.emplace_back(bytes, std::byte{0});
+      in_place_.push_back(!state->is_scratch && contiguous_blocking(*state));
+    }
+    at_.resize(slots.states.size());
+    dirty_.assign(slots.states.size(), false);
+  }
+
+  // A unit starts with no block in its buffers and zeroed scratch.
+  void begin_unit() {
+    for (size_t slot = 0; slot < current_.size(); ++slot) {
+      at_[slot].clear();
+      if (slots_.states[slot]->is_scratch) {
+        std::fill(current_[slot].begin(), current_[slot].end(), std::byte{0});
+      }
+    }
+  }
+
+  struct Place {
+    const std::byte* read = nullptr;  // the program's input
+    std::byte* write = nullptr;       // its output, when it stores the block
+    bool in_place = false;            // `write` is the array's own memory
+  };
+
+  // Puts `block` of `slot` where the program reads and writes it. A block of one run of
+  // memory, whole, is read in place, and written in place when the body does not read it
+  // (a store writes the whole block); any other is gathered into the buffer, elements past
+  // the edge zeroed, an output's block there before written back first.
+  Place place(size_t slot, const Index& block, bool read, bool written) {
+    RefState& state = *slots_.states[slot];
+    Place place;
+    if (state.is_scratch) {
+      place.read = current_[slot].data();
+      place.write = next_[slot].data();
+      return place;
+    }
+    const std::optional<size_t> offset =
+        in_place_[slot] ? whole_block_offset(state, block) : std::nullopt;
+    if (offset && !state.is_output) {
+      place.read = state.data + *offset;
+      return place;
+    }
+    if (offset && !read) {
+      if (dirty_[slot]) write_back(slot);
+      at_[slot].clear();
+      place.write = state.data + *offset;
+      place.in_place = true;
+      return place;
+    }
+    if (at_[slot] != block) {
+      if (dirty_[slot]) write_back(slot);
+      at_[slot] = block;
+      if (read) gather(slot, block);
+    }
+    place.read = current_[slot].data();
+    if (written) place.write = next_[slot].data();
+    return place;
+  }
+
+  // The program wrote `slot`'s new block where place() said.
+  void stored(size_t slot, const Place& place) {
+    if (place.in_place) return;
+    std::swap(current_[slot], next_[slot]);
+    if (slots_.states[slot]->is_output) dirty_[slot] = true;
+  }
+
+  void finish() {
+    for (size_t slot = 0; slot < current_.size(); ++slot) {
+      if (dirty_[slot]) write_back(slot);
+    }
+  }
+
+ private:
+  // The byte offset of `block` in its array, if it lies wholly inside it.
+  static std::optional<size_t> whole_block_offset(const RefState& state, const Index& block) {
+    Dims strides = state.aval.shape.strides();
+    int64_t offset = 0;
+    for (int64_t d = 0; d < state.rank(); ++d) {
+      const auto u = static_cast<size_t>(d);
+      if (state.valid(block, d) != state.block[u]) return std::nullopt;
+      offset += block[u] * state.block[u] * strides[u];
+    }
+    return static_cast<size_t>(offset) * state.element_size();
+  }
+
+  void gather(size_t slot, const Index& block) {
+    RefState& state = *slots_.states[slot];
+    std::vector<std::byte>& buffer = current_[slot];
+    const size_t size = state.element_size();
+    if (!whole_block_offset(state, block)) std::fill(buffer.begin(), buffer.end(), std::byte{0});
+    state.for_each_run(block, [&](size_t at, size_t into, size_t count) {
+      std::memcpy(buffer.data() + into * size, state.data + at * size, count * size);
+    });
+  }
+
+  void write_back(size_t slot) {
+    RefState& state = *slots_.states[slot];
+    const size_t size = state.element_size();
+    const std::vector<std::byte>& buffer = current_[slot];
+    state.for_each_run(at_[slot], [&](size_t at, size_t from, size_t count) {
+      std::memcpy(state.data + at * size, buffer.data() + from * size, count * size);
+    });
+    dirty_[slot] = false;
+  }
+
+  const Slots& slots_;
+  std::vector<std::vector<std::byte>> current_;
+  std::vector<std::vector<std::byte>> next_;
+  std::vector<bool> in_place_;
+  std::vector<Index> at_;  // empty: no block in the buffer
+  std::vector<bool> dirty_;
+};
+
+// What a worker keeps between the units it runs.
+struct Worker {
+  explicit Worker(const Slots& slots) : buffers(slots) {}
+  ComputePool serial{1};  // the block programs run on this worker alone
+  BlockBuffers buffers;
+  std::vector<std::byte> arena;
+  std::vector<const std::byte*> inputs;
+  std::vector<std::byte*> outputs;
+  std::vector<BlockBuffers::Place> places;
+};
+
+// Workers for the units, made as needed (at most one per pool thread is ever in use).
+class Workers {
+ public:
+  explicit Workers(const Slots& slots) : slots_(slots) {}
+  std::unique_ptr<Worker> take() {
+    std::lock_guard lock(mutex_);
+    if (free_.empty()) return std::make_unique<Worker>(slots_);
+    std::unique_ptr<Worker> worker = std::move(free_.back());
+    free_.pop_back();
+    return worker;
+  }
+  void give_back(std::unique_ptr<Worker> worker) {
+    std::lock_guard lock(mutex_);
+    free_.push_back(std::move(worker));
+  }
+
+ private:
+  const Slots& slots_;
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Worker>> free_;
+};
+
+}  // namespace
+
+std::vector<Array> run_compiled(const detail::RegisteredKernel& kernel, KernelRun& run,
+                                const std::vector<std::shared_ptr<RefState>>& ins,
+                                const std::vector<std::shared_ptr<RefState>>& outs,
+                                const std::vector<std::shared_ptr<RefState>>& scratch,
+                                std::span<const Array> inputs, CallSite site) {
+  // The inputs' memory, read in place; the results' new buffers on the inputs' device,
+  // zeroed (outputs start as zeros).
+  TargetDevice target = target_of(inputs, site, "pallas_call");
+  CpuDevice& device = target.device != nullptr ? *target.device : cpu_device(default_device());
+  for (size_t i = 0; i < ins.size(); ++i) {
+    const DeviceArray& array = concrete(inputs[i], site, "pallas_call");
+    wait_ready(array, site);
+    ins[i]->data = static_cast<std::byte*>(array.buffer()->data());
+  }
+  std::vector<std::shared_ptr<Buffer>> results;
+  for (const auto& out : outs) {
+    const auto bytes = static_cast<size_t>(out->aval.size_bytes());
+    results.push_back(device.allocator().allocate(bytes));
+    out->data = static_cast<std::byte*>(results.back()->data());
+    if (bytes > 0) std::memset(out->data, 0, bytes);
+  }
+  Slots slots;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    slots.states.push_back(ins[i].get());
+    slots.specs.push_back(&kernel.in_specs[i]);
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    slots.states.push_back(outs[i].get());
+    slots.specs.push_back(&kernel.out_specs[i]);
+  }
+  for (const auto& buffer : scratch) {
+    buffer->is_scratch = true;
+    slots.states.push_back(buffer.get());
+    slots.specs.push_back(nullptr);
+  }
+  for (size_t slot = 0; slot < slots.states.size(); ++slot) slots.states[slot]->slot = slot;
+
+  std::shared_ptr<const CompiledPlan> plan;
+  if (kernel.compiled) {
+    std::lock_guard lock(kernel.compiled->mutex);
+    if (!kernel.compiled->plan) {
+      kernel.compiled->plan = make_plan(kernel, run, slots, ins, outs, scratch, site);
+    }
+    plan = kernel.compiled->plan;
+  } else {
+    plan = make_plan(kernel, run, slots, ins, outs, scratch, site);
+  }
+
+  // The leading parallel axes make the units of work; each runs the in-order axes after
+  // them in order. A unit's points are consecutive in row-major order.
+  const Index& grid = run.grid();
+  const std::vector<GridAxis>& semantics = run.semantics();
+  int64_t units = 1, points_per_unit = 1;
+  for (size_t a = 0; a < grid.size(); ++a) {
+    (semantics[a] == GridAxis::kParallel ? units : points_per_unit) *= grid[a];
+  }
+  Workers workers(slots);
+  compute_pool().parallel_for(units, [&](int64_t unit) {
+    std::unique_ptr<Worker> worker = workers.take();
+    BlockBuffers& buffers = worker->buffers;
+    buffers.begin_unit();
+    Index point(grid.size(), 0);
+    int64_t rest = unit * points_per_unit;
+    for (size_t a = grid.size(); a-- > 0;) {
+      point[a] = rest % grid[a];
+      rest /= grid[a];
+    }
+    for (int64_t p = 0; p < points_per_unit; ++p) {
+      const int64_t flat = unit * points_per_unit + p;
+      const Variant& variant = plan->variants[plan->variant_of_point[static_cast<size_t>(flat)]];
+      if (variant.executable) {
+        worker->inputs.assign(slots.states.size(), nullptr);
+        worker->places.assign(slots.states.size(), {});
+        for (size_t slot = 0; slot < slots.states.size(); ++slot) {
+          const bool read = variant.loaded[slot];
+          const bool written = variant.writes[slot];
+          if (!read && !written) continue;
+          worker->places[slot] =
+              buffers.place(slot, slots.block_at(run, slot, point), read, written);
+          worker->inputs[slot] = worker->places[slot].read;
+        }
+        worker->outputs.clear();
+        for (size_t slot : variant.stored) worker->outputs.push_back(worker->places[slot].write);
+        try {
+          variant.executable->execute_into(worker->inputs, worker->outputs, worker->serial,
+                                           &worker->arena);
+        } catch (const Error& error) {
+          fail(site,
+               fmt::format("pallas kernel '{}' at grid point {}: {}", kernel.options.name,
+                           index_text(point), error.message()),
+               error.hint());
+        }
+        for (size_t slot : variant.stored) buffers.stored(slot, worker->places[slot]);
+      }
+      for (size_t a = grid.size(); a-- > 0;) {
+        if (++point[a] < grid[a]) break;
+        point[a] = 0;
+      }
+    }
+    buffers.finish();
+    workers.give_back(std::move(worker));
+  });
+
+  std::vector<Array> arrays;
+  for (size_t j = 0; j < outs.size(); ++j) {
+    arrays.push_back(Array(std::make_shared<DeviceArray>(
+        outs[j]->aval, &device, std::move(results[j]), Completion::done(), target.committed)));
+  }
+  return arrays;
+}
+
+}  // namespace kiln::pallas
