@@ -7,6 +7,7 @@
 //   build/release/bench/gpt2_step_bench                       # GPT-2 124M, B = 4, T = 64
 //   build/release/bench/gpt2_step_bench --context 256 --rounds 3
 //   build/release/bench/gpt2_step_bench --context 256 --remat blocks   (less memory)
+//   build/release/bench/gpt2_step_bench --context 1024 --attention flash  (no [T, T] matrix)
 //   build/release/bench/gpt2_step_bench --compare-tuned   (against a hand-tuned variant)
 //   build/release/bench/gpt2_step_bench --layers 4 --heads 4 --channels 256 --vocab 256
 //       --padded-vocab 256 --max-context 256                  (examples/gpt2_small.toml's model)
@@ -268,6 +269,11 @@ int main(int argc, char** argv) {
                  "(nn::Gpt2Remat)")
       ->check(CLI::IsMember({"none", "blocks", "blocks_save_dots"}))
       ->capture_default_str();
+  std::string attention = "plain";
+  app.add_option("--attention", attention,
+                 "the blocks' attention: plain ([T, T] logits) or flash (pallas::flash_attention)")
+      ->check(CLI::IsMember({"plain", "flash"}))
+      ->capture_default_str();
   app.add_option("--batch", batch, "B")->capture_default_str();
   app.add_option("--context", length, "T, tokens per sequence")->capture_default_str();
   app.add_option("--rounds", rounds, "rounds of (steps, limit)")->capture_default_str();
@@ -293,6 +299,8 @@ int main(int argc, char** argv) {
   config.remat = remat == "blocks"             ? nn::Gpt2Remat::kBlocks
                  : remat == "blocks_save_dots" ? nn::Gpt2Remat::kBlocksSaveDots
                                                : nn::Gpt2Remat::kNone;
+  config.attention = attention == "flash" ? nn::AttentionImplementation::kFlash
+                                          : nn::AttentionImplementation::kPlain;
 
   Device* device = &default_device();
   fmt::print("{}, B = {}, T = {}, {} compute threads\n", config.to_string(), batch, length,

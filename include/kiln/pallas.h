@@ -31,12 +31,13 @@
 //
 // Inside jit, grad, vmap or make_program a call is a primitive of the program,
 // `pallas_call[name=..., id=...]` (the body, grid and specs registered under the id in this
-// process): it prints and parses back as program text, runs under jit (the program is then
-// run equation by equation, the kernel's own variants compiled once), and batches under vmap as the
-// same kernel over one more, leading, parallel grid axis that the body does not see (program_id(0)
-// is still its own first axis; each example's scratch starts as zeros). A kernel has no derivative
-// of its own: wrap it in custom_vjp with its backward kernel, as Pallas kernels are in JAX. Every
-// spec and index is checked when the call is made.
+// process): it prints and parses back as program text, runs under jit (compiled, its
+// variants traced where the call is traced and the kernel one step of the compiled program;
+// in interpret mode the program runs equation by equation), and batches under vmap as the
+// same kernel over one more, leading, parallel grid axis that the body does not see
+// (program_id(0) is still its own first axis; each example's scratch starts as zeros). A kernel has
+// no derivative of its own: wrap it in custom_vjp with its backward kernel, as Pallas kernels are
+// in JAX. Every spec and index is checked when the call is made.
 #pragma once
 
 #include <cstdint>

@@ -18,6 +18,7 @@
 
 #include "base/compute_pool.h"
 #include "kiln/array_functions.h"
+#include "kiln/device.h"
 #include "kiln/grad.h"
 #include "kiln/jit.h"
 #include "kiln/nn/functional.h"
@@ -142,22 +143,30 @@ Workload workload(const std::string& name, bool quick) {
     int64_t heads = quick ? 2 : 12, t = quick ? 128 : 1024, d = 64;
     Array q = normal(15, {heads, t, d}), k = normal(16, {heads, t, d}),
           v = normal(17, {heads, t, d}), d_out = normal(18, {heads, t, d});
-    w.inputs = fmt::format("f32 {} heads x T {} x D {}, causal, blocks 64x64", heads, t, d);
+    w.inputs =
+        fmt::format("f32 {} heads x T {} x D {}, causal, blocks 64x64; forward and backward (grad)",
+                    heads, t, d);
     w.bytes = 7.0 * 4 * static_cast<double>(heads * t * d);
-    // The forward pass again (2 products), then dV, dP, dK and dQ (4 more): 6 causal products.
+    // The forward (2 products), then dV, dP, dK and dQ (4 more): 6 causal products, the
+    // least a forward and backward pass multiplies.
     w.flops = 6.0 * 2 * static_cast<double>(heads * t * t * d) / 2;
     w.args = {q, k, v, d_out};
-    w.kernel = [](const std::vector<Array>& in) {
-      pallas::AttentionGrads g = pallas::flash_attention_grad(in[0], in[1], in[2], in[3], true);
-      return concatenate({g.dq, g.dk, g.dv}, 0);
-    };
-    w.unfused = [](const std::vector<Array>& in) {
-      auto objective = [&](const Array& qq, const Array& kk, const Array& vv) {
-        return sum(causal_attention(qq, kk, vv) * in[3]);
+    // Forward and backward, as training runs them: the gradients of sum(attention * d_out),
+    // through the kernel's custom_vjp (the forward kernel, then the backward kernels from
+    // its saved output and logsumexp) and through autodiff of the unfused program.
+    auto gradients = [](Array (*attention)(const Array&, const Array&, const Array&)) {
+      return [attention](const std::vector<Array>& in) {
+        auto objective = [&](const Array& qq, const Array& kk, const Array& vv) {
+          return sum(attention(qq, kk, vv) * in[3]);
+        };
+        auto [dq, dk, dv] = grad<0, 1, 2>(objective)(in[0], in[1], in[2]);
+        return concatenate({dq, dk, dv}, 0);
       };
-      auto [dq, dk, dv] = grad<0, 1, 2>(objective)(in[0], in[1], in[2]);
-      return concatenate({dq, dk, dv}, 0);
     };
+    w.kernel = gradients([](const Array& qq, const Array& kk, const Array& vv) {
+      return pallas::flash_attention(qq, kk, vv, true);
+    });
+    w.unfused = gradients(causal_attention);
   } else {
     fail(kUnknownSite, fmt::format("kiln kernels bench: no workload for the kernel '{}'", name),
          "every kernel of kiln kernels list needs one in src/cli/kernels_bench.cc");
@@ -209,6 +218,17 @@ int run_kernel_bench(const KernelBenchOptions& options) {
     unfused = [&w] { return w.unfused(w.args); };
   }
   profile::Alternation times = profile::alternate(kernel, unfused, alternation);
+  // The allocator's peak over one more call of each, above what was live before it (the
+  // result included): arrays, jit arenas and a compiled kernel's block buffers.
+  auto peak_bytes = [](const std::function<Array()>& f) {
+    Device& device = default_device();
+    device.synchronize();
+    const int64_t before = device.memory_stats().live_bytes;
+    device.reset_peak_memory();
+    f().block_until_ready();
+    return device.memory_stats().peak_bytes - before;
+  };
+  const int64_t kernel_peak = peak_bytes(kernel), unfused_peak = peak_bytes(unfused);
   auto row = [&](const char* what, const std::vector<double>& seconds) {
     profile::Timing timing = profile::summarize(0, seconds);
     double median_s = timing.median_s;
@@ -236,6 +256,10 @@ int run_kernel_bench(const KernelBenchOptions& options) {
       "unfused / kernel per pair: {} (median {:.2f}x; above 1: the kernel is "
       "faster)\n",
       profile::format_ratios(times.ratios()), times.median_ratio());
+  text += fmt::format(
+      "peak memory of a call above the inputs (the device allocator's): kernel {:.2f} MiB, "
+      "unfused {:.2f} MiB\n",
+      static_cast<double>(kernel_peak) / (1 << 20), static_cast<double>(unfused_peak) / (1 << 20));
   train::print_best_effort(stdout, text);
   return 0;
 }

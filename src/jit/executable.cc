@@ -37,7 +37,9 @@ bool needs_interpreter(const Program& program) {
     const PrimDef& prim = prim_def(equation.prim);
     // Identities (optimization_barrier, checkpoint_name) share their operands' storage;
     // control flow runs its sub-programs compiled.
-    if (prim.impl != nullptr && !prim.has_flag(kAliasesOperand) &&
+    const bool kernel_step = prim.jit_runs_kernel != nullptr && prim.ref_kernel != nullptr &&
+                             prim.jit_runs_kernel(equation.params);
+    if (prim.impl != nullptr && !kernel_step && !prim.has_flag(kAliasesOperand) &&
         control_flow_sub_programs(equation).empty()) {
       return true;
     }
@@ -293,7 +295,7 @@ void Executable::execute(RunState& state) const {
 
 void Executable::execute_into(std::span<const std::byte* const> inputs,
                               std::span<std::byte* const> outputs, ComputePool& pool,
-                              std::vector<std::byte>* arena) const {
+                              std::byte* arena) const {
   const Program& program = *program_;
   Frame frame;
   frame.pool = &pool;
@@ -304,10 +306,11 @@ void Executable::execute_into(std::span<const std::byte* const> inputs,
     frame.constants.push_back(static_cast<const std::byte*>(array.buffer()->data()));
   }
   std::vector<std::byte> own_arena;
-  if (arena == nullptr) arena = &own_arena;
-  const auto arena_bytes = static_cast<size_t>(plan_.arena_bytes) + 64;
-  if (arena->size() < arena_bytes) arena->resize(arena_bytes);
-  auto base = reinterpret_cast<uintptr_t>(arena->data());
+  if (arena == nullptr) {
+    own_arena.resize(arena_bytes());
+    arena = own_arena.data();
+  }
+  auto base = reinterpret_cast<uintptr_t>(arena);
   frame.arena = reinterpret_cast<std::byte*>((base + 63) / 64 * 64);
   // A result buffer is the caller's memory for the first output that lives in it; any
   // other output (an input, a constant, an alias, a repeat) is copied there afterwards.

@@ -49,10 +49,13 @@ class Executable : public std::enable_shared_from_this<Executable> {
 
   // Runs synchronously on this thread over caller-owned memory (one pointer per input and
   // output, in program order): how a control-flow step runs its sub-programs.
-  // `arena`, when given, is the caller's to keep between runs (grown when too small, never
-  // cleared): a caller running the executable many times saves an allocation per run.
+  // `arena`, when given, is the caller's memory of at least arena_bytes(), kept between
+  // runs (never cleared): a caller running the executable many times saves an allocation
+  // per run.
   void execute_into(std::span<const std::byte* const> inputs, std::span<std::byte* const> outputs,
-                    ComputePool& pool, std::vector<std::byte>* arena = nullptr) const;
+                    ComputePool& pool, std::byte* arena = nullptr) const;
+  // What execute_into's arena must hold (the plan's arena and room to align it).
+  size_t arena_bytes() const { return static_cast<size_t>(plan_.arena_bytes) + 64; }
 
   const Program& program() const { return *program_; }
   std::shared_ptr<const Program> program_ptr() const { return program_; }

@@ -12,6 +12,7 @@
 #include "kiln/device.h"
 #include "kiln/nn/activations.h"
 #include "kiln/ops.h"
+#include "kiln/pallas.h"
 
 namespace kiln::nn {
 namespace {
@@ -118,6 +119,44 @@ Array rms_norm(const Array& x, const std::optional<Array>& scale, double epsilon
   return y;
 }
 
+namespace {
+
+// dot_product_attention through pallas::flash_attention, for q, k, v [batch, T, heads, H]
+// already checked against each other: the heads join the batch ([batch x heads, T, H]) and
+// come back after.
+Array flash_attention(const Array& q, const Array& k, const Array& v,
+                      const AttentionOptions& options, int64_t query_rank, CallSite site) {
+  auto refuse = [&](std::string_view what) {
+    fail(site,
+         fmt::format("nn::dot_product_attention: implementation kFlash does not take {}", what),
+         "use AttentionImplementation::kPlain for it");
+  };
+  if (options.bias) refuse("a bias");
+  if (options.mask) refuse("a mask (is_causal is the mask it takes)");
+  if (options.query_seq_lengths || options.key_value_seq_lengths) refuse("sequence lengths");
+  if (options.local_window_size) refuse("a local window");
+  const int64_t batch = q.shape()[0], t = q.shape()[1], heads = q.shape()[2], h = q.shape()[3];
+  if (options.scale && *options.scale != 1.0 / std::sqrt(static_cast<double>(h))) {
+    refuse(fmt::format("a scale other than 1 / sqrt(head size {}) (got {})", h, *options.scale));
+  }
+  if (k.shape()[1] != t || k.shape()[2] != heads) {
+    refuse(
+        fmt::format("keys of another length or head count than the queries (query {}, key "
+                    "{}): it is self-attention without grouped heads",
+                    q.aval().to_string(), k.aval().to_string()));
+  }
+  if (q.dtype() == DType::f64) refuse("f64 (it computes in f32: f32, bf16 or f16)");
+  auto heads_first = [&](const Array& x) {
+    return reshape(transpose(x, {0, 2, 1, 3}, site), Shape{batch * heads, t, h}, site);
+  };
+  Array out = pallas::flash_attention(heads_first(q), heads_first(k), heads_first(v),
+                                      options.is_causal, {}, site);
+  out = transpose(reshape(out, Shape{batch, heads, t, h}, site), {0, 2, 1, 3}, site);
+  return query_rank == 3 ? reshape(out, Shape{t, heads, h}, site) : out;
+}
+
+}  // namespace
+
 Array dot_product_attention(const Array& query, const Array& key, const Array& value,
                             const AttentionOptions& options, CallSite site) {
   Array q = with_batch("query", query, site);
@@ -135,6 +174,9 @@ Array dot_product_attention(const Array& query, const Array& key, const Array& v
     fail(site, fmt::format("nn::dot_product_attention: the query's {} heads must be a multiple of "
                            "the key's {} (grouped-query attention)",
                            N, K));
+  }
+  if (options.implementation == AttentionImplementation::kFlash) {
+    return flash_attention(q, k, v, options, query.rank(), site);
   }
   int64_t G = N / K;
   // Logits and softmax in f32 at least: bf16/f16 logits lose the softmax's small terms.

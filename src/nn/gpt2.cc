@@ -61,7 +61,8 @@ Array attention(const Gpt2Config& config, const Tree& attn, const Array& x, Call
   Shape heads{batch, length, config.heads, channels / config.heads};
   std::vector<Array> qkv = split(dense(attn["c_attn"], x, site), 3, 2, site);
   Array y = dot_product_attention(reshape(qkv[0], heads, site), reshape(qkv[1], heads, site),
-                                  reshape(qkv[2], heads, site), {.is_causal = true}, site);
+                                  reshape(qkv[2], heads, site),
+                                  {.is_causal = true, .implementation = config.attention}, site);
   return dense(attn["c_proj"], reshape(y, Shape{batch, length, channels}, site), site);
 }
 
@@ -112,6 +113,7 @@ std::string Gpt2Config::to_string() const {
                                  heads, channels, vocab_size, padded_vocab_size, max_context);
   if (remat == Gpt2Remat::kBlocks) text += ", remat blocks";
   if (remat == Gpt2Remat::kBlocksSaveDots) text += ", remat blocks saving matmuls";
+  if (attention == AttentionImplementation::kFlash) text += ", flash attention";
   return text + ")";
 }
 

@@ -252,12 +252,15 @@ bool contiguous_blocking(const RefState& state) {
 // unit to unit (allocating them per unit faulted their pages in again every time).
 class BlockBuffers {
  public:
-  explicit BlockBuffers(const Slots& slots) : slots_(slots) {
+  // The buffers come from the device's allocator, so its memory statistics count them.
+  BlockBuffers(const Slots& slots, CachingAllocator& allocator) : slots_(slots) {
     for (const RefState* state : slots.states) {
       auto bytes =
           static_cast<size_t>(state->visible_block().num_elements()) * state->element_size();
-      current_.emplace_back(bytes, std::byte{0});
-      next_.emplace_back(bytes, std::byte{0});
+      for (auto* buffers : {&current_, &next_}) {
+        buffers->push_back(allocator.allocate(bytes));
+        if (bytes > 0) std::memset(buffers->back()->data(), 0, bytes);
+      }
       in_place_.push_back(!state->is_scratch && contiguous_blocking(*state));
     }
     at_.resize(slots.states.size());
@@ -268,9 +271,7 @@ class BlockBuffers {
   void begin_unit() {
     for (size_t slot = 0; slot < current_.size(); ++slot) {
       at_[slot].clear();
-      if (slots_.states[slot]->is_scratch) {
-        std::fill(current_[slot].begin(), current_[slot].end(), std::byte{0});
-      }
+      if (slots_.states[slot]->is_scratch) zero(*current_[slot]);
     }
   }
 
@@ -288,8 +289,8 @@ class BlockBuffers {
     RefState& state = *slots_.states[slot];
     Place place;
     if (state.is_scratch) {
-      place.read = current_[slot].data();
-      place.write = next_[slot].data();
+      place.read = bytes(current_[slot]);
+      place.write = bytes(next_[slot]);
       return place;
     }
     const std::optional<size_t> offset =
@@ -310,8 +311,8 @@ class BlockBuffers {
       at_[slot] = block;
       if (read) gather(slot, block);
     }
-    place.read = current_[slot].data();
-    if (written) place.write = next_[slot].data();
+    place.read = bytes(current_[slot]);
+    if (written) place.write = bytes(next_[slot]);
     return place;
   }
 
@@ -341,29 +342,36 @@ class BlockBuffers {
     return static_cast<size_t>(offset) * state.element_size();
   }
 
+  static std::byte* bytes(const std::shared_ptr<Buffer>& buffer) {
+    return static_cast<std::byte*>(buffer->data());
+  }
+  static void zero(const Buffer& buffer) {
+    if (buffer.bytes() > 0) std::memset(buffer.data(), 0, buffer.bytes());
+  }
+
   void gather(size_t slot, const Index& block) {
     RefState& state = *slots_.states[slot];
-    std::vector<std::byte>& buffer = current_[slot];
+    std::byte* buffer = bytes(current_[slot]);
     const size_t size = state.element_size();
-    if (!whole_block_offset(state, block)) std::fill(buffer.begin(), buffer.end(), std::byte{0});
+    if (!whole_block_offset(state, block)) zero(*current_[slot]);
     state.for_each_run(block, [&](size_t at, size_t into, size_t count) {
-      std::memcpy(buffer.data() + into * size, state.data + at * size, count * size);
+      std::memcpy(buffer + into * size, state.data + at * size, count * size);
     });
   }
 
   void write_back(size_t slot) {
     RefState& state = *slots_.states[slot];
     const size_t size = state.element_size();
-    const std::vector<std::byte>& buffer = current_[slot];
+    const std::byte* buffer = bytes(current_[slot]);
     state.for_each_run(at_[slot], [&](size_t at, size_t from, size_t count) {
-      std::memcpy(state.data + at * size, buffer.data() + from * size, count * size);
+      std::memcpy(state.data + at * size, buffer + from * size, count * size);
     });
     dirty_[slot] = false;
   }
 
   const Slots& slots_;
-  std::vector<std::vector<std::byte>> current_;
-  std::vector<std::vector<std::byte>> next_;
+  std::vector<std::shared_ptr<Buffer>> current_;
+  std::vector<std::shared_ptr<Buffer>> next_;
   std::vector<bool> in_place_;
   std::vector<Index> at_;  // empty: no block in the buffer
   std::vector<bool> dirty_;
@@ -371,10 +379,11 @@ class BlockBuffers {
 
 // What a worker keeps between the units it runs.
 struct Worker {
-  explicit Worker(const Slots& slots) : buffers(slots) {}
+  Worker(const Slots& slots, CachingAllocator& allocator, size_t arena_bytes)
+      : buffers(slots, allocator), arena(allocator.allocate(arena_bytes)) {}
   ComputePool serial{1};  // the block programs run on this worker alone
   BlockBuffers buffers;
-  std::vector<std::byte> arena;
+  std::shared_ptr<Buffer> arena;  // the largest variant's
   std::vector<const std::byte*> inputs;
   std::vector<std::byte*> outputs;
   std::vector<BlockBuffers::Place> places;
@@ -383,10 +392,11 @@ struct Worker {
 // Workers for the units, made as needed (at most one per pool thread is ever in use).
 class Workers {
  public:
-  explicit Workers(const Slots& slots) : slots_(slots) {}
+  Workers(const Slots& slots, CachingAllocator& allocator, size_t arena_bytes)
+      : slots_(slots), allocator_(allocator), arena_bytes_(arena_bytes) {}
   std::unique_ptr<Worker> take() {
     std::lock_guard lock(mutex_);
-    if (free_.empty()) return std::make_unique<Worker>(slots_);
+    if (free_.empty()) return std::make_unique<Worker>(slots_, allocator_, arena_bytes_);
     std::unique_ptr<Worker> worker = std::move(free_.back());
     free_.pop_back();
     return worker;
@@ -398,59 +408,69 @@ class Workers {
 
  private:
   const Slots& slots_;
+  CachingAllocator& allocator_;
+  size_t arena_bytes_;
   std::mutex mutex_;
   std::vector<std::unique_ptr<Worker>> free_;
 };
 
 }  // namespace
 
-std::vector<Array> run_compiled(const detail::RegisteredKernel& kernel, KernelRun& run,
-                                const std::vector<std::shared_ptr<RefState>>& ins,
-                                const std::vector<std::shared_ptr<RefState>>& outs,
-                                const std::vector<std::shared_ptr<RefState>>& scratch,
-                                std::span<const Array> inputs, CallSite site) {
-  // The inputs' memory, read in place; the results' new buffers on the inputs' device,
-  // zeroed (outputs start as zeros).
-  TargetDevice target = target_of(inputs, site, "pallas_call");
-  CpuDevice& device = target.device != nullptr ? *target.device : cpu_device(default_device());
-  for (size_t i = 0; i < ins.size(); ++i) {
-    const DeviceArray& array = concrete(inputs[i], site, "pallas_call");
-    wait_ready(array, site);
-    ins[i]->data = static_cast<std::byte*>(array.buffer()->data());
-  }
-  std::vector<std::shared_ptr<Buffer>> results;
-  for (const auto& out : outs) {
-    const auto bytes = static_cast<size_t>(out->aval.size_bytes());
-    results.push_back(device.allocator().allocate(bytes));
-    out->data = static_cast<std::byte*>(results.back()->data());
-    if (bytes > 0) std::memset(out->data, 0, bytes);
-  }
+namespace {
+
+// The call's buffers in slot order (inputs, outputs, scratch), each told its slot.
+Slots slots_of(const detail::RegisteredKernel& kernel, const KernelBuffers& buffers) {
   Slots slots;
-  for (size_t i = 0; i < ins.size(); ++i) {
-    slots.states.push_back(ins[i].get());
+  for (size_t i = 0; i < buffers.ins.size(); ++i) {
+    slots.states.push_back(buffers.ins[i].get());
     slots.specs.push_back(&kernel.in_specs[i]);
   }
-  for (size_t i = 0; i < outs.size(); ++i) {
-    slots.states.push_back(outs[i].get());
+  for (size_t i = 0; i < buffers.outs.size(); ++i) {
+    slots.states.push_back(buffers.outs[i].get());
     slots.specs.push_back(&kernel.out_specs[i]);
   }
-  for (const auto& buffer : scratch) {
-    buffer->is_scratch = true;
+  for (const auto& buffer : buffers.scratch) {
     slots.states.push_back(buffer.get());
     slots.specs.push_back(nullptr);
   }
   for (size_t slot = 0; slot < slots.states.size(); ++slot) slots.states[slot]->slot = slot;
+  return slots;
+}
 
-  std::shared_ptr<const CompiledPlan> plan;
-  if (kernel.compiled) {
-    std::lock_guard lock(kernel.compiled->mutex);
-    if (!kernel.compiled->plan) {
-      kernel.compiled->plan = make_plan(kernel, run, slots, ins, outs, scratch, site);
-    }
-    plan = kernel.compiled->plan;
-  } else {
-    plan = make_plan(kernel, run, slots, ins, outs, scratch, site);
+}  // namespace
+
+namespace detail {
+
+std::shared_ptr<const CompiledPlan> compiled_plan(const RegisteredKernel& kernel, CallSite site) {
+  auto make = [&] {
+    KernelRun run(kernel.grid, kernel.options, kernel.hidden_axes, site);
+    KernelBuffers buffers = set_up_buffers(kernel, run, /*host_bytes=*/false);
+    Slots slots = slots_of(kernel, buffers);
+    return make_plan(kernel, run, slots, buffers.ins, buffers.outs, buffers.scratch, site);
+  };
+  if (!kernel.compiled) return make();
+  std::lock_guard lock(kernel.compiled->mutex);
+  if (!kernel.compiled->plan) kernel.compiled->plan = make();
+  return kernel.compiled->plan;
+}
+
+void run_compiled_into(const RegisteredKernel& kernel, std::span<const std::byte* const> inputs,
+                       std::span<std::byte* const> outputs, ComputePool& pool, CallSite site) {
+  std::shared_ptr<const CompiledPlan> plan = compiled_plan(kernel, site);
+  KernelRun run(kernel.grid, kernel.options, kernel.hidden_axes, site);
+  KernelBuffers call_buffers = set_up_buffers(kernel, run, /*host_bytes=*/false);
+  for (size_t i = 0; i < call_buffers.ins.size(); ++i) {
+    call_buffers.ins[i]->data = const_cast<std::byte*>(inputs[i]);  // only ever read
   }
+  for (size_t j = 0; j < call_buffers.outs.size(); ++j) {
+    call_buffers.outs[j]->data = outputs[j];
+    const auto bytes = static_cast<size_t>(call_buffers.outs[j]->aval.size_bytes());
+    if (bytes > 0) std::memset(outputs[j], 0, bytes);
+  }
+  Slots slots = slots_of(kernel, call_buffers);
+  // Block buffers from the default device's allocator, so that its statistics count them
+  // (a kernel step does not know its device; kiln runs one CPU device's memory in practice).
+  CachingAllocator& allocator = cpu_device(default_device()).allocator();
 
   // The leading parallel axes make the units of work; each runs the in-order axes after
   // them in order. A unit's points are consecutive in row-major order.
@@ -460,8 +480,12 @@ std::vector<Array> run_compiled(const detail::RegisteredKernel& kernel, KernelRu
   for (size_t a = 0; a < grid.size(); ++a) {
     (semantics[a] == GridAxis::kParallel ? units : points_per_unit) *= grid[a];
   }
-  Workers workers(slots);
-  compute_pool().parallel_for(units, [&](int64_t unit) {
+  size_t arena_bytes = 0;
+  for (const Variant& variant : plan->variants) {
+    if (variant.executable) arena_bytes = std::max(arena_bytes, variant.executable->arena_bytes());
+  }
+  Workers workers(slots, allocator, arena_bytes);
+  pool.parallel_for(units, [&](int64_t unit) {
     std::unique_ptr<Worker> worker = workers.take();
     BlockBuffers& buffers = worker->buffers;
     buffers.begin_unit();
@@ -489,7 +513,7 @@ std::vector<Array> run_compiled(const detail::RegisteredKernel& kernel, KernelRu
         for (size_t slot : variant.stored) worker->outputs.push_back(worker->places[slot].write);
         try {
           variant.executable->execute_into(worker->inputs, worker->outputs, worker->serial,
-                                           &worker->arena);
+                                           static_cast<std::byte*>(worker->arena->data()));
         } catch (const Error& error) {
           fail(site,
                fmt::format("pallas kernel '{}' at grid point {}: {}", kernel.options.name,
@@ -506,13 +530,35 @@ std::vector<Array> run_compiled(const detail::RegisteredKernel& kernel, KernelRu
     buffers.finish();
     workers.give_back(std::move(worker));
   });
+}
 
+std::vector<Array> run_compiled(const RegisteredKernel& kernel, std::span<const Array> inputs,
+                                CallSite site) {
+  // The inputs' memory, read in place; the results' new buffers on the inputs' device.
+  TargetDevice target = target_of(inputs, site, "pallas_call");
+  CpuDevice& device = target.device != nullptr ? *target.device : cpu_device(default_device());
+  std::vector<const std::byte*> input_data;
+  for (const Array& input : inputs) {
+    const DeviceArray& array = concrete(input, site, "pallas_call");
+    wait_ready(array, site);
+    input_data.push_back(static_cast<const std::byte*>(array.buffer()->data()));
+  }
+  std::vector<std::shared_ptr<Buffer>> results;
+  std::vector<std::byte*> output_data;
+  for (const AbstractValue& type : kernel.out_types) {
+    results.push_back(device.allocator().allocate(static_cast<size_t>(type.size_bytes())));
+    output_data.push_back(static_cast<std::byte*>(results.back()->data()));
+  }
+  run_compiled_into(kernel, input_data, output_data, device.pool(), site);
   std::vector<Array> arrays;
-  for (size_t j = 0; j < outs.size(); ++j) {
-    arrays.push_back(Array(std::make_shared<DeviceArray>(
-        outs[j]->aval, &device, std::move(results[j]), Completion::done(), target.committed)));
+  for (size_t j = 0; j < results.size(); ++j) {
+    arrays.push_back(
+        Array(std::make_shared<DeviceArray>(kernel.out_types[j], &device, std::move(results[j]),
+                                            Completion::done(), target.committed)));
   }
   return arrays;
 }
+
+}  // namespace detail
 
 }  // namespace kiln::pallas

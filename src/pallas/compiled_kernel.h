@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "base/compute_pool.h"
 #include "kiln/array.h"
 #include "pallas/kernel_call.h"
 #include "pallas/kernel_run.h"
@@ -69,13 +70,21 @@ struct PlanSlot {
 
 }  // namespace detail
 
-// Runs `kernel` compiled on `inputs`, with the buffers' blocking `run_kernel` set up and
-// checked (no bytes allocated: the program reads the inputs' memory and writes the
-// results').
-std::vector<Array> run_compiled(const detail::RegisteredKernel& kernel, KernelRun& run,
-                                const std::vector<std::shared_ptr<RefState>>& ins,
-                                const std::vector<std::shared_ptr<RefState>>& outs,
-                                const std::vector<std::shared_ptr<RefState>>& scratch,
-                                std::span<const Array> inputs, CallSite site);
+namespace detail {
+
+// The kernel's variants: its slot's, or traced and compiled now (a kernel called eagerly,
+// never registered, traces them for each call).
+std::shared_ptr<const CompiledPlan> compiled_plan(const RegisteredKernel& kernel, CallSite site);
+
+// Runs `kernel` compiled: reads its inputs' memory, writes its outputs' (zeroed first, as
+// outputs start), the parallel points spread over `pool`.
+void run_compiled_into(const RegisteredKernel& kernel, std::span<const std::byte* const> inputs,
+                       std::span<std::byte* const> outputs, ComputePool& pool, CallSite site);
+
+// The same on arrays: the results in new buffers on the inputs' device.
+std::vector<Array> run_compiled(const RegisteredKernel& kernel, std::span<const Array> inputs,
+                                CallSite site);
+
+}  // namespace detail
 
 }  // namespace kiln::pallas

@@ -56,6 +56,11 @@ Array masked_scores(const Array& qb, const Array& kb, int64_t i, int64_t j, int6
                     int64_t t, bool causal, double scale) {
   const double minus_inf = -std::numeric_limits<double>::infinity();
   Array scores = kiln::matmul(qb, transpose(kb)) * scale;  // [bq, bk]
+  // A block wholly inside the sequence and, if causal, wholly at or below the diagonal
+  // masks nothing: only the diagonal's blocks and the ragged last ones pay for the mask.
+  const bool ragged = (i + 1) * bq > t || (j + 1) * bk > t;
+  const bool crosses_diagonal = causal && (j + 1) * bk - 1 > i * bq;
+  if (!ragged && !crosses_diagonal) return scores;
   Array rows = iota(Shape({bq, bk}), DType::i32, 0) + static_cast<double>(i * bq);
   Array cols = iota(Shape({bq, bk}), DType::i32, 1) + static_cast<double>(j * bk);
   Array end = full(Shape({bq, bk}), static_cast<double>(t), DType::i32);
@@ -126,6 +131,12 @@ std::vector<Array> attention_forward(const Array& q, const Array& k, const Array
       {BlockSpec({1, bq, -1}, q_map), BlockSpec({1, bq}, row_map)}, {q, k, v}, options, site);
 }
 
+// The backward kernels for the output's cotangent, from the forward pass's output (in f32)
+// and logsumexp (defined below flash_attention_grad, which runs the forward pass for them).
+AttentionGrads attention_backward(const Array& q, const Array& k, const Array& v,
+                                  const Array& d_out, const Array& out, const Array& lse,
+                                  bool causal, AttentionBlocks blocks, CallSite site);
+
 }  // namespace
 
 namespace {
@@ -143,12 +154,16 @@ const AttentionFn& differentiable_attention(bool causal, AttentionBlocks blocks)
     it->second = custom_vjp(
         "flash_attention",
         [causal, blocks](const Array& q, const Array& k, const Array& v) {
-          Array out = attention_forward(q, k, v, causal, blocks, q.dtype(), CallSite())[0];
-          return std::pair{out, std::vector<Array>{q, k, v}};
+          // The output in f32 and the logsumexp are kept for the backward pass, which then
+          // does not run the forward kernel again.
+          std::vector<Array> forward =
+              attention_forward(q, k, v, causal, blocks, DType::f32, CallSite());
+          Array out = astype(forward[0], q.dtype());
+          return std::pair{out, std::vector<Array>{q, k, v, forward[0], forward[1]}};
         },
         [causal, blocks](const std::vector<Array>& saved, const Array& d_out) {
-          AttentionGrads grads =
-              flash_attention_grad(saved[0], saved[1], saved[2], d_out, causal, blocks);
+          AttentionGrads grads = attention_backward(saved[0], saved[1], saved[2], d_out, saved[3],
+                                                    saved[4], causal, blocks, CallSite());
           return std::tuple{grads.dq, grads.dk, grads.dv};
         });
   }
@@ -181,13 +196,21 @@ AttentionGrads flash_attention_grad(const Array& q, const Array& k, const Array&
     Array zero = zeros(q.shape(), q.dtype());
     return AttentionGrads{zero, zero, zero};
   }
+  std::vector<Array> forward = attention_forward(q, k, v, causal, blocks, DType::f32, site);
+  return attention_backward(q, k, v, d_out, forward[0], forward[1], causal, blocks, site);
+}
+
+namespace {
+
+AttentionGrads attention_backward(const Array& q, const Array& k, const Array& v,
+                                  const Array& d_out, const Array& out, const Array& lse,
+                                  bool causal, AttentionBlocks blocks, CallSite site) {
+  const int64_t bh = q.shape()[0], t = q.shape()[1], d = q.shape()[2];
   const int64_t bq = blocks.q, bk = blocks.k;
   const double scale = 1.0 / std::sqrt(static_cast<double>(d));
-  // The forward's output and logsumexp, and delta = rowsum(d_out * out): with them the
-  // softmax's backward needs no row statistics of its own (FlashAttention-2's backward).
-  std::vector<Array> forward = attention_forward(q, k, v, causal, blocks, DType::f32, site);
-  Array delta = sum(astype(d_out, DType::f32) * forward[0], {2});
-  const Array& lse = forward[1];
+  // delta = rowsum(d_out * out), with the forward's logsumexp: the softmax's backward needs
+  // no row statistics of its own (FlashAttention-2's backward).
+  Array delta = sum(astype(d_out, DType::f32) * out, {2});
   // What both kernels compute for query block i and key block j: the blocks of q, k and
   // d_out they read, the probabilities and dS = P * (dP - delta), in f32.
   struct BlockValues {
@@ -268,5 +291,7 @@ AttentionGrads flash_attention_grad(const Array& q, const Array& k, const Array&
                   {BlockSpec({1, bq, -1}, q_of_q_grid)}, inputs, q_options, site)[0];
   return AttentionGrads{dq, dkdv[0], dkdv[1]};
 }
+
+}  // namespace
 
 }  // namespace kiln::pallas

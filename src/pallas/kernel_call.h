@@ -36,9 +36,14 @@ struct RegisteredKernel {
 // Resolves the default semantics. Throws a kiln::Error naming the kernel and the spec.
 void check_kernel(RegisteredKernel& kernel, CallSite site);
 
-// Runs the body over the grid in interpret mode on `inputs` (of the kernel's in_types).
-std::vector<Array> interpret(const RegisteredKernel& kernel, std::span<const Array> inputs,
-                             CallSite site);
+// Runs the kernel on `inputs` (of the kernel's in_types), compiled or in interpret mode as
+// interpreted() says.
+std::vector<Array> run_call(const RegisteredKernel& kernel, std::span<const Array> inputs,
+                            CallSite site);
+
+// Whether a call with these options runs in interpret mode: ForcedMode, else KILN_PALLAS,
+// else the options' own (a bad KILN_PALLAS is an error).
+bool interpreted(const CallOptions& options);
 
 // Runs every pallas::call made while it lives in interpret mode (true) or compiled (false),
 // whatever the call's options and KILN_PALLAS say: how `kiln kernels check` checks both
@@ -57,7 +62,9 @@ class ForcedMode {
 // The process-wide table. Ids stay valid for the life of the process, so entries are never
 // freed: every traced call adds one (a jitted function once per signature; a vmap called
 // eagerly, whose inner call is traced each time, two per call), as custom_vjp's table does.
-int64_t register_kernel(RegisteredKernel kernel);
+// A kernel registered in compiled mode has its variants traced and compiled here, where the
+// call is traced (as Pallas traces a kernel when its pallas_call is), not when it runs.
+int64_t register_kernel(RegisteredKernel kernel, CallSite site);
 // The kernel registered under `id`; an id this process did not give out (a program text
 // written by another process) is an error naming it.
 const RegisteredKernel& registered_kernel(int64_t id, CallSite site);

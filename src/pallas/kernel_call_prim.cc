@@ -37,10 +37,11 @@ KernelTable& table() {
 
 }  // namespace
 
-int64_t register_kernel(RegisteredKernel kernel) {
+int64_t register_kernel(RegisteredKernel kernel, CallSite site) {
   KernelTable& t = table();
   // A copy (vmap's batched kernel) has other points: its variants are its own.
   kernel.compiled = std::make_shared<PlanSlot>();
+  if (!interpreted(kernel.options)) kernel.compiled->plan = compiled_plan(kernel, site);
   std::lock_guard lock(t.mutex);
   t.kernels.push_back(std::make_unique<const RegisteredKernel>(std::move(kernel)));
   return static_cast<int64_t>(t.kernels.size() - 1);
@@ -84,7 +85,7 @@ std::vector<AbstractValue> pallas_call_rule(std::span<const AbstractValue> input
 
 std::vector<Array> pallas_call_impl(std::span<const Array> inputs, const Params& params,
                                     CallSite site) {
-  return interpret(kernel_of(params, site), inputs, site);
+  return run_call(kernel_of(params, site), inputs, site);
 }
 
 // `spec` for a kernel with one more leading grid axis: its index map reads the point
@@ -138,9 +139,28 @@ BatchResult pallas_call_batch_rule(const BatchArgs& args) {
     batched.out_types[j] = with_batch(kernel.out_types[j], args.size);
   }
   check_kernel(batched, args.site);
-  int64_t id = register_kernel(std::move(batched));
+  int64_t id = register_kernel(std::move(batched), args.site);
   return batch_util::all_first(
       bind(prim::pallas_call, inputs, KernelCallParams{name, id}, args.site));
+}
+
+// The kernel jit runs for a call registered in compiled mode: its variants on the step's
+// buffers (a program holding it is then compiled like any other, not run equation by
+// equation).
+void pallas_call_kernel(const KernelCall& call) {
+  const RegisteredKernel& kernel = kernel_of(call.params, kUnknownSite);
+  std::vector<const std::byte*> inputs;
+  for (const KernelInput& input : call.inputs)
+    inputs.push_back(static_cast<const std::byte*>(input.data));
+  std::vector<std::byte*> outputs;
+  for (const KernelOutput& output : call.outputs)
+    outputs.push_back(static_cast<std::byte*>(output.data));
+  run_compiled_into(kernel, inputs, outputs, call.pool, kUnknownSite);
+}
+
+bool pallas_call_compiles(const Params& params) {
+  const RegisteredKernel& kernel = kernel_of(params, kUnknownSite);
+  return kernel.compiled && kernel.compiled->plan != nullptr;
 }
 
 Cost pallas_call_cost(std::span<const AbstractValue> inputs, std::span<const AbstractValue> outputs,
@@ -175,6 +195,8 @@ void register_pallas_call(PrimTable& table) {
   PrimDef& def = table[prim::pallas_call];
   def.abstract_eval = pallas::detail::pallas_call_rule;
   def.impl = pallas::detail::pallas_call_impl;
+  def.ref_kernel = pallas::detail::pallas_call_kernel;
+  def.jit_runs_kernel = pallas::detail::pallas_call_compiles;
   def.batch = pallas::detail::pallas_call_batch_rule;
   def.cost = pallas::detail::pallas_call_cost;
 }

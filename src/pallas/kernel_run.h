@@ -16,6 +16,7 @@
 #include <fmt/ranges.h>
 
 #include "kiln/pallas.h"
+#include "pallas/kernel_call.h"
 
 namespace kiln::pallas {
 
@@ -277,5 +278,19 @@ class KernelRun {
   std::vector<GridAxis> semantics_;
   std::vector<size_t> parallel_axes_;
 };
+
+// A call's buffers, each checked against its spec.
+struct KernelBuffers {
+  std::vector<std::shared_ptr<RefState>> ins, outs, scratch;
+};
+
+namespace detail {
+
+// Checks the kernel's grid, specs and scratch (what KernelRun::check_grid and buffer check)
+// and makes its buffers; `host_bytes`: the outputs and scratch get zeroed host bytes (the
+// interpreter's), else none.
+KernelBuffers set_up_buffers(const RegisteredKernel& kernel, KernelRun& run, bool host_bytes);
+
+}  // namespace detail
 
 }  // namespace kiln::pallas

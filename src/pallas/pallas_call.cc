@@ -127,27 +127,20 @@ std::optional<bool> interpret_setting() {
   return setting;
 }
 
-std::atomic<int> forced_mode{-1};  // detail::force_mode: -1 none, 0 compiled, 1 interpret
+std::atomic<int> forced_mode{-1};  // detail::ForcedMode: -1 none, 0 compiled, 1 interpret
 
-bool interpreted(const CallOptions& options) {
+}  // namespace
+
+bool detail::interpreted(const CallOptions& options) {
   const std::optional<bool> setting = interpret_setting();  // a bad value is an error even so
   const int forced = forced_mode.load(std::memory_order_relaxed);
   if (forced >= 0) return forced == 1;
   return setting.value_or(options.interpret);
 }
 
-}  // namespace
-
 namespace detail {
-namespace {
 
-// Runs the kernel: with `inputs`, the body at every grid point; without (dry_run), every
-// check the run makes, with no buffer allocated and no body called. `semantics`, when
-// given, receives the grid axes' resolved semantics.
-std::vector<Array> run_kernel(const RegisteredKernel& kernel, std::span<const Array> inputs,
-                              CallSite site, bool dry_run,
-                              std::vector<GridAxis>* semantics = nullptr) {
-  KernelRun run(kernel.grid, kernel.options, kernel.hidden_axes, site);
+KernelBuffers set_up_buffers(const RegisteredKernel& kernel, KernelRun& run, bool host_bytes) {
   if (!kernel.body) run.refuse("the kernel body is an empty function");
   run.check_grid();
   if (kernel.in_specs.size() != kernel.in_types.size()) {
@@ -158,41 +151,55 @@ std::vector<Array> run_kernel(const RegisteredKernel& kernel, std::span<const Ar
     run.refuse(fmt::format("{} out_specs for {} outputs", kernel.out_specs.size(),
                            kernel.out_types.size()));
   }
-  // The compiled path reads the inputs' and writes the results' device memory: only the
-  // interpreter keeps host copies.
-  const bool interpret = !dry_run && interpreted(kernel.options);
-  std::vector<std::shared_ptr<RefState>> ins;
+  KernelBuffers buffers;
   for (size_t i = 0; i < kernel.in_types.size(); ++i) {
-    auto state =
-        run.buffer(fmt::format("input {}", i), kernel.in_types[i], kernel.in_specs[i], false);
-    if (interpret) state->bytes = inputs[i].to_host().bytes;
-    ins.push_back(std::move(state));
+    buffers.ins.push_back(
+        run.buffer(fmt::format("input {}", i), kernel.in_types[i], kernel.in_specs[i], false));
   }
-  std::vector<std::shared_ptr<RefState>> outs;
   for (size_t i = 0; i < kernel.out_types.size(); ++i) {
-    outs.push_back(run.buffer(fmt::format("output {}", i), kernel.out_types[i], kernel.out_specs[i],
-                              interpret));
-    outs.back()->is_output = true;
+    buffers.outs.push_back(run.buffer(fmt::format("output {}", i), kernel.out_types[i],
+                                      kernel.out_specs[i], host_bytes));
+    buffers.outs.back()->is_output = true;
   }
-  std::vector<std::shared_ptr<RefState>> scratch;
   int64_t scratch_bytes = 0;
   for (size_t i = 0; i < kernel.options.scratch.size(); ++i) {
     const AbstractValue& type = kernel.options.scratch[i];
     scratch_bytes += type.size_bytes();
     Dims whole = type.shape.dims();
     // One block, the whole buffer, at every point (kernel_at places it; no map is called).
-    scratch.push_back(
+    buffers.scratch.push_back(
         run.buffer(fmt::format("scratch {}", i), type,
                    BlockSpec(whole, [rank = whole.size()](const Index&) { return Index(rank, 0); }),
-                   interpret));
+                   host_bytes));
+    buffers.scratch.back()->is_scratch = true;
   }
   if (scratch_bytes > kernel.options.scratch_limit_bytes) {
     run.refuse(fmt::format("scratch of {} bytes, more than the limit of {} bytes", scratch_bytes,
                            kernel.options.scratch_limit_bytes),
                "use smaller blocks, or raise CallOptions::scratch_limit_bytes");
   }
+  return buffers;
+}
+
+namespace {
+
+// Runs the kernel: with `inputs`, the body at every grid point; without (dry_run), every
+// check the run makes, with no buffer allocated and no body called. `semantics`, when
+// given, receives the grid axes' resolved semantics.
+std::vector<Array> run_kernel(const RegisteredKernel& kernel, std::span<const Array> inputs,
+                              CallSite site, bool dry_run,
+                              std::vector<GridAxis>* semantics = nullptr) {
+  // The compiled path reads the inputs' and writes the results' device memory: only the
+  // interpreter keeps host copies.
+  const bool interpret = !dry_run && interpreted(kernel.options);
+  if (!dry_run && !interpret) return run_compiled(kernel, inputs, site);
+  KernelRun run(kernel.grid, kernel.options, kernel.hidden_axes, site);
+  KernelBuffers buffers = set_up_buffers(kernel, run, interpret);
+  const auto& [ins, outs, scratch] = buffers;
+  if (interpret) {
+    for (size_t i = 0; i < ins.size(); ++i) ins[i]->bytes = inputs[i].to_host().bytes;
+  }
   if (semantics) *semantics = run.semantics();
-  if (!dry_run && !interpret) return run_compiled(kernel, run, ins, outs, scratch, inputs, site);
   const auto hidden = static_cast<std::ptrdiff_t>(kernel.hidden_axes);
   Index example;  // the hidden (batch) coordinates of the point before
   run.for_each_point([&](const Index& point) {
@@ -235,8 +242,8 @@ void check_kernel(RegisteredKernel& kernel, CallSite site) {
   run_kernel(kernel, {}, site, /*dry_run=*/true, &kernel.options.semantics);
 }
 
-std::vector<Array> interpret(const RegisteredKernel& kernel, std::span<const Array> inputs,
-                             CallSite site) {
+std::vector<Array> run_call(const RegisteredKernel& kernel, std::span<const Array> inputs,
+                            CallSite site) {
   return run_kernel(kernel, inputs, site, /*dry_run=*/false);
 }
 
@@ -269,11 +276,11 @@ std::vector<Array> call(const KernelBody& body, std::vector<AbstractValue> out_t
   // Eagerly the run makes every check before the first body runs; a traced call is
   // checked now, where the user wrote it, rather than when the program runs.
   if (&current_interpreter() == &eager_interpreter()) {
-    return detail::interpret(kernel, inputs, site);
+    return detail::run_call(kernel, inputs, site);
   }
   detail::check_kernel(kernel, site);
   const std::string name = kernel.options.name;
-  int64_t id = detail::register_kernel(std::move(kernel));
+  int64_t id = detail::register_kernel(std::move(kernel), site);
   return bind(prim::pallas_call, inputs, KernelCallParams{name, id}, site);
 }
 

@@ -170,9 +170,12 @@ struct PrimDef {
   VjpFn vjp = nullptr;                     // required unless kNotDifferentiable
   JvpFn jvp = nullptr;                     // required unless kNotDifferentiable (forward mode)
   ImplFn impl = nullptr;                   // instead of kernels, for primitives defined by ops
-  BatchFn batch = nullptr;                 // required: how vmap runs the primitive on a batch
-  CostFn cost = nullptr;                   // required: FLOPs and bytes, for cost_analysis
-  ShardingFn sharding = nullptr;           // required: how jit's in_shardings partition it
+  // For a primitive with an impl: whether jit may still run this call as a kernel step
+  // (ref_kernel) of a compiled program (pallas_call in compiled mode). Null: never.
+  bool (*jit_runs_kernel)(const Params& params) = nullptr;
+  BatchFn batch = nullptr;        // required: how vmap runs the primitive on a batch
+  CostFn cost = nullptr;          // required: FLOPs and bytes, for cost_analysis
+  ShardingFn sharding = nullptr;  // required: how jit's in_shardings partition it
 
   bool has_flag(PrimFlags flag) const { return (flags & flag) != 0; }
 };

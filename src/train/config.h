@@ -81,7 +81,8 @@ struct Gpt2ModelConfig {
   int64_t vocab_size = 256;
   int64_t padded_vocab_size = 0;  // 0: vocab_size rounded up to a multiple of 128
   int64_t max_context = 256;
-  std::string remat = "none";  // none, blocks, blocks_save_dots (nn::Gpt2Remat)
+  std::string remat = "none";       // none, blocks, blocks_save_dots (nn::Gpt2Remat)
+  std::string attention = "plain";  // plain or flash (nn::AttentionImplementation)
   friend bool operator==(const Gpt2ModelConfig&, const Gpt2ModelConfig&) = default;
 };
 

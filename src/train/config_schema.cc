@@ -367,6 +367,20 @@ Section model_section() {
            layers}};
 }
 
+// model.gpt2.attention: written only when not plain, so that the GPT-2 runs before it keep
+// their config text and identity.
+Key gpt2_attention_key() {
+  Key k =
+      nested_key(&TrainConfig::model, &ModelConfig::gpt2, &Gpt2ModelConfig::attention, "attention",
+                 "how the blocks' causal self-attention computes: `plain` (the [T, T] "
+                 "logits and their softmax) or `flash` (pallas::flash_attention: the same "
+                 "math without the [T, T] matrix, peak memory O(T) per head; "
+                 "docs/kernels.md)",
+                 one_of({"plain", "flash"}), {"attention_implementation"});
+  k.written = [](const TrainConfig& config) { return config.model.gpt2.attention != "plain"; };
+  return k;
+}
+
 Section model_gpt2_section() {
   using C = TrainConfig;
   return {"model.gpt2",
@@ -397,7 +411,8 @@ Section model_gpt2_section() {
                       "block from its input: the least memory), `blocks_save_dots` (each block but "
                       "its matmuls)",
                       one_of({"none", "blocks", "blocks_save_dots"}),
-                      {"checkpoint", "gradient_checkpointing"})}};
+                      {"checkpoint", "gradient_checkpointing"}),
+           gpt2_attention_key()}};
 }
 
 Section optim_section() {

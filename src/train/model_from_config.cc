@@ -117,6 +117,8 @@ nn::Gpt2Config gpt2_config(const Gpt2ModelConfig& config) {
   gpt2.remat = config.remat == "blocks"             ? nn::Gpt2Remat::kBlocks
                : config.remat == "blocks_save_dots" ? nn::Gpt2Remat::kBlocksSaveDots
                                                     : nn::Gpt2Remat::kNone;
+  gpt2.attention = config.attention == "flash" ? nn::AttentionImplementation::kFlash
+                                               : nn::AttentionImplementation::kPlain;
   return gpt2;
 }
 

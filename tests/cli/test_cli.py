@@ -572,6 +572,30 @@ class TrainCli(unittest.TestCase):
         again = run("generate", run_dir, "--prompt", "Let there", "--tokens", "12",
                     "--temperature", "0").stdout
         self.assertEqual(again, out)
+        # The config of a plain-attention run keeps the text it had before the key existed.
+        with open(os.path.join(run_dir, "config.toml")) as f:
+            self.assertNotIn("\nattention = ", f.read())
+
+    def test_a_gpt2_trains_with_flash_attention_from_its_config(self):
+        corpus = os.path.join(self.runs, "corpus.txt")
+        with open(corpus, "w") as f:
+            f.write("In the beginning was the Word.\n" * 40)
+        result = run("train", os.path.join(ROOT, "examples", "gpt2_small.toml"), *self.where,
+                     "--set", f"data.train_file={corpus}", "--set", "data.context=16",
+                     "--set", "data.test_limit=0", "--set", "model.gpt2.layers=1",
+                     "--set", "model.gpt2.channels=32", "--set", "train.max_steps=10",
+                     "--set", "optim.warmup_steps=2", "--set", "train.batch_size=8",
+                     "--set", "model.gpt2.attention=flash")
+        run_dir = result.stdout.strip().splitlines()[-1]
+        self.assertIn("flash attention", result.stdout)
+        with open(os.path.join(run_dir, "config.toml")) as f:
+            self.assertIn('attention = "flash"', f.read())
+        out = run("generate", run_dir, "--prompt", "In the", "--tokens", "4").stdout
+        self.assertTrue(out.startswith("In the"), out)
+        bad = run("train", os.path.join(ROOT, "examples", "gpt2_small.toml"), *self.where,
+                  "--set", "model.gpt2.attention=fused", check=False)
+        self.assertEqual(bad.returncode, 1)
+        self.assertIn("model.gpt2.attention", bad.stderr)
 
 
 def can_mount_tmpfs():

@@ -11,6 +11,7 @@
 #include "kiln/nn/activations.h"
 #include "kiln/nn/functional.h"
 #include "kiln/ops.h"
+#include "kiln/random.h"
 #include "support/arrays.h"
 #include "support/errors.h"
 
@@ -74,6 +75,70 @@ TEST(Attention, OneKeyIsThatKeysValueAndCausalMaskingSeesOnlyThePast) {
   Array nothing = astype(zeros({3, 3}), DType::bool_);
   std::vector<double> even = values(nn::dot_product_attention(q, q, v, {.mask = nothing}));
   for (double e : even) EXPECT_NEAR(e, 3, 1e-6);
+}
+
+// The largest |a - b| over every element.
+double max_difference(const Array& a, const Array& b) {
+  return max(abs(astype(a, DType::f64) - astype(b, DType::f64))).item<double>();
+}
+
+TEST(Attention, TheFlashImplementationComputesThePlainOnesValuesAndGradients) {
+  // [B=2, T=37, heads=3, H=16]: T not a multiple of the kernel's 64-row blocks.
+  Array q = random::normal(random::key(1), {2, 37, 3, 16});
+  Array k = random::normal(random::key(2), {2, 37, 3, 16});
+  Array v = random::normal(random::key(3), {2, 37, 3, 16});
+  Array weights = random::normal(random::key(9), {2, 37, 3, 16});
+  for (bool causal : {false, true}) {
+    nn::AttentionOptions plain{.is_causal = causal};
+    nn::AttentionOptions flash{.is_causal = causal,
+                               .implementation = nn::AttentionImplementation::kFlash};
+    Array expected = nn::dot_product_attention(q, k, v, plain);
+    Array got = nn::dot_product_attention(q, k, v, flash);
+    ASSERT_EQ(got.shape(), expected.shape());
+    EXPECT_LT(max_difference(got, expected), 2e-6) << "causal " << causal;
+    auto loss = [&](const nn::AttentionOptions& options) {
+      return grad<0, 1, 2>([&options, &weights](const Array& a, const Array& b, const Array& c) {
+        return sum(nn::dot_product_attention(a, b, c, options) * weights);
+      })(q, k, v);
+    };
+    auto [dq, dk, dv] = loss(flash);
+    auto [pq, pk, pv] = loss(plain);
+    EXPECT_LT(max_difference(dq, pq), 1e-4);
+    EXPECT_LT(max_difference(dk, pk), 1e-4);
+    EXPECT_LT(max_difference(dv, pv), 1e-4);
+  }
+  // Unbatched [T, heads, H], and bf16.
+  Array q3 = slice(q, {0, 0, 0, 0}, {1, 37, 3, 16}).reshape({37, 3, 16});
+  nn::AttentionOptions flash{.is_causal = true,
+                             .implementation = nn::AttentionImplementation::kFlash};
+  EXPECT_LT(max_difference(nn::dot_product_attention(q3, q3, q3, flash),
+                           nn::dot_product_attention(q3, q3, q3, {.is_causal = true})),
+            2e-6);
+  Array qb = astype(q, DType::bf16);
+  Array flash_bf16 = nn::dot_product_attention(qb, qb, qb, flash);
+  EXPECT_EQ(flash_bf16.dtype(), DType::bf16);
+  EXPECT_LT(max_difference(flash_bf16, nn::dot_product_attention(qb, qb, qb, {.is_causal = true})),
+            0.05);
+}
+
+TEST(Attention, WhatTheFlashImplementationDoesNotTakeIsRefusedByName) {
+  Array q = random::normal(random::key(4), {1, 8, 2, 4});
+  auto flash = [](nn::AttentionOptions options) {
+    options.implementation = nn::AttentionImplementation::kFlash;
+    return options;
+  };
+  Array mask = astype(ones({8, 8}), DType::bool_);
+  EXPECT_TRUE(fails_with([&] { nn::dot_product_attention(q, q, q, flash({.mask = mask})); },
+                         {"implementation kFlash does not take a mask", "kPlain"}));
+  EXPECT_TRUE(fails_with([&] { nn::dot_product_attention(q, q, q, flash({.bias = q})); },
+                         {"does not take a bias"}));
+  EXPECT_TRUE(fails_with([&] { nn::dot_product_attention(q, q, q, flash({.scale = 0.1})); },
+                         {"a scale other than 1 / sqrt(head size 4)"}));
+  Array grouped = random::normal(random::key(5), {1, 8, 1, 4});
+  EXPECT_TRUE(fails_with([&] { nn::dot_product_attention(q, grouped, grouped, flash({})); },
+                         {"keys of another length or head count"}));
+  Array q64 = astype(q, DType::f64);
+  EXPECT_TRUE(fails_with([&] { nn::dot_product_attention(q64, q64, q64, flash({})); }, {"f64"}));
 }
 
 TEST(Attention, SequenceLengthsAndSlidingWindows) {

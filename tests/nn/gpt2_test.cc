@@ -161,6 +161,29 @@ TEST(Gpt2, RematerializedBlocksGiveTheSameGradientsInLessMemory) {
   EXPECT_THAT(config.to_string(), HasSubstr("remat blocks"));
 }
 
+TEST(Gpt2, FlashAttentionGivesThePlainLossAndGradients) {
+  nn::Gpt2Config config = tiny();
+  config.layers = 2;
+  config.channels = 16;
+  Tree params = nn::gpt2_init(config, random::key(5));
+  Array tokens = tokens_of({1, 5, 2, 7, 3, 0, 4, 4, 8, 1, 6, 2}, {2, 6});
+  Array targets = tokens_of({5, 2, 7, 3, 0, 10, 4, 8, 1, 6, 2, 9}, {2, 6});
+  auto loss_and_grads = [&](nn::AttentionImplementation attention) {
+    config.attention = attention;
+    return jit(value_and_grad(
+        [&](const Tree& p) { return nn::gpt2_loss(config, p, tokens, targets); }))(params);
+  };
+  auto [plain_loss, plain_grads] = loss_and_grads(nn::AttentionImplementation::kPlain);
+  auto [flash_loss, flash_grads] = loss_and_grads(nn::AttentionImplementation::kFlash);
+  EXPECT_NEAR(flash_loss.item<double>(), plain_loss.item<double>(), 1e-6);
+  std::vector<Array> plain = plain_grads.leaves(), flash = flash_grads.leaves();
+  ASSERT_EQ(plain.size(), flash.size());
+  for (size_t i = 0; i < plain.size(); ++i) {
+    EXPECT_LT(max(abs(flash[i] - plain[i])).item<double>(), 1e-5) << "leaf " << i;
+  }
+  EXPECT_THAT(config.to_string(), HasSubstr("flash attention"));
+}
+
 TEST(Gpt2, BadTokensAndConfigurationsAreClearErrors) {
   nn::Gpt2Config config = tiny();
   Tree params = nn::gpt2_init(config, random::key(0));

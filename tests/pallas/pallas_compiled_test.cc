@@ -134,6 +134,21 @@ TEST(PallasCompiled, TheBodyIsTracedOncePerVariantAndAJittedCallKeepsItsVariants
   EXPECT_EQ(traced.traces, after_first);  // the variants are kept with the kernel
 }
 
+TEST(PallasCompiled, AJittedProgramRunsTheKernelAsOneOfItsCompiledSteps) {
+  // Compiled mode: the program around the kernel is planned and fused like any other (the
+  // kernel a step of it); in interpret mode it runs equation by equation.
+  Array x = normal(18, {33, 100});
+  auto f = [](const Array& z) { return softmax(z * 2.0 + 1.0, 8) * 3.0; };
+  auto compiled = jit(f);
+  Compiled plan = compiled.compile(x);
+  EXPECT_GT(plan.memory_plan().num_buffers, 0);
+  EXPECT_NE(plan.steps_text().find("pallas_call"), std::string::npos) << plan.steps_text();
+  detail::ForcedMode interpret(true);
+  auto interpreted = jit(f);
+  EXPECT_EQ(interpreted.compile(x).memory_plan().num_buffers, 0);
+  EXPECT_TRUE(same_bits(interpreted(x), compiled(x)));
+}
+
 TEST(PallasCompiled, RaggedBlocksReadTheirFillWhateverTheBufferHeld) {
   // Rows in blocks of 4 over 10 rows: the last block has 2 rows inside. Output 1 keeps each
   // point's whole block, so the fill of the ragged one shows.

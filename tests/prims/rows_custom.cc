@@ -74,7 +74,8 @@ KernelCallParams twice_plus_kernel(const AbstractValue& type) {
       .options = {.name = "twice_plus", .semantics = {pallas::GridAxis::kParallel}},
       .hidden_axes = 0};
   pallas::detail::check_kernel(kernel, CallSite());
-  return KernelCallParams{"twice_plus", pallas::detail::register_kernel(std::move(kernel))};
+  return KernelCallParams{"twice_plus",
+                          pallas::detail::register_kernel(std::move(kernel), CallSite())};
 }
 
 std::vector<OpCase> pallas_cases() {

@@ -29,6 +29,13 @@ Array layer_norm(const Array& x, const std::optional<Array>& scale = std::nullop
 Array rms_norm(const Array& x, const std::optional<Array>& scale = std::nullopt,
                double epsilon = 1e-6, CallSite site = {});
 
+// How dot_product_attention computes (JAX's `implementation` argument): kPlain builds the
+// [T, S] logits and their softmax; kFlash runs pallas::flash_attention, which never holds
+// them (peak memory O(T) per head; docs/kernels.md) and takes self-attention of one length
+// with is_causal or no mask at all, the default scale, and f32, bf16 or f16; any other
+// option is refused by name.
+enum class AttentionImplementation : uint8_t { kPlain, kFlash };
+
 struct AttentionOptions {
   // Added to the logits; broadcasts to [batch, heads, query length, key length].
   std::optional<Array> bias = std::nullopt;
@@ -45,6 +52,7 @@ struct AttentionOptions {
   // (left, right): query i attends to keys i - left .. i + right only (sliding-window
   // attention; with is_causal, right is 0 in effect).
   std::optional<std::pair<int64_t, int64_t>> local_window_size = std::nullopt;
+  AttentionImplementation implementation = AttentionImplementation::kPlain;
 };
 
 // jax.nn.dot_product_attention: softmax(q k^T * scale + bias, masked) v for query

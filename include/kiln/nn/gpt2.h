@@ -21,6 +21,7 @@
 
 #include "kiln/array.h"
 #include "kiln/error.h"
+#include "kiln/nn/functional.h"
 #include "kiln/nn/module.h"
 #include "kiln/tree.h"
 
@@ -47,6 +48,8 @@ struct Gpt2Config {
   int64_t padded_vocab_size = 50304;
   int64_t max_context = 1024;
   Gpt2Remat remat = Gpt2Remat::kNone;
+  // kFlash: the causal self-attention through pallas::flash_attention (no [T, T] matrix).
+  AttentionImplementation attention = AttentionImplementation::kPlain;
 
   // GPT-2 124M.
   static Gpt2Config gpt2_124m() { return {}; }
