@@ -65,14 +65,7 @@ void KernelTrace::store(const RefState& state, const Array& value, const std::st
          fmt::format("{} is stored into; a compiled kernel's inputs are read-only", name),
          "store into an output or a scratch buffer");
   }
-  if (!value.defined() || value.shape() != state.visible_block()) {
-    fail(kUnknownSite,
-         fmt::format("{} stores {} into a block of shape {}", name,
-                     value.defined() ? value.aval().to_string() : "an empty Array",
-                     state.visible_block().to_string()),
-         "a store writes the whole block (ragged edges are left out for you)");
-  }
-  const size_t slot = state.slot;
+  const size_t slot = state.slot;  // Ref::store checked the value's shape
   current_[slot] = astype(value, state.aval.dtype);
   if (std::find(stored_.begin(), stored_.end(), slot) == stored_.end()) stored_.push_back(slot);
 }
@@ -112,7 +105,6 @@ struct Variant {
 struct CompiledPlan {
   std::vector<Variant> variants;
   std::vector<uint32_t> variant_of_point;  // row-major over the grid
-  int64_t programs_compiled = 0;           // distinct programs among the variants
 };
 
 }  // namespace detail
@@ -160,9 +152,17 @@ std::string program_key(const TracedProgram& traced) {
   return key;
 }
 
-// Walks the grid once on this thread: each point gets the first variant whose queries it
-// answers as the trace did, or a new trace. Every spec and index is checked on the way, as
-// the interpreter checks them.
+// Variants whose traces asked the same questions (the same program_id axes and blocks'
+// extents, in order), by their answers: a point is matched by answering each group's
+// questions once and looking the answers up.
+struct VariantGroup {
+  std::vector<KernelTrace::Query> questions;  // the answers left empty
+  std::map<std::vector<Index>, uint32_t> variant_by_answers;
+};
+
+// Walks the grid once on this thread: each point gets the variant whose questions it
+// answers as that variant's trace did (the first group's, in the order they were made), or
+// a new trace. Every spec and index is checked on the way, as the interpreter checks them.
 std::shared_ptr<const CompiledPlan> make_plan(const detail::RegisteredKernel& kernel,
                                               KernelRun& run, const Slots& slots,
                                               const std::vector<std::shared_ptr<RefState>>& ins,
@@ -175,41 +175,36 @@ std::shared_ptr<const CompiledPlan> make_plan(const detail::RegisteredKernel& ke
     block_types.emplace_back(state->visible_block(), state->aval.dtype);
   }
   std::map<std::string, std::shared_ptr<const kiln::detail::Executable>> compiled;
+  std::vector<VariantGroup> groups;
+  auto answers_at = [&](const std::vector<KernelTrace::Query>& questions, const Index& point) {
+    std::vector<Index> answers;
+    for (const KernelTrace::Query& question : questions) {
+      answers.push_back(answer_at(run, slots, question, point, kernel.hidden_axes));
+    }
+    return answers;
+  };
   run.for_each_point([&](const Index& point) {
-    for (size_t v = 0; v < plan->variants.size(); ++v) {
-      const Variant& variant = plan->variants[v];
-      bool same = true;
-      for (const KernelTrace::Query& query : variant.queries) {
-        if (answer_at(run, slots, query, point, kernel.hidden_axes) != query.answer) {
-          same = false;
-          break;
-        }
-      }
-      if (same) {
-        // The checks the interpreter makes at every point (index maps, races).
-        run.kernel_at(point, ins, kernel.in_specs, outs, kernel.out_specs, scratch);
-        plan->variant_of_point.push_back(static_cast<uint32_t>(v));
-        return;
-      }
+    for (const VariantGroup& group : groups) {
+      auto found = group.variant_by_answers.find(answers_at(group.questions, point));
+      if (found == group.variant_by_answers.end()) continue;
+      // The checks the interpreter makes at every point (index maps, races).
+      run.kernel_at(point, ins, kernel.in_specs, outs, kernel.out_specs, scratch);
+      plan->variant_of_point.push_back(found->second);
+      return;
     }
     Variant variant;
     kiln::detail::FlatFunction body = [&](std::span<const Array> blocks) {
       KernelTrace trace(blocks);
       for (RefState* state : slots.states) state->trace = &trace;
+      struct Untrace {  // the buffers forget the trace however the body ends
+        const Slots& slots;
+        ~Untrace() {
+          for (RefState* state : slots.states) state->trace = nullptr;
+        }
+      } untrace{slots};
       Kernel k =
           run.kernel_at(point, ins, kernel.in_specs, outs, kernel.out_specs, scratch, &trace);
-      try {
-        kernel.body(k);
-      } catch (const Error& error) {
-        fail(site,
-             fmt::format("pallas kernel '{}' at grid point {}: {}", kernel.options.name,
-                         index_text(point), error.message()),
-             error.message().find("traced value") != std::string::npos
-                 ? "a compiled body computes on its blocks with kiln ops and cannot read their "
-                   "values on the host: compute with them, or set CallOptions::interpret"
-                 : error.hint());
-      }
-      for (RefState* state : slots.states) state->trace = nullptr;
+      detail::call_body(kernel, k, point, site);
       variant.queries = trace.queries();
       variant.loaded = trace.loaded();
       variant.stored = trace.stored();
@@ -225,11 +220,18 @@ std::shared_ptr<const CompiledPlan> make_plan(const detail::RegisteredKernel& ke
         options.name = fmt::format("pallas_{}", kernel.options.name);
         it->second = kiln::detail::Executable::compile(
             *traced.program, std::vector<bool>(traced.program->inputs.size(), false), options);
-        ++plan->programs_compiled;
       }
       variant.executable = it->second;
     }
-    plan->variant_of_point.push_back(static_cast<uint32_t>(plan->variants.size()));
+    const auto index = static_cast<uint32_t>(plan->variants.size());
+    std::vector<KernelTrace::Query> questions = variant.queries;
+    std::vector<Index> answers;
+    for (KernelTrace::Query& question : questions) answers.push_back(std::move(question.answer));
+    auto group = std::find_if(groups.begin(), groups.end(),
+                              [&](const VariantGroup& g) { return g.questions == questions; });
+    if (group == groups.end()) group = groups.insert(groups.end(), VariantGroup{questions, {}});
+    group->variant_by_answers.emplace(std::move(answers), index);
+    plan->variant_of_point.push_back(index);
     plan->variants.push_back(std::move(variant));
   });
   return plan;

@@ -39,6 +39,7 @@ class KernelTrace {
   explicit KernelTrace(std::span<const Array> blocks);
 
   Array load(const RefState& state, const Index& block, double fill);
+  // `value` has the block's shape (Ref::store checked it).
   void store(const RefState& state, const Array& value, const std::string& name);
   void ask_program_id(size_t axis, int64_t answer);
   void ask_valid_extent(const RefState& state, const Index& extent);

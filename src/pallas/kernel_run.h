@@ -291,6 +291,10 @@ namespace detail {
 // interpreter's), else none.
 KernelBuffers set_up_buffers(const RegisteredKernel& kernel, KernelRun& run, bool host_bytes);
 
+// Runs the body at `point` (interpreting, or tracing a variant); an error it raises is
+// raised again naming the kernel and the point.
+void call_body(const RegisteredKernel& kernel, const Kernel& k, const Index& point, CallSite site);
+
 }  // namespace detail
 
 }  // namespace kiln::pallas

@@ -41,7 +41,6 @@ Array Ref::load(double fill) const {
 
 void Ref::store(const Array& value) const {
   RefState& s = *state_;
-  if (s.trace != nullptr) return s.trace->store(s, value, name_);
   if (!value.defined() || value.shape() != s.visible_block()) {
     fail(kUnknownSite,
          fmt::format("{} stores {} into a block of shape {}", name_,
@@ -49,6 +48,7 @@ void Ref::store(const Array& value) const {
                      s.visible_block().to_string()),
          "a store writes the whole block (ragged edges are left out for you)");
   }
+  if (s.trace != nullptr) return s.trace->store(s, value, name_);
   HostArray host = astype(value, s.aval.dtype).to_host();
   const size_t size = s.element_size();
   s.for_each_run(block_, [&](size_t at, size_t from, size_t count) {
@@ -140,6 +140,22 @@ bool detail::interpreted(const CallOptions& options) {
 
 namespace detail {
 
+void call_body(const RegisteredKernel& kernel, const Kernel& k, const Index& point, CallSite site) {
+  try {
+    kernel.body(k);
+  } catch (const Error& error) {
+    // Tracing, the body cannot read a block's values on the host: say what to do instead.
+    const bool read_traced = error.message().find("traced value") != std::string::npos;
+    fail(site,
+         fmt::format("pallas kernel '{}' at grid point {}: {}", kernel.options.name,
+                     index_text(point), error.message()),
+         read_traced ? "a compiled body computes on its blocks with kiln ops and cannot read "
+                       "their values on the host: compute with them, or set "
+                       "CallOptions::interpret"
+                     : error.hint());
+  }
+}
+
 KernelBuffers set_up_buffers(const RegisteredKernel& kernel, KernelRun& run, bool host_bytes) {
   if (!kernel.body) run.refuse("the kernel body is an empty function");
   run.check_grid();
@@ -212,14 +228,7 @@ std::vector<Array> run_kernel(const RegisteredKernel& kernel, std::span<const Ar
         std::fill(buffer->bytes.begin(), buffer->bytes.end(), std::byte{0});
     }
     example = std::move(this_example);
-    try {
-      kernel.body(k);
-    } catch (const Error& error) {
-      fail(site,
-           fmt::format("pallas kernel '{}' at grid point {}: {}", kernel.options.name,
-                       index_text(point), error.message()),
-           error.hint());
-    }
+    call_body(kernel, k, point, site);
   });
   std::vector<Array> results;
   if (dry_run) return results;

@@ -554,15 +554,19 @@ class TrainCli(unittest.TestCase):
         self.assertIn("strides", result.stderr)
         self.assertEqual(os.listdir(self.runs), ["strides.toml"])
 
-    def test_a_gpt2_trains_from_text_and_generate_continues_the_prompt(self):
+    def train_tiny_gpt2(self, line, steps, *overrides):
+        """examples/gpt2_small.toml shrunk to one block of 32 channels, on `line` x 40."""
         corpus = os.path.join(self.runs, "corpus.txt")
         with open(corpus, "w") as f:
-            f.write("Let there be light: and there was light.\n" * 40)
-        result = run("train", os.path.join(ROOT, "examples", "gpt2_small.toml"), *self.where,
-                     "--set", f"data.train_file={corpus}", "--set", "data.context=16",
-                     "--set", "data.test_limit=0", "--set", "model.gpt2.layers=1",
-                     "--set", "model.gpt2.channels=32", "--set", "train.max_steps=30",
-                     "--set", "optim.warmup_steps=5", "--set", "train.batch_size=8")
+            f.write(line * 40)
+        return run("train", os.path.join(ROOT, "examples", "gpt2_small.toml"), *self.where,
+                   "--set", f"data.train_file={corpus}", "--set", "data.context=16",
+                   "--set", "data.test_limit=0", "--set", "model.gpt2.layers=1",
+                   "--set", "model.gpt2.channels=32", "--set", f"train.max_steps={steps}",
+                   "--set", "optim.warmup_steps=5", "--set", "train.batch_size=8", *overrides)
+
+    def test_a_gpt2_trains_from_text_and_generate_continues_the_prompt(self):
+        result = self.train_tiny_gpt2("Let there be light: and there was light.\n", 30)
         run_dir = result.stdout.strip().splitlines()[-1]
         self.assertIn("GPT-2(layers 1", result.stdout)
         out = run("generate", run_dir, "--prompt", "Let there", "--tokens", "12",
@@ -577,15 +581,8 @@ class TrainCli(unittest.TestCase):
             self.assertNotIn("\nattention = ", f.read())
 
     def test_a_gpt2_trains_with_flash_attention_from_its_config(self):
-        corpus = os.path.join(self.runs, "corpus.txt")
-        with open(corpus, "w") as f:
-            f.write("In the beginning was the Word.\n" * 40)
-        result = run("train", os.path.join(ROOT, "examples", "gpt2_small.toml"), *self.where,
-                     "--set", f"data.train_file={corpus}", "--set", "data.context=16",
-                     "--set", "data.test_limit=0", "--set", "model.gpt2.layers=1",
-                     "--set", "model.gpt2.channels=32", "--set", "train.max_steps=10",
-                     "--set", "optim.warmup_steps=2", "--set", "train.batch_size=8",
-                     "--set", "model.gpt2.attention=flash")
+        result = self.train_tiny_gpt2("In the beginning was the Word.\n", 10,
+                                      "--set", "model.gpt2.attention=flash")
         run_dir = result.stdout.strip().splitlines()[-1]
         self.assertIn("flash attention", result.stdout)
         with open(os.path.join(run_dir, "config.toml")) as f:

@@ -135,13 +135,20 @@ TEST(Gpt2, TheLossStartsNearLogVocabularyAndFallsWhenTrained) {
 
 // Rematerialization per block: the same gradients bit for bit, and a memory plan whose
 // intermediates shrink as less is kept (blocks < blocks keeping their matmuls < none).
+// Two sequences of 6 tokens and the tokens that follow them, for the comparisons below.
+Array some_tokens() {
+  return tokens_of({1, 5, 2, 7, 3, 0, 4, 4, 8, 1, 6, 2}, {2, 6});
+}
+Array their_targets() {
+  return tokens_of({5, 2, 7, 3, 0, 10, 4, 8, 1, 6, 2, 9}, {2, 6});
+}
+
 TEST(Gpt2, RematerializedBlocksGiveTheSameGradientsInLessMemory) {
   nn::Gpt2Config config = tiny();
   config.layers = 3;
   config.channels = 16;
   Tree params = nn::gpt2_init(config, random::key(4));
-  Array tokens = tokens_of({1, 5, 2, 7, 3, 0, 4, 4, 8, 1, 6, 2}, {2, 6});
-  Array targets = tokens_of({5, 2, 7, 3, 0, 10, 4, 8, 1, 6, 2, 9}, {2, 6});
+  Array tokens = some_tokens(), targets = their_targets();
   std::vector<std::vector<Array>> grads;
   std::vector<int64_t> temp_bytes;
   for (nn::Gpt2Remat remat :
@@ -166,8 +173,7 @@ TEST(Gpt2, FlashAttentionGivesThePlainLossAndGradients) {
   config.layers = 2;
   config.channels = 16;
   Tree params = nn::gpt2_init(config, random::key(5));
-  Array tokens = tokens_of({1, 5, 2, 7, 3, 0, 4, 4, 8, 1, 6, 2}, {2, 6});
-  Array targets = tokens_of({5, 2, 7, 3, 0, 10, 4, 8, 1, 6, 2, 9}, {2, 6});
+  Array tokens = some_tokens(), targets = their_targets();
   auto loss_and_grads = [&](nn::AttentionImplementation attention) {
     config.attention = attention;
     return jit(value_and_grad(
