@@ -21,7 +21,8 @@
 // ragged: load() fills the missing elements with zeros (or the value given) and store()
 // writes only the elements inside the array. An output's block keeps what was stored in it
 // while consecutive points revisit it, so a reduction accumulates there; outputs start as
-// zeros, and so does scratch, which lives for the whole call.
+// zeros, and so does scratch, which lives for the whole call (compiled: for each point of
+// the parallel axes, whose in-order points a worker runs on scratch of its own).
 //
 // Two modes (CallOptions::interpret): compiled, the default, traces the body into programs
 // of kiln ops on blocks and compiles them with jit's compiler, the parallel points spread

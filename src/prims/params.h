@@ -262,7 +262,7 @@ struct CustomVjpParams {
 };
 
 // pallas_call: a Pallas-style kernel call (kiln/pallas.h), its body, grid and BlockSpecs
-// registered under `id` in the process's table of kernel calls (src/pallas/kernel_calls.cc);
+// registered under `id` in the process's table of kernel calls (src/pallas/kernel_call_prim.cc);
 // `name` is the kernel's, for people reading programs.
 struct KernelCallParams {
   std::string name;
