@@ -40,13 +40,8 @@ Array KernelTrace::load(const RefState& state, const Index& block, double fill) 
   if (state.is_scratch) return value;
   // A ragged block: the elements past the array's edge read as `fill`, whatever the buffer
   // holds there (a store earlier in the body, or at an earlier point, wrote them too).
-  Index extent;
-  Dims visible;
-  for (int64_t d = 0; d < state.rank(); ++d) {
-    if (state.squeezed[static_cast<size_t>(d)]) continue;
-    extent.push_back(state.valid(block, d));
-    visible.push_back(state.block[static_cast<size_t>(d)]);
-  }
+  const Index extent = state.visible_extent(block);
+  const Dims visible = state.visible_block().dims();
   ask_valid_extent(state, extent);
   Array inside;
   for (size_t d = 0; d < extent.size(); ++d) {
@@ -131,13 +126,7 @@ Index answer_at(KernelRun& run, const Slots& slots, const KernelTrace::Query& qu
   if (query.kind == KernelTrace::Query::Kind::kProgramId) {
     return Index{point[hidden_axes + query.which]};
   }
-  const RefState& state = *slots.states[query.which];
-  Index block = slots.block_at(run, query.which, point);
-  Index extent;
-  for (int64_t d = 0; d < state.rank(); ++d) {
-    if (!state.squeezed[static_cast<size_t>(d)]) extent.push_back(state.valid(block, d));
-  }
-  return extent;
+  return slots.states[query.which]->visible_extent(slots.block_at(run, query.which, point));
 }
 
 // A program's identity for sharing one compilation: its text, and the values of its

@@ -65,6 +65,14 @@ class RefState {
     int64_t start = index[static_cast<size_t>(d)] * block[static_cast<size_t>(d)];
     return std::clamp<int64_t>(aval.shape[d] - start, 0, block[static_cast<size_t>(d)]);
   }
+  // valid() along each dimension the body sees (the squeezed ones left out).
+  Index visible_extent(const Index& index) const {
+    Index extent;
+    for (int64_t d = 0; d < rank(); ++d) {
+      if (!squeezed[static_cast<size_t>(d)]) extent.push_back(valid(index, d));
+    }
+    return extent;
+  }
 
   // Calls copy(buffer offset, block offset, elements) for each run of the block's elements
   // that lies inside the array, the runs along the last dimension.

@@ -61,13 +61,9 @@ AbstractValue Ref::block_type() const {
 }
 
 Dims Ref::valid_extent() const {
-  Dims extent;
-  for (int64_t d = 0; d < state_->rank(); ++d) {
-    if (!state_->squeezed[static_cast<size_t>(d)]) extent.push_back(state_->valid(block_, d));
-  }
-  if (state_->trace != nullptr)
-    state_->trace->ask_valid_extent(*state_, Index(extent.begin(), extent.end()));
-  return extent;
+  Index extent = state_->visible_extent(block_);
+  if (state_->trace != nullptr) state_->trace->ask_valid_extent(*state_, extent);
+  return Dims(extent.begin(), extent.end());
 }
 
 int64_t Kernel::program_id(int64_t axis) const {

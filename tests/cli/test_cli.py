@@ -137,19 +137,23 @@ class Cli(unittest.TestCase):
         count = lambda text: int(re.search(r"(\d+) case\(s\), 0 failed", text).group(1))
         self.assertEqual(count(both), 2 * count(compiled))
 
+    @staticmethod
+    def privacy_json(*args):
+        """`kiln privacy ARGS --json`, parsed."""
+        return json.loads(run("privacy", *args, "--json").stdout)
+
     def test_privacy_epsilon_from_rate_or_batch_and_bad_settings_by_name(self):
         # dp-accounting 0.6.0 gives 1.71177 at order 9.6 for these (docs/privacy.md).
         out = run("privacy", "epsilon", "-q", "0.01", "--sigma", "1.1", "--steps", "1000").stdout
         self.assertIn("epsilon 1.7118 at delta 1e-05 (Rényi order 9.6) for 1000 steps", out)
-        spent = json.loads(run("privacy", "epsilon", "--batch", "256", "--examples", "60000",
-                               "--sigma", "1.1", "--epochs", "60", "--json").stdout)
+        spent = self.privacy_json("epsilon", "--batch", "256", "--examples", "60000",
+                                  "--sigma", "1.1", "--epochs", "60")
         self.assertEqual(spent["steps"], 14063)
         self.assertAlmostEqual(spent["sampling_rate"], 256 / 60000)
         self.assertEqual(spent["series"], "upper_bound")
-        exact = json.loads(run("privacy", "epsilon", "-q", "0.01", "--sigma", "0.5", "--steps",
-                               "100", "--exact", "--json").stdout)
-        bound = json.loads(run("privacy", "epsilon", "-q", "0.01", "--sigma", "0.5", "--steps",
-                               "100", "--json").stdout)
+        exact = self.privacy_json("epsilon", "-q", "0.01", "--sigma", "0.5", "--steps", "100",
+                                  "--exact")
+        bound = self.privacy_json("epsilon", "-q", "0.01", "--sigma", "0.5", "--steps", "100")
         self.assertLess(exact["epsilon"], bound["epsilon"])
         for args, message in (
                 (("-q", "0", "--sigma", "1", "--steps", "3"), "sampling_rate is 0"),
@@ -167,14 +171,13 @@ class Cli(unittest.TestCase):
     def test_privacy_noise_finds_the_multiplier_for_a_budget(self):
         out = run("privacy", "noise", "-q", "0.01", "--steps", "1000", "--epsilon", "1.71177").stdout
         self.assertIn("noise multiplier 1.1000: 1000 steps at sampling rate 0.01", out)
-        found = json.loads(run("privacy", "noise", "--batch", "256", "--examples", "60000",
-                               "--epochs", "60", "--epsilon", "3", "--json").stdout)
+        found = self.privacy_json("noise", "--batch", "256", "--examples", "60000", "--epochs",
+                                  "60", "--epsilon", "3")
         self.assertLessEqual(found["epsilon"], 3)
         self.assertEqual(found["steps"], 14063)
         # The same accounting as `epsilon`: the noise found spends what `epsilon` says.
-        spent = json.loads(run("privacy", "epsilon", "--batch", "256", "--examples", "60000",
-                               "--epochs", "60", "--sigma", repr(found["noise_multiplier"]),
-                               "--json").stdout)
+        spent = self.privacy_json("epsilon", "--batch", "256", "--examples", "60000",
+                                  "--epochs", "60", "--sigma", repr(found["noise_multiplier"]))
         self.assertAlmostEqual(spent["epsilon"], found["epsilon"], places=9)
         unreachable = run("privacy", "noise", "-q", "0.01", "--steps", "1000", "--epsilon",
                           "0.0001", check=False)
