@@ -156,6 +156,13 @@ struct CallOptions {
   // body run eagerly on host copies of its blocks). KILN_PALLAS=interpret|compiled sets
   // every call's mode. docs/kernels.md, *Compiled mode*.
   bool interpret = false;
+  // Compiled mode: while a worker computes on one grid point's blocks, the input blocks its
+  // next point reads are copied into a second set of buffers by the block copier, a thread
+  // standing in for the DMA engine a CPU does not have; the trace shows the copies and the
+  // compute as separate events. The results are the same bits either way. Off by default:
+  // it pays only where the copier has a core to itself (docs/kernels.md, *Double
+  // buffering*, has the measurements). KILN_PALLAS_DOUBLE_BUFFER=on|off sets every call's.
+  bool double_buffer = false;
 };
 
 // Runs `body` over `grid` and returns the outputs (`out_types`, each filled block by block

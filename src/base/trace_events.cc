@@ -49,10 +49,18 @@ Track data_loader_track(int worker) {
   return static_cast<Track>(static_cast<int32_t>(Track::kDataLoader0) + std::min(worker, 89));
 }
 
+Track kernel_worker_track(int worker) {
+  return static_cast<Track>(static_cast<int32_t>(Track::kKernelWorker0) + worker);
+}
+
 std::string track_name(Track track) {
   auto id = static_cast<int32_t>(track);
   if (track == Track::kTrainingLoop) return "training loop";
   if (track == Track::kSavepointWriter) return "savepoint writer";
+  if (track == Track::kBlockCopier) return "kernel block copier";
+  if (id >= static_cast<int32_t>(Track::kKernelWorker0)) {
+    return fmt::format("kernel worker {}", id - static_cast<int32_t>(Track::kKernelWorker0));
+  }
   if (id >= static_cast<int32_t>(Track::kDevice0)) {
     return fmt::format("device cpu:{}", id - static_cast<int32_t>(Track::kDevice0));
   }

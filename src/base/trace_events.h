@@ -22,11 +22,14 @@ namespace kiln::trace {
 enum class Track : int32_t {
   kTrainingLoop = 1,  // the thread that dispatches steps and waits for their results
   kSavepointWriter = 2,
-  kDataLoader0 = 10,  // data loader worker N draws on kDataLoader0 + N (N < 90)
-  kDevice0 = 100,     // device N draws on kDevice0 + N
+  kBlockCopier = 3,       // the copies of double-buffered kernels (src/pallas/block_copier.h)
+  kDataLoader0 = 10,      // data loader worker N draws on kDataLoader0 + N (N < 90)
+  kDevice0 = 100,         // device N draws on kDevice0 + N (N < 900)
+  kKernelWorker0 = 1000,  // a compiled kernel's worker N draws on kKernelWorker0 + N
 };
 Track device_track(int device_id);
 Track data_loader_track(int worker);
+Track kernel_worker_track(int worker);
 std::string track_name(Track track);
 
 struct Event {

@@ -107,6 +107,8 @@ int run_command(int argc, char** argv) {
       "                          value; anything else is an error)\n"
       "  KILN_ALLOCATOR_CACHE_MB=M  freed memory each device keeps for reuse (default 2048)\n"
       "  KILN_LOG_RECOMPILES=1   print every jit compilation and why\n"
+      "  KILN_PALLAS=interpret|compiled  every Pallas kernel in that mode (for debugging one)\n"
+      "  KILN_PALLAS_DOUBLE_BUFFER=on|off  every compiled kernel's block copies ahead\n"
       "Exit status: 0 success, 1 an error (usage, config, data, model, files), 2 a run stopped\n"
       "by a non-finite loss or gradient, 3 `kiln data validate` found contract violations,\n"
       "130 / 143 / 129 a run interrupted by SIGINT / SIGTERM / SIGHUP.\n"

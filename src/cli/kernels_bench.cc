@@ -200,6 +200,13 @@ int run_kernel_bench(const KernelBenchOptions& options) {
                  cuda_device_present() ? "a CUDA device" : "no CUDA device");
     return 2;
   }
+  if (options.double_buffer && options.mode != "compiled") {
+    std::fprintf(stderr,
+                 "kiln kernels bench: --double-buffer compares two compiled runs; it cannot be "
+                 "given with --mode %s\n",
+                 options.mode.c_str());
+    return 2;
+  }
   Workload w = workload(options.name, options.quick);
   profile::MachinePeaks peaks = profile::machine_peaks(false, nullptr, options.quick);
   profile::AlternateOptions alternation;
@@ -210,7 +217,18 @@ int run_kernel_bench(const KernelBenchOptions& options) {
   const bool compiled = options.mode == "compiled";
   pallas::detail::ForcedMode mode(!compiled);
   std::function<Array()> kernel, unfused;
-  if (compiled) {
+  if (options.double_buffer) {
+    // The setting is read when the kernel step runs, so each side waits for its result
+    // inside its own setting.
+    auto buffered = [f = jit(w.kernel), args = w.args](bool on) mutable {
+      pallas::detail::ForcedDoubleBuffer setting(on);
+      Array result = f(args);
+      result.block_until_ready();
+      return result;
+    };
+    kernel = [buffered]() mutable { return buffered(true); };
+    unfused = [buffered]() mutable { return buffered(false); };
+  } else if (compiled) {
     kernel = [f = jit(w.kernel), args = w.args]() mutable { return f(args); };
     unfused = [f = jit(w.unfused), args = w.args]() mutable { return f(args); };
   } else {
@@ -246,20 +264,28 @@ int run_kernel_bench(const KernelBenchOptions& options) {
       "kernel {} (docs/kernels.md)\n# roofline: kiln bench machine's {:.0f} "
       "GFLOP/s sgemm and {:.1f} GB/s triad ({})\n",
       options.name, w.inputs, peaks.cpu_model, peaks.simd_target, compute_pool().num_threads(),
-      compiled ? "compiled, both sides jitted" : "in interpret mode, both sides eager",
+      options.double_buffer ? "double-buffered against single-buffered, both jitted"
+      : compiled            ? "compiled, both sides jitted"
+                            : "in interpret mode, both sides eager",
       peaks.gemm_gflops, peaks.bandwidth_gbs, peaks.how);
   text += fmt::format("{:<30} {:>13} {:>10} {:>10}   {}\n", "", "median", "p10", "p90",
                       w.flops > 0 ? "achieved (of the sgemm peak)" : "achieved (of the triad)");
-  text += row("kernel", times.a_s);
-  text += row(compiled ? "unfused program (jit)" : "unfused program (eager ops)", times.b_s);
+  const char* a_name = options.double_buffer ? "kernel, double-buffered" : "kernel";
+  const char* b_name = options.double_buffer ? "kernel, single-buffered"
+                       : compiled            ? "unfused program (jit)"
+                                             : "unfused program (eager ops)";
+  text += row(a_name, times.a_s);
+  text += row(b_name, times.b_s);
+  text +=
+      fmt::format("{} per pair: {} (median {:.2f}x; above 1: the {} is faster)\n",
+                  options.double_buffer ? "single-buffered / double-buffered" : "unfused / kernel",
+                  profile::format_ratios(times.ratios()), times.median_ratio(),
+                  options.double_buffer ? "double-buffered kernel" : "kernel");
   text += fmt::format(
-      "unfused / kernel per pair: {} (median {:.2f}x; above 1: the kernel is "
-      "faster)\n",
-      profile::format_ratios(times.ratios()), times.median_ratio());
-  text += fmt::format(
-      "peak memory of a call above the inputs (the device allocator's): kernel {:.2f} MiB, "
-      "unfused {:.2f} MiB\n",
-      static_cast<double>(kernel_peak) / (1 << 20), static_cast<double>(unfused_peak) / (1 << 20));
+      "peak memory of a call above the inputs (the device allocator's): {} {:.2f} MiB, {} "
+      "{:.2f} MiB\n",
+      a_name, static_cast<double>(kernel_peak) / (1 << 20), b_name,
+      static_cast<double>(unfused_peak) / (1 << 20));
   train::print_best_effort(stdout, text);
   return 0;
 }

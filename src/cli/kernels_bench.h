@@ -13,6 +13,7 @@ struct KernelBenchOptions {
   int repeats = 5;                // A/B pairs
   bool quick = false;             // small inputs (a smoke test)
   std::string mode = "compiled";  // compiled (both sides jitted) or interpret (both eager)
+  bool double_buffer = false;     // compiled: double-buffered against not, not vs unfused
 };
 
 // Prints the table; returns the exit status (2 for a device kiln cannot measure on).

@@ -101,6 +101,10 @@ Runner add_kernels_command(CLI::App& app) {
                    "kernel in interpret mode and the program eager")
       ->check(CLI::IsMember({"compiled", "interpret"}))
       ->capture_default_str();
+  bench_command->add_flag("--double-buffer", bench->double_buffer,
+                          "the kernel with its next blocks copied ahead (CallOptions::"
+                          "double_buffer) against the same kernel without, both jitted, "
+                          "instead of against the unfused program");
   return [kernels, name, verbose, check_mode, bench] {
     if (kernels->got_subcommand("bench")) return run_kernel_bench(*bench);
     if (kernels->got_subcommand("list")) {

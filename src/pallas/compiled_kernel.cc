@@ -15,9 +15,11 @@
 #include <fmt/format.h>
 
 #include "base/compute_pool.h"
+#include "base/trace_events.h"
 #include "jit/executable.h"
 #include "kiln/ops.h"
 #include "kiln/tracing.h"
+#include "pallas/block_copier.h"
 #include "runtime/cpu_device.h"
 #include "runtime/device_array.h"
 
@@ -239,12 +241,20 @@ bool contiguous_blocking(const RefState& state) {
 }
 
 // One worker's buffers: a block per slot, where it sits, and a second buffer per slot for
-// the program to write a stored block into (the two are swapped after the run). Kept from
-// unit to unit (allocating them per unit faulted their pages in again every time).
+// the program to write a stored block into (the two are swapped after the run). Double
+// buffered, each input has a third, into which the block copier copies the block the next
+// point reads while this one computes (swapped in when the next point places it). Kept
+// from unit to unit (allocating them per unit faulted their pages in again every time).
 class BlockBuffers {
  public:
   // The buffers come from the device's allocator, so its memory statistics count them.
-  BlockBuffers(const Slots& slots, CachingAllocator& allocator) : slots_(slots) {
+  // `track` and `kernel_name`: where and how the copies are drawn in a trace.
+  BlockBuffers(const Slots& slots, CachingAllocator& allocator, bool double_buffer,
+               trace::Track track, const std::string& kernel_name)
+      : slots_(slots),
+        track_(track),
+        copy_name_(fmt::format("{} copy", kernel_name)),
+        copy_ahead_name_(fmt::format("{} copy ahead", kernel_name)) {
     for (const RefState* state : slots.states) {
       auto bytes =
           static_cast<size_t>(state->visible_block().num_elements()) * state->element_size();
@@ -253,17 +263,54 @@ class BlockBuffers {
         if (bytes > 0) std::memset(buffers->back()->data(), 0, bytes);
       }
       in_place_.push_back(!state->is_scratch && contiguous_blocking(*state));
+      const bool input = !state->is_scratch && !state->is_output;
+      ahead_.push_back(double_buffer && input ? allocator.allocate(bytes) : nullptr);
     }
     at_.resize(slots.states.size());
+    ahead_at_.resize(slots.states.size());
     dirty_.assign(slots.states.size(), false);
   }
+  // A copy still running writes into these buffers.
+  ~BlockBuffers() { settle(); }
+  BlockBuffers(const BlockBuffers&) = delete;
+  BlockBuffers& operator=(const BlockBuffers&) = delete;
 
   // A unit starts with no block in its buffers and zeroed scratch.
   void begin_unit() {
+    settle();
     for (size_t slot = 0; slot < current_.size(); ++slot) {
       at_[slot].clear();
+      ahead_at_[slot].clear();
       if (slots_.states[slot]->is_scratch) zero(*current_[slot]);
     }
+  }
+
+  bool double_buffered(size_t slot) const { return ahead_[slot] != nullptr; }
+
+  // Whether `block` of input `slot` would have to be copied when a point reads it: it is
+  // not in the buffer already and cannot be read in place.
+  bool needs_copy(size_t slot, const Index& block) const {
+    if (at_[slot] == block) return false;
+    return !(in_place_[slot] && whole_block_offset(*slots_.states[slot], block));
+  }
+
+  // Hands the copies of `blocks` (slot, block), which the next point reads, to the block
+  // copier; the point that places them takes them from there.
+  void copy_ahead(const std::vector<std::pair<size_t, Index>>& blocks) {
+    if (blocks.empty()) return;
+    settle();  // the buffers the last copy wrote may be the ones this one writes
+    std::vector<std::byte*> buffers;
+    for (const auto& [slot, block] : blocks) {
+      ahead_at_[slot] = block;
+      buffers.push_back(bytes(ahead_[slot]));
+    }
+    pending_ = detail::copy_ahead(
+        [this, blocks, buffers = std::move(buffers)] {
+          for (size_t i = 0; i < blocks.size(); ++i) {
+            gather_into(blocks[i].first, blocks[i].second, buffers[i]);
+          }
+        },
+        copy_ahead_name_);
   }
 
   struct Place {
@@ -300,7 +347,14 @@ class BlockBuffers {
     if (at_[slot] != block) {
       if (dirty_[slot]) write_back(slot);
       at_[slot] = block;
-      if (read) gather(slot, block);
+      if (read && !ahead_at_[slot].empty() && ahead_at_[slot] == block) {
+        settle();
+        std::swap(current_[slot], ahead_[slot]);
+        ahead_at_[slot].clear();
+      } else if (read) {
+        detail::traced(track_, copy_name_,
+                       [&] { gather_into(slot, block, bytes(current_[slot])); });
+      }
     }
     place.read = bytes(current_[slot]);
     if (written) place.write = bytes(next_[slot]);
@@ -315,6 +369,7 @@ class BlockBuffers {
   }
 
   void finish() {
+    settle();
     for (size_t slot = 0; slot < current_.size(); ++slot) {
       if (dirty_[slot]) write_back(slot);
     }
@@ -340,11 +395,19 @@ class BlockBuffers {
     if (buffer.bytes() > 0) std::memset(buffer.data(), 0, buffer.bytes());
   }
 
-  void gather(size_t slot, const Index& block) {
-    RefState& state = *slots_.states[slot];
-    std::byte* buffer = bytes(current_[slot]);
+  // Waits for the copy ahead, if one is out (or runs it here if the copier has not begun).
+  void settle() {
+    if (pending_) pending_->finish(track_);
+    pending_.reset();
+  }
+
+  // Reads `block` of `slot` into `buffer`, the elements past the array's edge zeroed.
+  void gather_into(size_t slot, const Index& block, std::byte* buffer) const {
+    const RefState& state = *slots_.states[slot];
     const size_t size = state.element_size();
-    if (!whole_block_offset(state, block)) zero(*current_[slot]);
+    if (!whole_block_offset(state, block)) {
+      std::memset(buffer, 0, static_cast<size_t>(state.visible_block().num_elements()) * size);
+    }
     state.for_each_run(block, [&](size_t at, size_t into, size_t count) {
       std::memcpy(buffer + into * size, state.data + at * size, count * size);
     });
@@ -361,33 +424,52 @@ class BlockBuffers {
   }
 
   const Slots& slots_;
+  trace::Track track_;
+  std::string copy_name_;
+  std::string copy_ahead_name_;
   std::vector<std::shared_ptr<Buffer>> current_;
   std::vector<std::shared_ptr<Buffer>> next_;
+  std::vector<std::shared_ptr<Buffer>> ahead_;  // inputs, double buffered; else null
   std::vector<bool> in_place_;
-  std::vector<Index> at_;  // empty: no block in the buffer
+  std::vector<Index> at_;        // empty: no block in the buffer
+  std::vector<Index> ahead_at_;  // the block copied (or being copied) into ahead_
+  std::shared_ptr<detail::BlockCopy> pending_;
   std::vector<bool> dirty_;
 };
 
 // What a worker keeps between the units it runs.
 struct Worker {
-  Worker(const Slots& slots, CachingAllocator& allocator, size_t arena_bytes)
-      : buffers(slots, allocator), arena(allocator.allocate(arena_bytes)) {}
+  Worker(const Slots& slots, CachingAllocator& allocator, size_t arena_bytes, bool double_buffer,
+         int id, const std::string& kernel_name)
+      : track(trace::kernel_worker_track(id)),
+        buffers(slots, allocator, double_buffer, track, kernel_name),
+        arena(allocator.allocate(arena_bytes)) {}
+  trace::Track track;
   ComputePool serial{1};  // the block programs run on this worker alone
   BlockBuffers buffers;
   std::shared_ptr<Buffer> arena;  // the largest variant's
   std::vector<const std::byte*> inputs;
   std::vector<std::byte*> outputs;
   std::vector<BlockBuffers::Place> places;
+  std::vector<std::pair<size_t, Index>> ahead;  // the next point's blocks to copy
 };
 
 // Workers for the units, made as needed (at most one per pool thread is ever in use).
 class Workers {
  public:
-  Workers(const Slots& slots, CachingAllocator& allocator, size_t arena_bytes)
-      : slots_(slots), allocator_(allocator), arena_bytes_(arena_bytes) {}
+  Workers(const Slots& slots, CachingAllocator& allocator, size_t arena_bytes, bool double_buffer,
+          std::string kernel_name)
+      : slots_(slots),
+        allocator_(allocator),
+        arena_bytes_(arena_bytes),
+        double_buffer_(double_buffer),
+        kernel_name_(std::move(kernel_name)) {}
   std::unique_ptr<Worker> take() {
     std::lock_guard lock(mutex_);
-    if (free_.empty()) return std::make_unique<Worker>(slots_, allocator_, arena_bytes_);
+    if (free_.empty()) {
+      return std::make_unique<Worker>(slots_, allocator_, arena_bytes_, double_buffer_, made_++,
+                                      kernel_name_);
+    }
     std::unique_ptr<Worker> worker = std::move(free_.back());
     free_.pop_back();
     return worker;
@@ -401,6 +483,9 @@ class Workers {
   const Slots& slots_;
   CachingAllocator& allocator_;
   size_t arena_bytes_;
+  bool double_buffer_;
+  std::string kernel_name_;
+  int made_ = 0;
   std::mutex mutex_;
   std::vector<std::unique_ptr<Worker>> free_;
 };
@@ -445,6 +530,35 @@ std::shared_ptr<const CompiledPlan> compiled_plan(const RegisteredKernel& kernel
   return kernel.compiled->plan;
 }
 
+namespace {
+
+// The grid point after `point` in row-major order.
+Index next_point(const Index& grid, Index point) {
+  for (size_t a = grid.size(); a-- > 0;) {
+    if (++point[a] < grid[a]) break;
+    point[a] = 0;
+  }
+  return point;
+}
+
+// Double buffering: hands the copies of the input blocks that grid point `flat` (`point`)
+// will read and does not find in place to the block copier.
+void copy_ahead(const CompiledPlan& plan, KernelRun& run, const Slots& slots, int64_t flat,
+                const Index& point, BlockBuffers& buffers,
+                std::vector<std::pair<size_t, Index>>& blocks) {
+  const Variant& next = plan.variants[plan.variant_of_point[static_cast<size_t>(flat)]];
+  blocks.clear();
+  if (!next.executable) return;
+  for (size_t slot = 0; slot < slots.states.size(); ++slot) {
+    if (!next.loaded[slot] || !buffers.double_buffered(slot)) continue;
+    Index block = slots.block_at(run, slot, point);
+    if (buffers.needs_copy(slot, block)) blocks.emplace_back(slot, std::move(block));
+  }
+  buffers.copy_ahead(blocks);
+}
+
+}  // namespace
+
 void run_compiled_into(const RegisteredKernel& kernel, std::span<const std::byte* const> inputs,
                        std::span<std::byte* const> outputs, ComputePool& pool, CallSite site) {
   std::shared_ptr<const CompiledPlan> plan = compiled_plan(kernel, site);
@@ -475,7 +589,9 @@ void run_compiled_into(const RegisteredKernel& kernel, std::span<const std::byte
   for (const Variant& variant : plan->variants) {
     if (variant.executable) arena_bytes = std::max(arena_bytes, variant.executable->arena_bytes());
   }
-  Workers workers(slots, allocator, arena_bytes);
+  const bool double_buffer = double_buffered(kernel.options);
+  Workers workers(slots, allocator, arena_bytes, double_buffer, kernel.options.name);
+  const std::string compute_name = fmt::format("{} compute", kernel.options.name);
   pool.parallel_for(units, [&](int64_t unit) {
     std::unique_ptr<Worker> worker = workers.take();
     BlockBuffers& buffers = worker->buffers;
@@ -502,21 +618,23 @@ void run_compiled_into(const RegisteredKernel& kernel, std::span<const std::byte
         }
         worker->outputs.clear();
         for (size_t slot : variant.stored) worker->outputs.push_back(worker->places[slot].write);
-        try {
-          variant.executable->execute_into(worker->inputs, worker->outputs, worker->serial,
-                                           static_cast<std::byte*>(worker->arena->data()));
-        } catch (const Error& error) {
-          fail(site,
-               fmt::format("pallas kernel '{}' at grid point {}: {}", kernel.options.name,
-                           index_text(point), error.message()),
-               error.hint());
+        if (double_buffer && p + 1 < points_per_unit) {
+          copy_ahead(*plan, run, slots, flat + 1, next_point(grid, point), buffers, worker->ahead);
         }
+        detail::traced(worker->track, compute_name, [&] {
+          try {
+            variant.executable->execute_into(worker->inputs, worker->outputs, worker->serial,
+                                             static_cast<std::byte*>(worker->arena->data()));
+          } catch (const Error& error) {
+            fail(site,
+                 fmt::format("pallas kernel '{}' at grid point {}: {}", kernel.options.name,
+                             index_text(point), error.message()),
+                 error.hint());
+          }
+        });
         for (size_t slot : variant.stored) buffers.stored(slot, worker->places[slot]);
       }
-      for (size_t a = grid.size(); a-- > 0;) {
-        if (++point[a] < grid[a]) break;
-        point[a] = 0;
-      }
+      point = next_point(grid, point);
     }
     buffers.finish();
     workers.give_back(std::move(worker));

@@ -59,6 +59,23 @@ class ForcedMode {
   int previous_;
 };
 
+// Whether a compiled call double-buffers its input blocks: ForcedDoubleBuffer, else
+// KILN_PALLAS_DOUBLE_BUFFER, else the options' own (a bad value is an error).
+bool double_buffered(const CallOptions& options);
+
+// Sets every compiled call's double buffering while it lives (nullopt: each call's own), as
+// ForcedMode sets the mode: how `kiln kernels bench` measures both. Process-wide.
+class ForcedDoubleBuffer {
+ public:
+  explicit ForcedDoubleBuffer(std::optional<bool> on);
+  ~ForcedDoubleBuffer();
+  ForcedDoubleBuffer(const ForcedDoubleBuffer&) = delete;
+  ForcedDoubleBuffer& operator=(const ForcedDoubleBuffer&) = delete;
+
+ private:
+  int previous_;
+};
+
 // The process-wide table. Ids stay valid for the life of the process, so entries are never
 // freed: every traced call adds one (a jitted function once per signature; a vmap called
 // eagerly, whose inner call is traced each time, two per call), as custom_vjp's table does.

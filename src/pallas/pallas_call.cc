@@ -125,6 +125,22 @@ std::optional<bool> interpret_setting() {
 
 std::atomic<int> forced_mode{-1};  // detail::ForcedMode: -1 none, 0 compiled, 1 interpret
 
+// KILN_PALLAS_DOUBLE_BUFFER: "on" or "off" sets every compiled call's double buffering.
+std::optional<bool> double_buffer_setting() {
+  static const std::optional<bool> setting = []() -> std::optional<bool> {
+    const char* value = std::getenv("KILN_PALLAS_DOUBLE_BUFFER");
+    if (value == nullptr || *value == '\0') return std::nullopt;
+    if (std::string_view(value) == "on") return true;
+    if (std::string_view(value) == "off") return false;
+    fail(kUnknownSite,
+         fmt::format("KILN_PALLAS_DOUBLE_BUFFER='{}' is neither 'on' nor 'off'", value),
+         "unset KILN_PALLAS_DOUBLE_BUFFER for each call's CallOptions::double_buffer");
+  }();
+  return setting;
+}
+
+std::atomic<int> forced_double_buffer{-1};  // detail::ForcedDoubleBuffer: -1 none, 0 off, 1 on
+
 }  // namespace
 
 bool detail::interpreted(const CallOptions& options) {
@@ -132,6 +148,13 @@ bool detail::interpreted(const CallOptions& options) {
   const int forced = forced_mode.load(std::memory_order_relaxed);
   if (forced >= 0) return forced == 1;
   return setting.value_or(options.interpret);
+}
+
+bool detail::double_buffered(const CallOptions& options) {
+  const std::optional<bool> setting = double_buffer_setting();
+  const int forced = forced_double_buffer.load(std::memory_order_relaxed);
+  if (forced >= 0) return forced == 1;
+  return setting.value_or(options.double_buffer);
 }
 
 namespace detail {
@@ -241,6 +264,15 @@ ForcedMode::ForcedMode(std::optional<bool> interpret) : previous_(forced_mode.lo
 }
 ForcedMode::~ForcedMode() {
   forced_mode.store(previous_);
+}
+
+ForcedDoubleBuffer::ForcedDoubleBuffer(std::optional<bool> on)
+    : previous_(forced_double_buffer.load()) {
+  forced_double_buffer.store(on ? (*on ? 1 : 0) : -1);
+}
+
+ForcedDoubleBuffer::~ForcedDoubleBuffer() {
+  forced_double_buffer.store(previous_);
 }
 
 void check_kernel(RegisteredKernel& kernel, CallSite site) {

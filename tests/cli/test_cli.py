@@ -212,6 +212,26 @@ class Cli(unittest.TestCase):
         self.assertIn("no kernel named 'layer_nrom'", unknown.stderr)
         self.assertIn("softmax_cross_entropy", unknown.stderr)
 
+    def test_kernels_bench_double_buffer_compares_the_kernel_with_itself(self):
+        result = run("kernels", "bench", "matmul", "--quick", "--repeats", "2",
+                     "--double-buffer")
+        self.assertIn("double-buffered against single-buffered, both jitted", result.stdout)
+        self.assertRegex(result.stdout, r"kernel, double-buffered +[0-9.]+ ms")
+        self.assertRegex(result.stdout, r"kernel, single-buffered +[0-9.]+ ms")
+        self.assertIn("single-buffered / double-buffered per pair:", result.stdout)
+        refused = run("kernels", "bench", "matmul", "--quick", "--double-buffer", "--mode",
+                      "interpret", check=False)
+        self.assertEqual(refused.returncode, 2)
+        self.assertIn("cannot be given with --mode interpret", refused.stderr)
+        # The variable that sets every call's double buffering: a bad value names itself.
+        bad = run("kernels", "bench", "matmul", "--quick", "--repeats", "1",
+                  env={"KILN_PALLAS_DOUBLE_BUFFER": "yes"}, check=False)
+        self.assertNotEqual(bad.returncode, 0)
+        self.assertIn("KILN_PALLAS_DOUBLE_BUFFER='yes' is neither 'on' nor 'off'", bad.stderr)
+        on = run("kernels", "bench", "matmul", "--quick", "--repeats", "1",
+                 env={"KILN_PALLAS_DOUBLE_BUFFER": "on"})
+        self.assertIn("unfused / kernel per pair:", on.stdout)
+
     def test_config_larger_than_the_limit_is_refused(self):
         with tempfile.NamedTemporaryFile(suffix=".toml") as big:
             big.write(b"# " + b"x" * (1 << 21) + b"\n")
