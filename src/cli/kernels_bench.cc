@@ -60,24 +60,33 @@ Array causal_attention(const Array& q, const Array& k, const Array& v) {
   return matmul(e / sum(e, {2}, true), v);
 }
 
-Workload workload(const std::string& name, bool quick) {
+Workload workload(const KernelBenchOptions& options) {
+  const std::string& name = options.name;
+  const bool quick = options.quick;
+  // The row kernels' rows per grid point.
+  const int64_t block_rows = options.blocks.size() == 1 ? options.blocks[0] : 8;
   Workload w;
   if (name == "matmul") {
-    int64_t n = quick ? 128 : 512;
+    int64_t n = options.size > 0 ? options.size : quick ? 128 : 512;
     Array a = normal(1, {n, n}), b = normal(2, {n, n});
-    w.inputs = fmt::format("f32 {0}x{0} @ {0}x{0}, blocks 128x128x128", n);
+    pallas::MatmulBlocks blocks;
+    if (!options.blocks.empty()) blocks = {options.blocks[0], options.blocks[1], options.blocks[2]};
+    w.inputs =
+        fmt::format("f32 {0}x{0} @ {0}x{0}, blocks {1}x{2}x{3}", n, blocks.m, blocks.n, blocks.k);
     w.bytes = 3.0 * 4 * static_cast<double>(n * n);
     w.flops = 2.0 * static_cast<double>(n * n * n);
     w.args = {a, b};
-    w.kernel = [](const std::vector<Array>& x) { return pallas::matmul(x[0], x[1]); };
+    w.kernel = [blocks](const std::vector<Array>& x) { return pallas::matmul(x[0], x[1], blocks); };
     w.unfused = [](const std::vector<Array>& x) { return matmul(x[0], x[1]); };
   } else if (name == "softmax") {
     int64_t rows = quick ? 64 : 4096, n = quick ? 128 : 1024;
     Array x = normal(3, {rows, n});
-    w.inputs = fmt::format("f32 {}x{}, 8 rows a block", rows, n);
+    w.inputs = fmt::format("f32 {}x{}, {} rows a block", rows, n, block_rows);
     w.bytes = 2.0 * 4 * static_cast<double>(rows * n);
     w.args = {x};
-    w.kernel = [](const std::vector<Array>& in) { return pallas::softmax(in[0]); };
+    w.kernel = [block_rows](const std::vector<Array>& in) {
+      return pallas::softmax(in[0], block_rows);
+    };
     w.unfused = [](const std::vector<Array>& in) {
       Array e = exp(in[0] - max(in[0], {1}, true));
       return e / sum(e, {1}, true);
@@ -85,10 +94,12 @@ Workload workload(const std::string& name, bool quick) {
   } else if (name == "layer_norm") {
     int64_t rows = quick ? 64 : 4096, n = quick ? 128 : 768;
     Array x = normal(4, {rows, n}), scale = normal(5, {n}), bias = normal(6, {n});
-    w.inputs = fmt::format("f32 {}x{}, 8 rows a block", rows, n);
+    w.inputs = fmt::format("f32 {}x{}, {} rows a block", rows, n, block_rows);
     w.bytes = 2.0 * 4 * static_cast<double>(rows * n);
     w.args = {x, scale, bias};
-    w.kernel = [](const std::vector<Array>& in) { return pallas::layer_norm(in[0], in[1], in[2]); };
+    w.kernel = [block_rows](const std::vector<Array>& in) {
+      return pallas::layer_norm(in[0], in[1], in[2], 1e-5, block_rows);
+    };
     w.unfused = [](const std::vector<Array>& in) {
       return nn::layer_norm(in[0], in[1], in[2], 1e-5);
     };
@@ -96,12 +107,12 @@ Workload workload(const std::string& name, bool quick) {
     int64_t rows = quick ? 16 : 256, n = quick ? 1000 : 50304;
     Array logits = normal(7, {rows, n});
     Array labels = random::randint(random::key(8), Shape({rows}), 0, n);
-    w.inputs = fmt::format("f32 {}x{}{}, 8 rows a block", rows, n,
-                           n == 50304 ? " (GPT-2's padded vocabulary)" : "");
+    w.inputs = fmt::format("f32 {}x{}{}, {} rows a block", rows, n,
+                           n == 50304 ? " (GPT-2's padded vocabulary)" : "", block_rows);
     w.bytes = 4.0 * static_cast<double>(rows * n + 2 * rows);
     w.args = {logits, labels};
-    w.kernel = [](const std::vector<Array>& in) {
-      return pallas::softmax_cross_entropy(in[0], in[1]);
+    w.kernel = [block_rows](const std::vector<Array>& in) {
+      return pallas::softmax_cross_entropy(in[0], in[1], block_rows);
     };
     w.unfused = [](const std::vector<Array>& in) {
       Array shifted = in[0] - max(in[0], {1}, true);
@@ -113,12 +124,12 @@ Workload workload(const std::string& name, bool quick) {
     Array logits = normal(12, {rows, n});
     Array labels = random::randint(random::key(13), Shape({rows}), 0, n);
     Array g = normal(14, {rows});
-    w.inputs = fmt::format("f32 {}x{}{}, 8 rows a block", rows, n,
-                           n == 50304 ? " (GPT-2's padded vocabulary)" : "");
+    w.inputs = fmt::format("f32 {}x{}{}, {} rows a block", rows, n,
+                           n == 50304 ? " (GPT-2's padded vocabulary)" : "", block_rows);
     w.bytes = 4.0 * static_cast<double>(2 * rows * n + 2 * rows);
     w.args = {logits, labels, g};
-    w.kernel = [](const std::vector<Array>& in) {
-      return pallas::softmax_cross_entropy_grad(in[0], in[1], in[2]);
+    w.kernel = [block_rows](const std::vector<Array>& in) {
+      return pallas::softmax_cross_entropy_grad(in[0], in[1], in[2], block_rows);
     };
     w.unfused = [rows, n](const std::vector<Array>& in) {
       Array e = exp(in[0] - max(in[0], {1}, true));
@@ -207,7 +218,25 @@ int run_kernel_bench(const KernelBenchOptions& options) {
                  options.mode.c_str());
     return 2;
   }
-  Workload w = workload(options.name, options.quick);
+  const bool row_kernel = options.name == "softmax" || options.name == "layer_norm" ||
+                          options.name.rfind("softmax_cross_entropy", 0) == 0;
+  if (options.size > 0 && options.name != "matmul") {
+    std::fprintf(stderr,
+                 "kiln kernels bench: --size is matmul's (N x N @ N x N); %s has fixed inputs\n",
+                 options.name.c_str());
+    return 2;
+  }
+  const size_t blocks_expected = options.name == "matmul" ? 3 : row_kernel ? 1 : 0;
+  if (!options.blocks.empty() && options.blocks.size() != blocks_expected) {
+    std::fprintf(stderr, "kiln kernels bench: --blocks for %s: %s, got %zu value(s)\n",
+                 options.name.c_str(),
+                 blocks_expected == 3   ? "three, M,N,K"
+                 : blocks_expected == 1 ? "one, the rows per block"
+                                        : "its blocks are fixed",
+                 options.blocks.size());
+    return 2;
+  }
+  Workload w = workload(options);
   profile::MachinePeaks peaks = profile::machine_peaks(false, nullptr, options.quick);
   profile::AlternateOptions alternation;
   alternation.rounds = options.repeats;

@@ -3,7 +3,9 @@
 // beside every figure, and a refusal, not an estimate, for a device it cannot run on.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kiln::cli {
 
@@ -14,6 +16,8 @@ struct KernelBenchOptions {
   bool quick = false;             // small inputs (a smoke test)
   std::string mode = "compiled";  // compiled (both sides jitted) or interpret (both eager)
   bool double_buffer = false;     // compiled: double-buffered against not, not vs unfused
+  int64_t size = 0;               // matmul: N (0: 512, 128 with quick)
+  std::vector<int64_t> blocks;    // matmul: M, N, K; the row kernels: rows (empty: defaults)
 };
 
 // Prints the table; returns the exit status (2 for a device kiln cannot measure on).

@@ -101,6 +101,15 @@ Runner add_kernels_command(CLI::App& app) {
                    "kernel in interpret mode and the program eager")
       ->check(CLI::IsMember({"compiled", "interpret"}))
       ->capture_default_str();
+  bench_command->add_option("--size", bench->size, "matmul: N, for N x N @ N x N (default 512)")
+      ->check(CLI::Range(int64_t{1}, int64_t{16384}));
+  bench_command
+      ->add_option("--blocks", bench->blocks,
+                   "matmul: M,N,K, the block sizes (default 128,128,128); softmax, layer_norm "
+                   "and the cross-entropy kernels: the rows per block (default 8)")
+      ->expected(1, 3)
+      ->delimiter(',')
+      ->check(CLI::PositiveNumber);
   bench_command->add_flag("--double-buffer", bench->double_buffer,
                           "the kernel with its next blocks copied ahead (CallOptions::"
                           "double_buffer) against the same kernel without, both jitted, "

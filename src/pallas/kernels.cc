@@ -40,13 +40,19 @@ Array matmul(const Array& a, const Array& b, MatmulBlocks blocks, CallSite site)
   if (m == 0 || n == 0 || k == 0) return zeros(Shape({m, n}), a.dtype());
   const int64_t k_steps = cdiv(k, blocks.k);
   auto body = [k_steps](const Kernel& kernel) {
-    const Ref& acc = kernel.scratch(0);
-    if (kernel.program_id(2) == 0) acc.store(zeros(acc.block_type().shape));
     // Ragged K blocks load as zeros, which add nothing.
     Array x = astype(kernel.in(0).load(), DType::f32);
     Array y = astype(kernel.in(1).load(), DType::f32);
-    acc.store(acc.load() + kiln::matmul(x, y));
-    if (kernel.program_id(2) == k_steps - 1) kernel.out(0).store(acc.load());
+    Array product = kiln::matmul(x, y);
+    // The first K step starts the sum and the last one stores it: no pass of zeros, and
+    // no copy of the accumulator into the output.
+    const int64_t step = kernel.program_id(2);
+    Array sum = step == 0 ? product : kernel.scratch(0).load() + product;
+    if (step == k_steps - 1) {
+      kernel.out(0).store(sum);
+    } else {
+      kernel.scratch(0).store(sum);
+    }
   };
   CallOptions options;
   options.name = "matmul";
@@ -183,8 +189,12 @@ Array checked_labels(const Array& logits, const Array& labels, int64_t block_row
 
 // The labels' block of this grid point (block_rows rows of one per row), each checked
 // against the n classes. In the body, so that a traced call checks them when it runs.
-Array checked_label_block(const Kernel& kernel, int64_t n, std::string_view name) {
+// `gathered`: the body gathers the logits at the labels (which refuses one outside [0, n)
+// as the program runs), so a traced block needs no check of its own.
+Array checked_label_block(const Kernel& kernel, int64_t n, std::string_view name,
+                          bool gathered = false) {
   Array block = kernel.in(1).load();
+  if (!block.impl()->is_concrete() && gathered) return block;
   if (!block.impl()->is_concrete()) {
     // A compiled body cannot read its labels on the host: a gather of [0, n) at the labels
     // is the labels themselves, and refuses one outside [0, n) as the program runs
@@ -215,7 +225,8 @@ Array softmax_cross_entropy(const Array& logits, const Array& labels, int64_t bl
     Array z = astype(kernel.in(0).load(), DType::f32);
     Array row_max = max(z, {1}, /*keepdims=*/true);
     Array log_sum = log(sum(exp(z - row_max), {1})) + squeeze(row_max, {1});
-    Array label = expand_dims(checked_label_block(kernel, n, "softmax_cross_entropy"), 1);
+    Array label =
+        expand_dims(checked_label_block(kernel, n, "softmax_cross_entropy", /*gathered=*/true), 1);
     Array picked = squeeze(take_along_axis(z, label, 1), {1});
     kernel.out(0).store(log_sum - picked);
   };

@@ -232,6 +232,26 @@ class Cli(unittest.TestCase):
                  env={"KILN_PALLAS_DOUBLE_BUFFER": "on"})
         self.assertIn("unfused / kernel per pair:", on.stdout)
 
+    def test_kernels_bench_takes_the_matmuls_size_and_each_kernels_blocks(self):
+        sized = run("kernels", "bench", "matmul", "--repeats", "1", "--size", "96", "--blocks",
+                    "32,64,48")
+        self.assertIn("f32 96x96 @ 96x96, blocks 32x64x48", sized.stdout)
+        rows = run("kernels", "bench", "softmax_cross_entropy", "--quick", "--repeats", "1",
+                   "--blocks", "2")
+        self.assertIn("2 rows a block", rows.stdout)
+        wrong = run("kernels", "bench", "matmul", "--quick", "--blocks", "32", check=False)
+        self.assertEqual(wrong.returncode, 2)
+        self.assertIn("--blocks for matmul: three, M,N,K, got 1 value(s)", wrong.stderr)
+        fixed = run("kernels", "bench", "flash_attention", "--quick", "--blocks", "32",
+                    check=False)
+        self.assertEqual(fixed.returncode, 2)
+        self.assertIn("its blocks are fixed", fixed.stderr)
+        not_matmul = run("kernels", "bench", "softmax", "--size", "64", check=False)
+        self.assertEqual(not_matmul.returncode, 2)
+        self.assertIn("--size is matmul's", not_matmul.stderr)
+        negative = run("kernels", "bench", "matmul", "--blocks", "0,8,8", check=False)
+        self.assertNotEqual(negative.returncode, 0)
+
     def test_config_larger_than_the_limit_is_refused(self):
         with tempfile.NamedTemporaryFile(suffix=".toml") as big:
             big.write(b"# " + b"x" * (1 << 21) + b"\n")

@@ -190,10 +190,10 @@ TEST(PallasPrimitive, ATracedCallChecksItsLabelsWhenItRuns) {
   auto loss = [](const Array& z, const Array& labels) {
     return pallas::softmax_cross_entropy(z, labels, 2);
   };
-  // Compiled, the gather of the labels refuses it as the program runs.
+  // Compiled, the gather of the logits at the labels refuses it as the program runs.
   EXPECT_TRUE(fails_with([&] { (void)jit(loss)(logits, bad).block_until_ready(); },
                          {"pallas kernel 'softmax_cross_entropy' at grid point (1)",
-                          "index 7 at indices[0] is out of range for axis 0 of size 7"}));
+                          "index 7 at indices[0,0] is out of range for axis 1 of size 7"}));
   {
     // Interpreted, the body reads the labels and names the row.
     detail::ForcedMode interpret(true);
