@@ -3,7 +3,7 @@
 // Two accountants: the Rényi DP of one step, composed over steps and converted (rdp_epsilon;
 // checked against Google's dp-accounting and Opacus, tests/optim/privacy_accountant_test.cc),
 // and the privacy loss distribution composed by FFT (pld_epsilon; tighter, checked against
-// dp-accounting's PLD accountant, tests/optim/privacy_pld_test.cc).
+// dp-accounting's PLD and Opacus' PRV accountants, tests/optim/privacy_pld_test.cc).
 //
 //   kiln::privacy::Spent spent = kiln::privacy::rdp_epsilon(
 //       {.sampling_rate = 256.0 / 60000, .noise_multiplier = 1.1, .steps = 9375}, 1e-5);

@@ -1,7 +1,8 @@
 // The PLD accountant (kiln/privacy.h): the Gaussian mechanism's exact epsilon (Balle and
 // Wang 2018) bounded from above to within the discretization, monotonicity, the RDP
 // accountant's epsilon bounded from above, epsilon and delta inverse to each other, bad
-// settings refused by name, and epsilon against Google's dp-accounting's PLDAccountant
+// settings refused by name, and epsilon within the bounds that Google's dp-accounting
+// (its PLDAccountant and its optimistic estimate) and Opacus' PRV accountant state
 // (tests/tools/privacy_pld_crosscheck.py) on a grid of sampling rates, noise, steps and
 // deltas.
 #include <gmock/gmock.h>
@@ -175,7 +176,7 @@ TEST(PldAccountant, ADeltaBelowTheCutMassIsAnInfiniteEpsilon) {
   EXPECT_TRUE(std::isfinite(pld_epsilon({0.01, 1.1, 100}, 1e-16, {.tail_mass = 0})));
 }
 
-TEST(PldAccountant, MatchesDpAccounting) {
+TEST(PldAccountant, MatchesDpAccountingAndOpacus) {
   nlohmann::json cases = nlohmann::json::array();
   const std::vector<double> deltas = {1e-5, 1e-6};
   for (double q : {0.001, 0.01, 0.1}) {
