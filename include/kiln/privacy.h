@@ -107,9 +107,11 @@ class PrivacyLossDistribution {
                                    const PldOptions& options = {});
   // The smallest epsilon >= 0 at which the run is (epsilon, delta)-DP, the worse of the two
   // directions; infinity when delta is below the mass of infinite loss (tail_mass at least).
-  // delta in (0, 1).
+  // delta in [1e-10, 1): below, the rounding of the FFTs (about 1e-14 of probability) moves
+  // epsilon, so such a delta is refused (the RDP accountant has no such floor).
   double epsilon(double delta) const;
-  // The delta at `epsilon` (finite, >= 0), the worse of the two directions.
+  // The delta at `epsilon` (finite, >= 0), the worse of the two directions. Below about
+  // 1e-10 it is within the FFTs' rounding.
   double delta(double epsilon) const;
 
  private:

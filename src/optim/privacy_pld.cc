@@ -30,6 +30,10 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 // e^-50 / 2 (dp-accounting's cut): the mass beyond the largest loss counts as infinite, the
 // mass below the smallest as the smallest, both pessimistic and far below any delta.
 constexpr double kLogNoiseTail = -50;
+// Below this delta the FFT's rounding, about 1e-14 of probability spread over millions of
+// points and of either sign, moves epsilon (by 10% at 1e-13 after 10,000 steps): an epsilon
+// there could be below the mechanism's.
+constexpr double kSmallestDelta = 1e-10;
 // 2^26 points is 512 MiB of doubles before the FFT's buffers: more means a discretization
 // finer than the run needs.
 constexpr int64_t kMostPoints = int64_t{1} << 26;
@@ -163,11 +167,11 @@ void refuse_size(double points, double discretization) {
 Pmf one_step(const SubsampledGaussianLoss& mechanism, double d) {
   auto [lower_x, upper_x] = mechanism.cut();
   const double top = mechanism.loss(lower_x), bottom = mechanism.loss(upper_x);
+  // Counted in doubles first: a tiny sigma puts the grid's ends beyond int64's range.
+  const double points = std::ceil(top / d) - std::floor(bottom / d) + 1;
+  if (!(points <= static_cast<double>(kMostPoints))) refuse_size(points, d);
   const auto first = static_cast<int64_t>(std::floor(bottom / d));
-  const auto last = static_cast<int64_t>(std::ceil(top / d));
-  const double points = static_cast<double>(last - first) + 1;
-  if (points > static_cast<double>(kMostPoints)) refuse_size(points, d);
-  const auto n = static_cast<size_t>(last - first + 1);
+  const auto n = static_cast<size_t>(points);
   std::vector<double> deltas(n);
   for (size_t i = 0; i < n; ++i) {
     deltas[i] = mechanism.delta(static_cast<double>(first + static_cast<int64_t>(i)) * d);
@@ -222,8 +226,9 @@ int64_t fft_length(int64_t n) {
 // The indices [lower, upper] of the `times`-fold sum outside which at most tail_mass lies,
 // half on each side, by Chernoff's bound P(S >= b) <= E[e^(tS)] e^(-tb) at t = +-k / size for
 // k = 1..20 (larger t overflows the moment for long PMFs). The whole range when tail_mass is 0.
-std::pair<int64_t, int64_t> kept_range(const std::vector<double>& p, int64_t times,
-                                       double tail_mass) {
+// In doubles: the whole range of many steps can lie beyond int64's.
+std::pair<double, double> kept_range(const std::vector<double>& p, int64_t times,
+                                     double tail_mass) {
   const auto size = static_cast<int64_t>(p.size());
   double lower = 0, upper = static_cast<double>(size - 1) * static_cast<double>(times);
   if (tail_mass > 0) {
@@ -245,7 +250,7 @@ std::pair<int64_t, int64_t> kept_range(const std::vector<double>& p, int64_t tim
       if (t < 0) lower = std::max(lower, std::floor(bound));
     }
   }
-  return {static_cast<int64_t>(lower), static_cast<int64_t>(upper)};
+  return {lower, upper};
 }
 
 // The PLD of `times` independent steps: the PMF convolved with itself `times` times, by one
@@ -256,9 +261,18 @@ std::pair<int64_t, int64_t> kept_range(const std::vector<double>& p, int64_t tim
 Pmf self_compose(const Pmf& one, int64_t times, double tail_mass, double d) {
   if (times == 1) return one;
   const std::vector<double>& p = one.probabilities;
-  auto [lower, upper] = kept_range(p, times, tail_mass);
-  const double points = static_cast<double>(upper - lower) + 1;
-  if (points > static_cast<double>(kMostPoints)) refuse_size(points, d);
+  const auto [lowest_kept, highest_kept] = kept_range(p, times, tail_mass);
+  const double points = highest_kept - lowest_kept + 1;
+  const double offset = static_cast<double>(one.lowest) * static_cast<double>(times) + lowest_kept;
+  if (!(points <= static_cast<double>(kMostPoints))) refuse_size(points, d);
+  if (!(std::abs(offset) < 0x1p62)) {
+    fail(kUnknownSite,
+         fmt::format("privacy: {} steps put the privacy losses beyond what the PLD accountant "
+                     "indexes at discretization {:g}",
+                     times, d),
+         "a coarser PldOptions::discretization, or the RDP accountant");
+  }
+  const auto lower = static_cast<int64_t>(lowest_kept), upper = static_cast<int64_t>(highest_kept);
   const int64_t kept = upper - lower + 1;
   const int64_t length = fft_length(std::max(kept, static_cast<int64_t>(p.size())));
   const int64_t bins = length / 2 + 1;
@@ -298,7 +312,8 @@ Pmf self_compose(const Pmf& one, int64_t times, double tail_mass, double d) {
   }
   // A step's loss is infinite with probability `infinity`: the run's unless every step's
   // is finite. What the kept range left out counts as infinite too.
-  const bool cut = lower > 0 || upper < static_cast<int64_t>(p.size() - 1) * times;
+  const bool cut = lowest_kept > 0 ||
+                   highest_kept < static_cast<double>(p.size() - 1) * static_cast<double>(times);
   composed.infinity = -std::expm1(n * std::log1p(-one.infinity)) + (cut ? tail_mass : 0);
   return composed;
 }
@@ -343,6 +358,17 @@ double epsilon_of(const PmfView& pmf, double d, double delta) {
   return std::max(std::log((above - delta) / weighted), 0.0);
 }
 
+void check_pld_delta(double delta) {
+  detail::check_delta(delta);
+  if (delta < kSmallestDelta) {
+    fail(kUnknownSite,
+         fmt::format("privacy: delta is {:g}; the PLD accountant needs it at {:g} or more: below, "
+                     "the rounding of its FFTs moves epsilon",
+                     delta, kSmallestDelta),
+         "the RDP accountant, for smaller deltas");
+  }
+}
+
 void check_pld_options(const PldOptions& options) {
   if (!(options.discretization > 0) || !std::isfinite(options.discretization)) {
     fail(kUnknownSite,
@@ -383,7 +409,7 @@ PrivacyLossDistribution::PrivacyLossDistribution(const SubsampledGaussian& mecha
 }
 
 double PrivacyLossDistribution::epsilon(double delta) const {
-  detail::check_delta(delta);
+  check_pld_delta(delta);
   double worst = 0;
   for (const Losses& losses : directions_) {
     PmfView pmf{losses.lowest, losses.probabilities, losses.infinity};
@@ -406,7 +432,7 @@ double PrivacyLossDistribution::delta(double epsilon) const {
 }
 
 double pld_epsilon(const SubsampledGaussian& mechanism, double delta, const PldOptions& options) {
-  detail::check_delta(delta);
+  check_pld_delta(delta);
   return PrivacyLossDistribution(mechanism, options).epsilon(delta);
 }
 

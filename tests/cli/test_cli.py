@@ -188,7 +188,9 @@ class Cli(unittest.TestCase):
         for args, message in (
                 (("--accountant", "moments"), "--accountant: moments not in {rdp,pld}"),
                 (("--accountant", "pld", "--exact"), "--exact is the RDP accountant's"),
-                (("--accountant", "pld", "--delta", "0"), "delta is 0; it must be in (0, 1)")):
+                (("--accountant", "pld", "--delta", "0"), "delta is 0; it must be in (0, 1)"),
+                (("--accountant", "pld", "--delta", "1e-12"),
+                 "delta is 1e-12; the PLD accountant needs it at 1e-10 or more")):
             result = run("privacy", "epsilon", "-q", "0.01", "--sigma", "1.1", "--steps", "10",
                          *args, check=False)
             self.assertEqual(result.returncode, 1, result.stderr)

@@ -163,6 +163,10 @@ TEST(PldAccountant, BadSettingsAreRefusedByName) {
   // Too fine a grid for the loss's range is refused before it takes the memory.
   EXPECT_TRUE(fails_with([&] { spend(1.0, 0.05, 1, 1e-5, {.discretization = 1e-6}); },
                          {"points at discretization 1e-06", "coarser"}));
+  // Grids beyond int64's range are refused before they are indexed.
+  EXPECT_TRUE(fails_with([&] { spend(1.0, 1e-9, 1, 1e-5); }, {"points at discretization"}));
+  EXPECT_TRUE(fails_with([&] { spend(0.01, 1.1, int64_t{1} << 60, 1e-5); },
+                         {"e+17 points at discretization 0.0001"}));
   EXPECT_TRUE(fails_with(
       [] {
         pld_delta({0.1, 1, 10}, -1.0);
@@ -170,10 +174,16 @@ TEST(PldAccountant, BadSettingsAreRefusedByName) {
       {"epsilon is -1; it must be finite and 0 or more"}));
 }
 
-TEST(PldAccountant, ADeltaBelowTheCutMassIsAnInfiniteEpsilon) {
-  // The composition cuts up to tail_mass = 1e-15, counted as an infinite loss.
-  EXPECT_EQ(pld_epsilon({0.01, 1.1, 100}, 1e-16), INFINITY);
-  EXPECT_TRUE(std::isfinite(pld_epsilon({0.01, 1.1, 100}, 1e-16, {.tail_mass = 0})));
+TEST(PldAccountant, TooSmallADeltaIsAnInfiniteEpsilonOrRefused) {
+  // The composition may cut up to tail_mass, counted as an infinite loss.
+  const SubsampledGaussian mechanism{0.01, 1.1, 100};
+  EXPECT_EQ(pld_epsilon(mechanism, 1e-5, {.tail_mass = 1e-3}), INFINITY);
+  EXPECT_TRUE(std::isfinite(pld_epsilon(mechanism, 1e-5, {.tail_mass = 1e-6})));
+  // Deltas where the FFTs' rounding would move epsilon are refused.
+  EXPECT_TRUE(fails_with(
+      [&] { pld_epsilon(mechanism, 1e-11); },
+      {"delta is 1e-11; the PLD accountant needs it at 1e-10 or more", "the RDP accountant"}));
+  EXPECT_TRUE(std::isfinite(pld_epsilon(mechanism, 1e-10)));
 }
 
 TEST(PldAccountant, MatchesDpAccountingAndOpacus) {
