@@ -289,6 +289,9 @@ Pmf self_compose(const Pmf& one, int64_t times, double tail_mass, double d) {
     backward.reset(
         fftw_plan_dft_c2r_1d(static_cast<int>(length), spectrum.get(), real.get(), FFTW_ESTIMATE));
   }
+  if (!forward || !backward) {
+    fail(kUnknownSite, fmt::format("privacy: FFTW made no plan for {} points", length));
+  }
   double* x = real.get();
   std::fill(x, x + length, 0.0);
   std::copy(p.begin(), p.end(), x);
