@@ -1,8 +1,10 @@
 // `kiln privacy epsilon`: the (epsilon, delta) a DP-SGD run spends, from its sampling rate,
-// noise multiplier and steps; `kiln privacy noise`: the noise multiplier that keeps a run
-// within a target epsilon (kiln/privacy.h), before anything is trained.
+// noise multiplier and steps, by the RDP or the PLD accountant; `kiln privacy noise`: the
+// noise multiplier that keeps a run within a target epsilon (kiln/privacy.h), before
+// anything is trained.
 #include <cmath>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -26,6 +28,7 @@ struct EpsilonOptions {
   double epochs = 0;
   double delta = 1e-5;
   bool exact = false;
+  std::string accountant = "rdp";  // kiln privacy epsilon: rdp or pld
   bool json = false;
 };
 
@@ -67,7 +70,8 @@ int print_noise(const EpsilonOptions& options) {
   privacy::Spent spent = privacy::rdp_epsilon(
       {.sampling_rate = q, .noise_multiplier = sigma, .steps = steps}, options.delta);
   if (options.json) {
-    fmt::print("{}\n", nlohmann::json({{"noise_multiplier", sigma},
+    fmt::print("{}\n", nlohmann::json({{"accountant", "rdp"},
+                                       {"noise_multiplier", sigma},
                                        {"epsilon", spent.epsilon},
                                        {"target_epsilon", options.target_epsilon},
                                        {"delta", options.delta},
@@ -84,14 +88,46 @@ int print_noise(const EpsilonOptions& options) {
   return 0;
 }
 
+int print_pld_epsilon(const EpsilonOptions& options) {
+  if (options.exact) {
+    fail(kUnknownSite,
+         "kiln privacy epsilon: --exact is the RDP accountant's (how it sums the series of its "
+         "fractional orders); the PLD accountant has no series",
+         "leave out --exact, or use --accountant rdp");
+  }
+  auto [q, steps] = rate_and_steps(options, "epsilon");
+  const privacy::PldOptions pld;
+  const double epsilon = privacy::pld_epsilon(
+      {.sampling_rate = q, .noise_multiplier = options.noise_multiplier, .steps = steps},
+      options.delta, pld);
+  if (options.json) {
+    fmt::print("{}\n", nlohmann::json({{"accountant", "pld"},
+                                       {"epsilon", epsilon},
+                                       {"delta", options.delta},
+                                       {"discretization", pld.discretization},
+                                       {"sampling_rate", q},
+                                       {"noise_multiplier", options.noise_multiplier},
+                                       {"steps", steps}})
+                           .dump());
+    return 0;
+  }
+  fmt::print(
+      "epsilon {:.4f} at delta {:g} (PLD accountant, discretization {:g}) for {} steps of the "
+      "Poisson-subsampled Gaussian mechanism, sampling rate {:g}, noise multiplier {:g}\n",
+      epsilon, options.delta, pld.discretization, steps, q, options.noise_multiplier);
+  return 0;
+}
+
 int print_epsilon(const EpsilonOptions& options) {
+  if (options.accountant == "pld") return print_pld_epsilon(options);
   auto [q, steps] = rate_and_steps(options, "epsilon");
   privacy::Series series = options.exact ? privacy::Series::kExact : privacy::Series::kUpperBound;
   privacy::Spent spent = privacy::rdp_epsilon(
       {.sampling_rate = q, .noise_multiplier = options.noise_multiplier, .steps = steps},
       options.delta, {}, series);
   if (options.json) {
-    fmt::print("{}\n", nlohmann::json({{"epsilon", spent.epsilon},
+    fmt::print("{}\n", nlohmann::json({{"accountant", "rdp"},
+                                       {"epsilon", spent.epsilon},
                                        {"delta", options.delta},
                                        {"order", spent.order},
                                        {"sampling_rate", q},
@@ -102,8 +138,8 @@ int print_epsilon(const EpsilonOptions& options) {
     return 0;
   }
   fmt::print(
-      "epsilon {:.4f} at delta {:g} (Rényi order {:g}) for {} steps of the Poisson-subsampled "
-      "Gaussian mechanism, sampling rate {:g}, noise multiplier {:g}\n",
+      "epsilon {:.4f} at delta {:g} (RDP accountant, Rényi order {:g}) for {} steps of the "
+      "Poisson-subsampled Gaussian mechanism, sampling rate {:g}, noise multiplier {:g}\n",
       spent.epsilon, options.delta, spent.order, steps, q, options.noise_multiplier);
   return 0;
 }
@@ -116,9 +152,10 @@ Runner add_privacy_command(CLI::App& app) {
   privacy->require_subcommand(1);
   auto* epsilon = privacy->add_subcommand(
       "epsilon",
-      "The (epsilon, delta) of DP-SGD: the RDP of the Poisson-subsampled Gaussian mechanism "
-      "(Mironov, Talwar and Zhang 2019) composed over the steps and converted at the best of "
-      "dp-accounting's orders");
+      "The (epsilon, delta) of DP-SGD, the Poisson-subsampled Gaussian mechanism over its steps: "
+      "by its Rényi DP (Mironov, Talwar and Zhang 2019) converted at the best of dp-accounting's "
+      "orders (--accountant rdp, the default), or by its privacy loss distribution composed by "
+      "FFT (--accountant pld: tighter)");
   auto options = std::make_shared<EpsilonOptions>();
   auto* noise = privacy->add_subcommand(
       "noise",
@@ -142,6 +179,12 @@ Runner add_privacy_command(CLI::App& app) {
       ->add_option("--noise-multiplier,--sigma", options->noise_multiplier,
                    "Noise standard deviation over the clipping norm, > 0")
       ->required();
+  epsilon
+      ->add_option("--accountant", options->accountant,
+                   "rdp: Rényi DP, what a private run's epsilon is (the default); pld: the privacy "
+                   "loss distribution (dp-accounting's PLDAccountant), a smaller epsilon")
+      ->check(CLI::IsMember({"rdp", "pld"}))
+      ->capture_default_str();
   epsilon->add_flag("--exact", options->exact,
                     "Sum the fractional orders' series with their signs (Opacus') instead of "
                     "the magnitudes' upper bound (dp-accounting's, the default)");

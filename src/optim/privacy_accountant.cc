@@ -11,32 +11,21 @@
 #include <fmt/format.h>
 
 #include "kiln/error.h"
+#include "optim/privacy_math.h"
 
 namespace kiln::privacy {
 namespace {
 
-constexpr double kMinusInfinity = -std::numeric_limits<double>::infinity();
+using detail::check_delta;
+using detail::check_mechanism;
+using detail::kMinusInfinity;
+using detail::log_add;
+using detail::log_erfc;
+
 // A series stops once its terms are this far (in log) below the sum: e^-40 ~ 4e-18, under
 // a double's resolution.
 constexpr double kNegligible = 40;
 constexpr int64_t kMaxTerms = 1'000'000;
-
-double log_add(double a, double b) {
-  if (a == kMinusInfinity) return b;
-  if (b == kMinusInfinity) return a;
-  double high = std::max(a, b), low = std::min(a, b);
-  return high + std::log1p(std::exp(low - high));
-}
-
-// log(erfc(x)), finite where erfc underflows (x beyond about 26): the asymptotic series
-// erfc(x) ~ exp(-x^2) / (x sqrt(pi)) (1 - 1/(2x^2) + 3/(4x^4) - 15/(8x^6)).
-double log_erfc(double x) {
-  if (x < 20) return std::log(std::erfc(x));
-  double inverse_square = 1 / (x * x);
-  double series = 1 - inverse_square / 2 + 3 * inverse_square * inverse_square / 4 -
-                  15 * inverse_square * inverse_square * inverse_square / 8;
-  return -x * x - std::log(x) - 0.5 * std::log(std::numbers::pi) + std::log(series);
-}
 
 // log A for an integer order n: log sum_k C(n, k) (1 - q)^(n - k) q^k exp((k^2 - k) / (2 s^2)).
 double log_moment_integer(double q, double sigma, int64_t n) {
@@ -97,18 +86,6 @@ double log_moment_fractional(double q, double sigma, double a, Series series) {
                    a, q, sigma, kMaxTerms));
 }
 
-void check_mechanism(double q, double sigma) {
-  if (!(q > 0 && q <= 1)) {
-    fail(kUnknownSite, fmt::format("privacy: sampling_rate is {}; it must be in (0, 1]", q),
-         "the probability with which each example joins a batch: batch size / dataset size");
-  }
-  if (!(sigma > 0) || !std::isfinite(sigma)) {
-    fail(kUnknownSite,
-         fmt::format("privacy: noise_multiplier is {}; it must be finite and above 0", sigma),
-         "the noise's standard deviation over the clipping norm");
-  }
-}
-
 void check_order(double order) {
   if (!(order > 1) || !std::isfinite(order)) {
     fail(kUnknownSite, fmt::format("privacy: Rényi order {} must be finite and above 1", order));
@@ -138,13 +115,6 @@ double rdp_of_one_step(double sampling_rate, double noise_multiplier, double ord
 
 namespace {
 
-void check_delta(double delta) {
-  if (!(delta > 0 && delta < 1)) {
-    fail(kUnknownSite, fmt::format("privacy: delta is {}; it must be in (0, 1)", delta),
-         "usually well below 1 / (the number of examples)");
-  }
-}
-
 // RDP composes by adding: `steps` times each order's RDP of one step, converted to epsilon at
 // delta; the smallest over the orders.
 Spent best_epsilon(std::span<const double> orders, std::span<const double> rdp_of_one_step,
@@ -166,9 +136,7 @@ Spent best_epsilon(std::span<const double> orders, std::span<const double> rdp_o
 Spent rdp_epsilon(const SubsampledGaussian& mechanism, double delta, std::span<const double> orders,
                   Series series) {
   check_mechanism(mechanism.sampling_rate, mechanism.noise_multiplier);
-  if (mechanism.steps < 0) {
-    fail(kUnknownSite, fmt::format("privacy: steps is {}; it must be 0 or more", mechanism.steps));
-  }
+  detail::check_steps(mechanism.steps);
   check_delta(delta);
   std::vector<double> defaults;
   if (orders.empty()) {
@@ -194,9 +162,7 @@ StepAccountant::StepAccountant(double sampling_rate, double noise_multiplier, do
 }
 
 Spent StepAccountant::after(int64_t steps) const {
-  if (steps < 0) {
-    fail(kUnknownSite, fmt::format("privacy: steps is {}; it must be 0 or more", steps));
-  }
+  detail::check_steps(steps);
   return best_epsilon(orders_, rdp_of_one_step_, steps, delta_);
 }
 
@@ -289,4 +255,32 @@ int64_t poisson_batch_rows(int64_t examples, double sampling_rate, double overfl
   return 0;
 }
 
+namespace detail {
+
+void check_mechanism(double q, double sigma) {
+  if (!(q > 0 && q <= 1)) {
+    fail(kUnknownSite, fmt::format("privacy: sampling_rate is {}; it must be in (0, 1]", q),
+         "the probability with which each example joins a batch: batch size / dataset size");
+  }
+  if (!(sigma > 0) || !std::isfinite(sigma)) {
+    fail(kUnknownSite,
+         fmt::format("privacy: noise_multiplier is {}; it must be finite and above 0", sigma),
+         "the noise's standard deviation over the clipping norm");
+  }
+}
+
+void check_steps(int64_t steps) {
+  if (steps < 0) {
+    fail(kUnknownSite, fmt::format("privacy: steps is {}; it must be 0 or more", steps));
+  }
+}
+
+void check_delta(double delta) {
+  if (!(delta > 0 && delta < 1)) {
+    fail(kUnknownSite, fmt::format("privacy: delta is {}; it must be in (0, 1)", delta),
+         "usually well below 1 / (the number of examples)");
+  }
+}
+
+}  // namespace detail
 }  // namespace kiln::privacy

@@ -145,12 +145,14 @@ class Cli(unittest.TestCase):
     def test_privacy_epsilon_from_rate_or_batch_and_bad_settings_by_name(self):
         # dp-accounting 0.6.0 gives 1.71177 at order 9.6 for these (docs/privacy.md).
         out = run("privacy", "epsilon", "-q", "0.01", "--sigma", "1.1", "--steps", "1000").stdout
-        self.assertIn("epsilon 1.7118 at delta 1e-05 (Rényi order 9.6) for 1000 steps", out)
+        self.assertIn("epsilon 1.7118 at delta 1e-05 (RDP accountant, Rényi order 9.6) for 1000 "
+                      "steps", out)
         spent = self.privacy_json("epsilon", "--batch", "256", "--examples", "60000",
                                   "--sigma", "1.1", "--epochs", "60")
         self.assertEqual(spent["steps"], 14063)
         self.assertAlmostEqual(spent["sampling_rate"], 256 / 60000)
         self.assertEqual(spent["series"], "upper_bound")
+        self.assertEqual(spent["accountant"], "rdp")
         exact = self.privacy_json("epsilon", "-q", "0.01", "--sigma", "0.5", "--steps", "100",
                                   "--exact")
         bound = self.privacy_json("epsilon", "-q", "0.01", "--sigma", "0.5", "--steps", "100")
@@ -167,6 +169,36 @@ class Cli(unittest.TestCase):
             result = run("privacy", "epsilon", *args, check=False)
             self.assertEqual(result.returncode, 1, result.stderr)
             self.assertIn(message, result.stderr)
+
+    def test_privacy_epsilon_by_the_pld_accountant_and_bad_settings_by_name(self):
+        # dp-accounting 0.6.0's PLDAccountant gives 1.51537 for these (docs/privacy.md).
+        out = run("privacy", "epsilon", "-q", "0.01", "--sigma", "1.1", "--steps", "1000",
+                  "--accountant", "pld").stdout
+        self.assertIn("epsilon 1.5154 at delta 1e-05 (PLD accountant, discretization 0.0001) "
+                      "for 1000 steps", out)
+        mnist = ("--batch", "256", "--examples", "60000", "--sigma", "1.1", "--epochs", "40")
+        pld = self.privacy_json("epsilon", *mnist, "--accountant", "pld")
+        rdp = self.privacy_json("epsilon", *mnist, "--accountant", "rdp")
+        self.assertEqual(pld["accountant"], "pld")
+        self.assertEqual(pld["steps"], 9375)
+        self.assertEqual(pld["discretization"], 1e-4)
+        self.assertNotIn("order", pld)
+        self.assertEqual(rdp, self.privacy_json("epsilon", *mnist))  # rdp is the default
+        self.assertLess(pld["epsilon"], rdp["epsilon"])  # 1.910 against 2.088
+        for args, message in (
+                (("--accountant", "moments"), "--accountant: moments not in {rdp,pld}"),
+                (("--accountant", "pld", "--exact"), "--exact is the RDP accountant's"),
+                (("--accountant", "pld", "--delta", "0"), "delta is 0; it must be in (0, 1)"),
+                (("--accountant", "pld", "--delta", "1e-12"),
+                 "delta is 1e-12; the PLD accountant needs it at 1e-10 or more")):
+            result = run("privacy", "epsilon", "-q", "0.01", "--sigma", "1.1", "--steps", "10",
+                         *args, check=False)
+            self.assertEqual(result.returncode, 1, result.stderr)
+            self.assertIn(message, result.stderr)
+        result = run("privacy", "epsilon", "-q", "1.5", "--sigma", "1.1", "--steps", "10",
+                     "--accountant", "pld", check=False)
+        self.assertEqual(result.returncode, 1, result.stderr)
+        self.assertIn("sampling_rate is 1.5; it must be in (0, 1]", result.stderr)
 
     def test_privacy_noise_finds_the_multiplier_for_a_budget(self):
         out = run("privacy", "noise", "-q", "0.01", "--steps", "1000", "--epsilon", "1.71177").stdout
