@@ -47,8 +47,13 @@ double rdp_of_one_step(double sampling_rate, double noise_multiplier, double ord
 
 struct Spent {
   double epsilon = 0;  // the smallest over the orders, >= 0
-  double order = 0;    // the order that gave it
+  double order = 0;    // the order that gave it (0 from the PLD accountant)
 };
+
+// Which accountant a StepAccountant (and a private run, privacy.accountant) asks: Rényi DP
+// (rdp_epsilon) or the privacy loss distribution (pld_epsilon, below: tighter, the same
+// guarantee).
+enum class Accountant { kRdp, kPld };
 
 // (epsilon, delta)-DP after `mechanism.steps` steps: RDP composes by adding, and each
 // order's RDP converts to epsilon = rdp + log((order - 1) / order) - (log(delta) +
@@ -57,29 +62,35 @@ struct Spent {
 Spent rdp_epsilon(const SubsampledGaussian& mechanism, double delta,
                   std::span<const double> orders = {}, Series series = Series::kUpperBound);
 
-// The epsilon of one mechanism after any number of steps, each order's RDP of one step
-// computed once (a training run asks after every epoch). The default orders, the upper-bound
-// series.
+// The epsilon of one mechanism after any number of steps (a training run asks after every
+// epoch). RDP: each order's RDP of one step computed once, the default orders, the
+// upper-bound series. PLD: the distribution composed for the steps asked, with the default
+// PldOptions.
 class StepAccountant {
  public:
-  StepAccountant(double sampling_rate, double noise_multiplier, double delta);
-  Spent after(int64_t steps) const;  // rdp_epsilon's result for `steps` steps
+  StepAccountant(double sampling_rate, double noise_multiplier, double delta,
+                 Accountant accountant = Accountant::kRdp);
+  // rdp_epsilon's or pld_epsilon's result for `steps` steps (0 steps spend nothing).
+  Spent after(int64_t steps) const;
   // The most steps, up to `limit`, whose epsilon is at most max_epsilon (0 when one step
   // already spends more).
   int64_t steps_within(double max_epsilon, int64_t limit) const;
+  Accountant accountant() const { return accountant_; }
 
  private:
-  double delta_;
+  Accountant accountant_;
+  double sampling_rate_, noise_multiplier_, delta_;
   std::vector<double> orders_;
   std::vector<double> rdp_of_one_step_;
 };
 
 // The smallest noise multiplier whose `steps` steps at `sampling_rate` spend at most
-// `target_epsilon` at `delta` (to a relative 1e-6, rounded up, so the epsilon it gives is
-// never above the target): what to set for a privacy budget. A target no noise can reach
-// (below the conversion's floor at these orders, about 0.005 at delta 1e-5) is a
-// kiln::Error saying so.
-double noise_for_epsilon(double sampling_rate, int64_t steps, double delta, double target_epsilon);
+// `target_epsilon` at `delta` by `accountant` (to a relative 1e-6, rounded up, so the
+// epsilon it gives is never above the target): what to set for a privacy budget. A target no
+// noise can reach (RDP: below the conversion's floor at these orders, about 0.005 at delta
+// 1e-5) is a kiln::Error saying so.
+double noise_for_epsilon(double sampling_rate, int64_t steps, double delta, double target_epsilon,
+                         Accountant accountant = Accountant::kRdp);
 
 // How the PLD accountant discretizes.
 struct PldOptions {

@@ -66,25 +66,31 @@ std::pair<double, int64_t> rate_and_steps(const EpsilonOptions& options, std::st
 
 int print_noise(const EpsilonOptions& options) {
   auto [q, steps] = rate_and_steps(options, "noise");
-  double sigma = privacy::noise_for_epsilon(q, steps, options.delta, options.target_epsilon);
-  privacy::Spent spent = privacy::rdp_epsilon(
-      {.sampling_rate = q, .noise_multiplier = sigma, .steps = steps}, options.delta);
+  const bool pld = options.accountant == "pld";
+  const privacy::Accountant accountant =
+      pld ? privacy::Accountant::kPld : privacy::Accountant::kRdp;
+  double sigma =
+      privacy::noise_for_epsilon(q, steps, options.delta, options.target_epsilon, accountant);
+  privacy::Spent spent = privacy::StepAccountant(q, sigma, options.delta, accountant).after(steps);
   if (options.json) {
-    fmt::print("{}\n", nlohmann::json({{"accountant", "rdp"},
-                                       {"noise_multiplier", sigma},
-                                       {"epsilon", spent.epsilon},
-                                       {"target_epsilon", options.target_epsilon},
-                                       {"delta", options.delta},
-                                       {"order", spent.order},
-                                       {"sampling_rate", q},
-                                       {"steps", steps}})
-                           .dump());
+    nlohmann::json record = {{"accountant", options.accountant},
+                             {"noise_multiplier", sigma},
+                             {"epsilon", spent.epsilon},
+                             {"target_epsilon", options.target_epsilon},
+                             {"delta", options.delta},
+                             {"sampling_rate", q},
+                             {"steps", steps}};
+    if (!pld) record["order"] = spent.order;
+    fmt::print("{}\n", record.dump());
     return 0;
   }
   fmt::print(
       "noise multiplier {:.4f}: {} steps at sampling rate {:g} spend epsilon {:.4f} at delta {:g} "
-      "(Rényi order {:g}), within the target {:g}\n",
-      sigma, steps, q, spent.epsilon, options.delta, spent.order, options.target_epsilon);
+      "({}), within the target {:g}\n",
+      sigma, steps, q, spent.epsilon, options.delta,
+      pld ? fmt::format("PLD accountant, discretization {:g}", privacy::PldOptions{}.discretization)
+          : fmt::format("RDP accountant, Rényi order {:g}", spent.order),
+      options.target_epsilon);
   return 0;
 }
 
@@ -160,8 +166,8 @@ Runner add_privacy_command(CLI::App& app) {
   auto* noise = privacy->add_subcommand(
       "noise",
       "The smallest noise multiplier whose steps stay within a target epsilon at delta (the "
-      "same accounting as `epsilon`, its upper-bound series); what to set as "
-      "privacy.noise_multiplier for a budget");
+      "same accounting as `epsilon`: --accountant rdp with its upper-bound series, or pld); "
+      "what to set as privacy.noise_multiplier for a budget");
   // The options both subcommands take: the mechanism's rate and length, delta, JSON.
   for (CLI::App* command : {epsilon, noise}) {
     command->add_option("--sampling-rate,-q", options->sampling_rate,
@@ -179,12 +185,14 @@ Runner add_privacy_command(CLI::App& app) {
       ->add_option("--noise-multiplier,--sigma", options->noise_multiplier,
                    "Noise standard deviation over the clipping norm, > 0")
       ->required();
-  epsilon
-      ->add_option("--accountant", options->accountant,
-                   "rdp: Rényi DP, what a private run's epsilon is (the default); pld: the privacy "
-                   "loss distribution (dp-accounting's PLDAccountant), a smaller epsilon")
-      ->check(CLI::IsMember({"rdp", "pld"}))
-      ->capture_default_str();
+  for (CLI::App* command : {epsilon, noise}) {
+    command
+        ->add_option("--accountant", options->accountant,
+                     "rdp: Rényi DP (the default, as privacy.accountant's); pld: the privacy "
+                     "loss distribution (dp-accounting's PLDAccountant), a smaller epsilon")
+        ->check(CLI::IsMember({"rdp", "pld"}))
+        ->capture_default_str();
+  }
   epsilon->add_flag("--exact", options->exact,
                     "Sum the fractional orders' series with their signs (Opacus') instead of "
                     "the magnitudes' upper bound (dp-accounting's, the default)");

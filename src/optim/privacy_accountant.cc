@@ -152,10 +152,16 @@ Spent rdp_epsilon(const SubsampledGaussian& mechanism, double delta, std::span<c
   return best_epsilon(orders, per_step, mechanism.steps, delta);
 }
 
-StepAccountant::StepAccountant(double sampling_rate, double noise_multiplier, double delta)
-    : delta_(delta), orders_(default_orders()) {
+StepAccountant::StepAccountant(double sampling_rate, double noise_multiplier, double delta,
+                               Accountant accountant)
+    : accountant_(accountant),
+      sampling_rate_(sampling_rate),
+      noise_multiplier_(noise_multiplier),
+      delta_(delta) {
   check_mechanism(sampling_rate, noise_multiplier);
   check_delta(delta);
+  if (accountant == Accountant::kPld) return;
+  orders_ = default_orders();
   for (double order : orders_) {
     rdp_of_one_step_.push_back(rdp_of_one_step(sampling_rate, noise_multiplier, order));
   }
@@ -163,7 +169,10 @@ StepAccountant::StepAccountant(double sampling_rate, double noise_multiplier, do
 
 Spent StepAccountant::after(int64_t steps) const {
   detail::check_steps(steps);
-  return best_epsilon(orders_, rdp_of_one_step_, steps, delta_);
+  if (accountant_ == Accountant::kRdp)
+    return best_epsilon(orders_, rdp_of_one_step_, steps, delta_);
+  if (steps == 0) return {};
+  return {pld_epsilon({sampling_rate_, noise_multiplier_, steps}, delta_), 0};
 }
 
 int64_t StepAccountant::steps_within(double max_epsilon, int64_t limit) const {
@@ -179,7 +188,8 @@ int64_t StepAccountant::steps_within(double max_epsilon, int64_t limit) const {
   return within;
 }
 
-double noise_for_epsilon(double sampling_rate, int64_t steps, double delta, double target_epsilon) {
+double noise_for_epsilon(double sampling_rate, int64_t steps, double delta, double target_epsilon,
+                         Accountant accountant) {
   check_mechanism(sampling_rate, 1.0);
   check_delta(delta);
   if (steps < 1) {
@@ -190,7 +200,7 @@ double noise_for_epsilon(double sampling_rate, int64_t steps, double delta, doub
          fmt::format("privacy: target epsilon {} must be finite and above 0", target_epsilon));
   }
   auto spent = [&](double sigma) {
-    return StepAccountant(sampling_rate, sigma, delta).after(steps).epsilon;
+    return StepAccountant(sampling_rate, sigma, delta, accountant).after(steps).epsilon;
   };
   // epsilon falls as the noise grows: bracket the target between two noises a factor of 2
   // apart, going from 1 down or up (small noises take the longest series), then bisect.
@@ -208,9 +218,11 @@ double noise_for_epsilon(double sampling_rate, int64_t steps, double delta, doub
       if (high > kLargestNoise) {
         fail(kUnknownSite,
              fmt::format("privacy: no noise multiplier up to {:g} keeps {} steps at sampling "
-                         "rate {:g} within epsilon {:g} at delta {:g}: the conversion from Rényi "
-                         "DP alone spends about {:.3g} there",
+                         "rate {:g} within epsilon {:g} at delta {:g}: {} spends about {:.3g} "
+                         "there",
                          kLargestNoise, steps, sampling_rate, target_epsilon, delta,
+                         accountant == Accountant::kRdp ? "the conversion from Rényi DP alone"
+                                                        : "the PLD accountant",
                          spent(kLargestNoise)),
              "aim for a larger epsilon or a larger delta");
       }

@@ -194,6 +194,7 @@ struct PrivacyConfig {
   double delta = 1e-5;              // the delta epsilon is reported at
   double max_epsilon = 0;           // stop before a step would spend more (0: no budget)
   int64_t examples_per_chunk = 32;  // per-example gradients held at once
+  std::string accountant = "rdp";   // rdp or pld: what epsilon and the budget are counted by
   friend bool operator==(const PrivacyConfig&, const PrivacyConfig&) = default;
 };
 

@@ -689,6 +689,18 @@ Section telemetry_section() {
           false};
 }
 
+// privacy.accountant: written only when not rdp, so that the private runs before it keep
+// their config text and identity.
+Key privacy_accountant_key() {
+  Key k = key(&TrainConfig::privacy, &PrivacyConfig::accountant, "accountant",
+              "what epsilon (per epoch, in run.json) and max_epsilon are counted by: `rdp` "
+              "(Rényi DP, Mironov et al.) or `pld` (the privacy loss distribution, as "
+              "dp-accounting's PLDAccountant computes it: the same guarantee, a smaller epsilon)",
+              one_of({"rdp", "pld"}), {"accounting"});
+  k.written = [](const TrainConfig& config) { return config.privacy.accountant != "rdp"; };
+  return k;
+}
+
 Section privacy_section() {
   using C = TrainConfig;
   Section section{
@@ -718,7 +730,8 @@ Section privacy_section() {
        key(&C::privacy, &PrivacyConfig::examples_per_chunk, "examples_per_chunk",
            "per-example gradients computed (and held in memory) this many examples at a time; it "
            "fixes the order in which the clipped gradients are added, so the bits depend on it",
-           at_most(at_least(1), kMaxBatch), {"microbatch", "physical_batch_size"})}};
+           at_most(at_least(1), kMaxBatch), {"microbatch", "physical_batch_size"}),
+       privacy_accountant_key()}};
   section.written = [](const TrainConfig& config) { return !(config.privacy == PrivacyConfig{}); };
   return section;
 }

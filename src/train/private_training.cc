@@ -25,7 +25,10 @@ PrivacyPlan plan_privacy(const TrainConfig& config, int64_t train_examples, int6
   int64_t rows = std::max<int64_t>(
       1, privacy::poisson_batch_rows(train_examples, rate, kPoissonOverflowPerStep));
   rows = (rows + chunk - 1) / chunk * chunk;
-  PrivacyPlan plan{rate, rows, privacy::StepAccountant(rate, p.noise_multiplier, p.delta),
+  const privacy::Accountant accountant =
+      p.accountant == "pld" ? privacy::Accountant::kPld : privacy::Accountant::kRdp;
+  PrivacyPlan plan{rate, rows,
+                   privacy::StepAccountant(rate, p.noise_multiplier, p.delta, accountant),
                    planned_steps, ""};
   if (p.max_epsilon > 0) {
     plan.steps_within_budget = plan.accountant.steps_within(p.max_epsilon, planned_steps);
@@ -54,7 +57,9 @@ nlohmann::json privacy_record(const TrainConfig& config, const PrivacyPlan& plan
   privacy::Spent spent = plan.accountant.after(steps);
   nlohmann::json record = {
       {"mechanism", "DP-SGD, Poisson sampling"},
-      {"accountant", "RDP (Mironov et al. 2019), Balle et al. 2020 conversion"},
+      {"accountant", p.accountant == "pld"
+                         ? "PLD (connect-the-dots discretization 1e-4, Doroshenko et al. 2022)"
+                         : "RDP (Mironov et al. 2019), Balle et al. 2020 conversion"},
       {"sampling_rate", plan.sampling_rate},
       {"noise_multiplier", p.noise_multiplier},
       {"clip_norm", p.clip_norm},
@@ -62,9 +67,9 @@ nlohmann::json privacy_record(const TrainConfig& config, const PrivacyPlan& plan
       {"steps", steps},
       {"delta", p.delta},
       {"epsilon", spent.epsilon},
-      {"rdp_order", spent.order},
       {"overflow_probability_bound", static_cast<double>(steps) * kPoissonOverflowPerStep},
       {"truncated_examples", truncated_examples}};
+  if (p.accountant != "pld") record["rdp_order"] = spent.order;
   if (p.max_epsilon > 0) {
     record["max_epsilon"] = p.max_epsilon;
     record["steps_within_budget"] = plan.steps_within_budget;

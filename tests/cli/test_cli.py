@@ -211,6 +211,17 @@ class Cli(unittest.TestCase):
         spent = self.privacy_json("epsilon", "--batch", "256", "--examples", "60000",
                                   "--epochs", "60", "--sigma", repr(found["noise_multiplier"]))
         self.assertAlmostEqual(spent["epsilon"], found["epsilon"], places=9)
+        # By the PLD accountant: a smaller noise for the same budget, which `epsilon` with the
+        # same accountant confirms.
+        by_pld = self.privacy_json("noise", "--batch", "256", "--examples", "60000", "--epochs",
+                                   "60", "--epsilon", "3", "--accountant", "pld")
+        self.assertEqual(by_pld["accountant"], "pld")
+        self.assertLessEqual(by_pld["epsilon"], 3)
+        self.assertLess(by_pld["noise_multiplier"], found["noise_multiplier"])
+        pld_spent = self.privacy_json("epsilon", "--batch", "256", "--examples", "60000",
+                                      "--epochs", "60", "--sigma",
+                                      repr(by_pld["noise_multiplier"]), "--accountant", "pld")
+        self.assertAlmostEqual(pld_spent["epsilon"], by_pld["epsilon"], places=9)
         unreachable = run("privacy", "noise", "-q", "0.01", "--steps", "1000", "--epsilon",
                           "0.0001", check=False)
         self.assertEqual(unreachable.returncode, 1, unreachable.stderr)

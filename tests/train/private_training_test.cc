@@ -247,6 +247,39 @@ TEST(PrivateTraining, TheBudgetStopsTheRunBeforeItWouldBeExceeded) {
       {"privacy.max_epsilon = 0.001", "one step already spends"}));
 }
 
+TEST(PrivateTraining, ThePldAccountantCountsTheEpsilonAndTheBudget) {
+  fs::path runs = run_test::fresh_dir("private", "pld");
+  privacy::StepAccountant pld(0.125, 1.1, 1e-4, privacy::Accountant::kPld);
+  privacy::StepAccountant rdp(0.125, 1.1, 1e-4);
+  // The same guarantee, a smaller epsilon: a budget the RDP epsilon meets for 9 steps and the
+  // PLD epsilon for more.
+  const double budget = (rdp.after(9).epsilon + rdp.after(10).epsilon) / 2;
+  const int64_t pld_steps = pld.steps_within(budget, 16);
+  ASSERT_GT(pld_steps, 9);
+  TrainSummary summary =
+      train(private_run(runs, {"train.savepoint_every=0", "privacy.accountant=\"pld\"",
+                               fmt::format("privacy.max_epsilon={}", budget)}),
+            quiet());
+  EXPECT_EQ(summary.steps, pld_steps);
+  nlohmann::json record = read_json(summary.run_dir / "run.json")["privacy"];
+  EXPECT_THAT(record["accountant"].get<std::string>(), HasSubstr("PLD"));
+  EXPECT_FALSE(record.contains("rdp_order"));
+  EXPECT_DOUBLE_EQ(record["epsilon"].get<double>(), pld.after(pld_steps).epsilon);
+  EXPECT_LE(record["epsilon"].get<double>(), budget);
+  for (const nlohmann::json& line : run_test::read_metrics(summary.run_dir)) {
+    if (line["kind"] != "eval") continue;
+    EXPECT_DOUBLE_EQ(line["privacy_epsilon"].get<double>(),
+                     pld.after(line["step"].get<int64_t>()).epsilon);
+  }
+  // Written only when not the default, so runs before the key keep their identity.
+  TrainConfig on = config_test::parse(config_test::kOneLayer, {"privacy.enabled=true"});
+  EXPECT_EQ(identity_toml(on).find("accountant"), std::string::npos);
+  TrainConfig by_pld = config_test::parse(config_test::kOneLayer,
+                                          {"privacy.enabled=true", "privacy.accountant=\"pld\""});
+  EXPECT_NE(identity_toml(by_pld).find("accountant = \"pld\""), std::string::npos);
+  EXPECT_EQ(parse_config(to_toml(by_pld), "config.toml").privacy, by_pld.privacy);
+}
+
 TEST(PrivateTraining, AResumedPrivateRunHasTheUninterruptedBits) {
   fs::path runs = run_test::fresh_dir("private", "resume");
   TrainSummary straight = train(private_run(runs), quiet());
@@ -300,6 +333,7 @@ TEST(PrivateTrainingConfig, BadSettingsAreRefusedNamingTheKey) {
   EXPECT_THAT(refused({"privacy.clip_norm=-1"}), HasSubstr("privacy.clip_norm"));
   EXPECT_THAT(refused({"privacy.delta=1"}), HasSubstr("privacy.delta"));
   EXPECT_THAT(refused({"privacy.examples_per_chunk=0"}), HasSubstr("privacy.examples_per_chunk"));
+  EXPECT_THAT(refused({"privacy.accountant=\"moments\""}), HasSubstr("privacy.accountant"));
   EXPECT_THAT(refused({"mesh.data=2", "mesh.shard_params=true"}),
               HasSubstr("privacy.enabled = true with mesh.shard_params = true"));
   EXPECT_THAT(refused({"mesh.data=1", "mesh.model=2"}), HasSubstr("mesh.model = 2"));
