@@ -1,22 +1,24 @@
 // The PLD accountant of kiln/privacy.h (docs/privacy.md, *The PLD accountant*): the privacy
 // loss distribution of one step of the Poisson-subsampled Gaussian mechanism, discretized so
 // that every delta it gives is at least the mechanism's, composed over the steps by FFT.
-#include <fftw3.h>
-
 #include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstdint>
 #include <limits>
-#include <memory>
-#include <mutex>
 #include <numbers>
 #include <span>
-#include <type_traits>
 #include <utility>
 #include <vector>
 
 #include <fmt/format.h>
+// Eigen's FFT module (MPL-2.0, header-only; docs/dependencies.md) on its default backend,
+// a templated KissFFT: with EIGEN_FFTW_DEFAULT or EIGEN_MKL_DEFAULT it would take FFTW
+// (GPL) or MKL instead.
+#if defined(EIGEN_FFTW_DEFAULT) || defined(EIGEN_MKL_DEFAULT)
+#error "kiln's PLD accountant uses Eigen's own KissFFT backend, not FFTW's or MKL's"
+#endif
+#include <unsupported/Eigen/FFT>
 
 #include "kiln/error.h"
 #include "kiln/privacy.h"
@@ -31,8 +33,8 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 // mass below the smallest as the smallest, both pessimistic and far below any delta.
 constexpr double kLogNoiseTail = -50;
 // Below this delta the FFT's rounding, about 1e-14 of probability spread over millions of
-// points and of either sign, moves epsilon (by 10% at 1e-13 after 10,000 steps): an epsilon
-// there could be below the mechanism's.
+// points and of either sign, moves epsilon (by over 10% at 1e-13 after 10,000 steps): an
+// epsilon there could be below the mechanism's.
 constexpr double kSmallestDelta = 1e-10;
 // 2^26 points is 512 MiB of doubles before the FFT's buffers: more means a discretization
 // finer than the run needs.
@@ -193,30 +195,15 @@ Pmf one_step(const SubsampledGaussianLoss& mechanism, double d) {
   return pmf;
 }
 
-// FFTW's planner keeps global state: plans are made and destroyed one at a time (executing
-// them is thread-safe).
-std::mutex& planner_mutex() {
-  static std::mutex mutex;
-  return mutex;
-}
-
-struct FftwFree {
-  void operator()(void* memory) const { fftw_free(memory); }
-};
-struct PlanDestroy {
-  void operator()(fftw_plan plan) const {
-    std::lock_guard lock(planner_mutex());
-    fftw_destroy_plan(plan);
-  }
-};
-using Plan = std::unique_ptr<std::remove_pointer_t<fftw_plan>, PlanDestroy>;
-
-// The smallest length >= n whose only prime factors are 2, 3, 5 and 7, which FFTW
-// transforms fastest.
+// The smallest length >= n that is a multiple of 4 and whose only prime factors are 2, 3
+// and 5: KissFFT has butterflies of its own for 2, 3, 4 and 5 (any other factor takes its
+// generic O(p^2) one), and Eigen transforms a real signal through a complex FFT of half its
+// length only when the length is a multiple of 4 (otherwise through one of the whole length,
+// twice the work and the memory).
 int64_t fft_length(int64_t n) {
-  for (int64_t length = std::max<int64_t>(n, 1);; ++length) {
+  for (int64_t length = std::max<int64_t>((n + 3) / 4 * 4, 4);; length += 4) {
     int64_t rest = length;
-    for (int64_t factor : {2, 3, 5, 7}) {
+    for (int64_t factor : {2, 3, 5}) {
       while (rest % factor == 0) rest /= factor;
     }
     if (rest == 1) return length;
@@ -255,9 +242,10 @@ std::pair<double, double> kept_range(const std::vector<double>& p, int64_t times
 
 // The PLD of `times` independent steps: the PMF convolved with itself `times` times, by one
 // real FFT raised to the power `times` and one inverse FFT, of a length that holds the
-// kept range (what falls outside it wraps around onto the kept entries: at most tail_mass).
-// The plans are FFTW_ESTIMATE's, chosen by the lengths alone: FFTW_MEASURE times the
-// candidate algorithms and would pick another one, and other bits, from run to run.
+// kept range (what falls outside it wraps around onto the kept entries: at most tail_mass;
+// rounding the length up to fft_length's only wraps less). The FFT object is this call's
+// own, with no state shared between calls or threads, and runs on this thread alone: the
+// bits depend on the length only.
 Pmf self_compose(const Pmf& one, int64_t times, double tail_mass, double d) {
   if (times == 1) return one;
   const std::vector<double>& p = one.probabilities;
@@ -275,37 +263,21 @@ Pmf self_compose(const Pmf& one, int64_t times, double tail_mass, double d) {
   const auto lower = static_cast<int64_t>(lowest_kept), upper = static_cast<int64_t>(highest_kept);
   const int64_t kept = upper - lower + 1;
   const int64_t length = fft_length(std::max(kept, static_cast<int64_t>(p.size())));
-  const int64_t bins = length / 2 + 1;
-  std::unique_ptr<double, FftwFree> real(fftw_alloc_real(static_cast<size_t>(length)));
-  std::unique_ptr<fftw_complex, FftwFree> spectrum(fftw_alloc_complex(static_cast<size_t>(bins)));
-  if (!real || !spectrum) {
-    fail(kUnknownSite, fmt::format("privacy: no memory for an FFT of {} points", length));
-  }
-  Plan forward, backward;
-  {
-    std::lock_guard lock(planner_mutex());
-    forward.reset(
-        fftw_plan_dft_r2c_1d(static_cast<int>(length), real.get(), spectrum.get(), FFTW_ESTIMATE));
-    backward.reset(
-        fftw_plan_dft_c2r_1d(static_cast<int>(length), spectrum.get(), real.get(), FFTW_ESTIMATE));
-  }
-  if (!forward || !backward) {
-    fail(kUnknownSite, fmt::format("privacy: FFTW made no plan for {} points", length));
-  }
-  double* x = real.get();
-  std::fill(x, x + length, 0.0);
-  std::copy(p.begin(), p.end(), x);
-  fftw_execute(forward.get());
+  // HalfSpectrum: the real signal's length / 2 + 1 bins, the others being their conjugates.
+  // Unscaled: the inverse leaves length times the convolution, divided below.
+  Eigen::FFT<double> fft;
+  fft.SetFlag(Eigen::FFT<double>::HalfSpectrum);
+  fft.SetFlag(Eigen::FFT<double>::Unscaled);
+  std::vector<double> x(static_cast<size_t>(length), 0.0);
+  std::copy(p.begin(), p.end(), x.begin());
+  std::vector<std::complex<double>> spectrum;
+  fft.fwd(spectrum, x);
   const auto n = static_cast<double>(times);
-  for (int64_t k = 0; k < bins; ++k) {
-    std::complex<double> z(spectrum.get()[k][0], spectrum.get()[k][1]);
+  for (std::complex<double>& z : spectrum) {
     const double magnitude = std::abs(z);
-    std::complex<double> power =
-        magnitude == 0 ? 0.0 : std::polar(std::exp(n * std::log(magnitude)), n * std::arg(z));
-    spectrum.get()[k][0] = power.real();
-    spectrum.get()[k][1] = power.imag();
+    z = magnitude == 0 ? 0.0 : std::polar(std::exp(n * std::log(magnitude)), n * std::arg(z));
   }
-  fftw_execute(backward.get());  // unnormalized: length times the convolution
+  fft.inv(x, spectrum, length);  // unscaled: length times the convolution
   Pmf composed;
   composed.lowest = one.lowest * times + lower;
   composed.probabilities.resize(static_cast<size_t>(kept));

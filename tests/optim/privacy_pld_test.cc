@@ -126,7 +126,7 @@ TEST(PldAccountant, EpsilonAndDeltaAreInverse) {
 }
 
 TEST(PldAccountant, ThreadsTogetherGetTheBitsOfOneAlone) {
-  // FFTW's planner is shared: plans are made under a lock, and nothing depends on timing.
+  // Each call has its FFT object of its own, and nothing depends on timing.
   const double alone = pld_epsilon({0.01, 1.1, 1000}, 1e-5);
   std::vector<double> together(4);
   std::vector<std::thread> threads;
