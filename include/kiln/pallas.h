@@ -184,27 +184,34 @@ struct MatmulBlocks {
 // accumulation; the result in the inputs' dtype, rounded once.
 Array matmul(const Array& a, const Array& b, MatmulBlocks blocks = {}, CallSite site = {});
 
+// The row kernels' default rows per grid point: as many rows, up to 8, as 64 KiB of f32
+// holds (one row of a 50,304-token vocabulary; 8 rows of 2,048 or fewer), so that the
+// passes over a block after the first read it from cache (docs/kernels.md).
+inline constexpr int64_t kAutoBlockRows = 0;
+// The rows kAutoBlockRows picks for rows of n elements.
+int64_t auto_block_rows(int64_t n);
+
 // Softmax over the last axis of x [rows, n], `block_rows` rows per grid point, computed in
 // f32 (the row's maximum subtracted first) and rounded once to x's dtype.
-Array softmax(const Array& x, int64_t block_rows = 8, CallSite site = {});
+Array softmax(const Array& x, int64_t block_rows = kAutoBlockRows, CallSite site = {});
 
 // LayerNorm over the last axis of x [rows, n]: (x - mean) / sqrt(var + eps) * scale + bias
 // with scale and bias [n] in x's dtype, `block_rows` rows per grid point, the statistics
 // (biased variance) and the result computed in f32 and rounded once to x's dtype.
 Array layer_norm(const Array& x, const Array& scale, const Array& bias, double eps = 1e-5,
-                 int64_t block_rows = 8, CallSite site = {});
+                 int64_t block_rows = kAutoBlockRows, CallSite site = {});
 
 // Softmax cross-entropy of each row of logits [rows, n] against an integer label in [0, n)
 // (labels [rows]): logsumexp(row) - row[label], f32 [rows], computed in f32 without writing
 // the probabilities, `block_rows` rows per grid point. A label outside [0, n) is an error
 // naming its row (checked by the body as it reads the labels' block).
-Array softmax_cross_entropy(const Array& logits, const Array& labels, int64_t block_rows = 8,
-                            CallSite site = {});
+Array softmax_cross_entropy(const Array& logits, const Array& labels,
+                            int64_t block_rows = kAutoBlockRows, CallSite site = {});
 // Its backward pass: the cotangent of the logits, (softmax(row) - onehot(label)) * g[row],
 // for g f32 [rows] (the cotangent of each row's loss), in f32 and rounded once to the
 // logits' dtype; the labels are checked as the forward pass checks them.
 Array softmax_cross_entropy_grad(const Array& logits, const Array& labels, const Array& g,
-                                 int64_t block_rows = 8, CallSite site = {});
+                                 int64_t block_rows = kAutoBlockRows, CallSite site = {});
 
 struct AttentionBlocks {
   int64_t q = 64;  // query rows per grid point

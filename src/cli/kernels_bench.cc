@@ -63,8 +63,15 @@ Array causal_attention(const Array& q, const Array& k, const Array& v) {
 Workload workload(const KernelBenchOptions& options) {
   const std::string& name = options.name;
   const bool quick = options.quick;
-  // The row kernels' rows per grid point.
-  const int64_t block_rows = options.blocks.size() == 1 ? options.blocks[0] : 8;
+  // The row kernels' rows per grid point (absent: the kernels' own default).
+  const int64_t block_rows =
+      options.blocks.size() == 1 ? options.blocks[0] : pallas::kAutoBlockRows;
+  auto rows_text = [block_rows](int64_t n) {
+    const int64_t rows =
+        block_rows == pallas::kAutoBlockRows ? pallas::auto_block_rows(n) : block_rows;
+    return fmt::format("{} row{} a block{}", rows, rows == 1 ? "" : "s",
+                       block_rows == pallas::kAutoBlockRows ? " (the default)" : "");
+  };
   Workload w;
   if (name == "matmul") {
     int64_t n = options.size > 0 ? options.size : quick ? 128 : 512;
@@ -81,7 +88,7 @@ Workload workload(const KernelBenchOptions& options) {
   } else if (name == "softmax") {
     int64_t rows = quick ? 64 : 4096, n = quick ? 128 : 1024;
     Array x = normal(3, {rows, n});
-    w.inputs = fmt::format("f32 {}x{}, {} rows a block", rows, n, block_rows);
+    w.inputs = fmt::format("f32 {}x{}, {}", rows, n, rows_text(n));
     w.bytes = 2.0 * 4 * static_cast<double>(rows * n);
     w.args = {x};
     w.kernel = [block_rows](const std::vector<Array>& in) {
@@ -94,7 +101,7 @@ Workload workload(const KernelBenchOptions& options) {
   } else if (name == "layer_norm") {
     int64_t rows = quick ? 64 : 4096, n = quick ? 128 : 768;
     Array x = normal(4, {rows, n}), scale = normal(5, {n}), bias = normal(6, {n});
-    w.inputs = fmt::format("f32 {}x{}, {} rows a block", rows, n, block_rows);
+    w.inputs = fmt::format("f32 {}x{}, {}", rows, n, rows_text(n));
     w.bytes = 2.0 * 4 * static_cast<double>(rows * n);
     w.args = {x, scale, bias};
     w.kernel = [block_rows](const std::vector<Array>& in) {
@@ -107,8 +114,8 @@ Workload workload(const KernelBenchOptions& options) {
     int64_t rows = quick ? 16 : 256, n = quick ? 1000 : 50304;
     Array logits = normal(7, {rows, n});
     Array labels = random::randint(random::key(8), Shape({rows}), 0, n);
-    w.inputs = fmt::format("f32 {}x{}{}, {} rows a block", rows, n,
-                           n == 50304 ? " (GPT-2's padded vocabulary)" : "", block_rows);
+    w.inputs = fmt::format("f32 {}x{}{}, {}", rows, n,
+                           n == 50304 ? " (GPT-2's padded vocabulary)" : "", rows_text(n));
     w.bytes = 4.0 * static_cast<double>(rows * n + 2 * rows);
     w.args = {logits, labels};
     w.kernel = [block_rows](const std::vector<Array>& in) {
@@ -124,8 +131,8 @@ Workload workload(const KernelBenchOptions& options) {
     Array logits = normal(12, {rows, n});
     Array labels = random::randint(random::key(13), Shape({rows}), 0, n);
     Array g = normal(14, {rows});
-    w.inputs = fmt::format("f32 {}x{}{}, {} rows a block", rows, n,
-                           n == 50304 ? " (GPT-2's padded vocabulary)" : "", block_rows);
+    w.inputs = fmt::format("f32 {}x{}{}, {}", rows, n,
+                           n == 50304 ? " (GPT-2's padded vocabulary)" : "", rows_text(n));
     w.bytes = 4.0 * static_cast<double>(2 * rows * n + 2 * rows);
     w.args = {logits, labels, g};
     w.kernel = [block_rows](const std::vector<Array>& in) {

@@ -258,10 +258,9 @@ class BlockBuffers {
     for (const RefState* state : slots.states) {
       auto bytes =
           static_cast<size_t>(state->visible_block().num_elements()) * state->element_size();
-      for (auto* buffers : {&current_, &next_}) {
-        buffers->push_back(allocator.allocate(bytes));
-        if (bytes > 0) std::memset(buffers->back()->data(), 0, bytes);
-      }
+      // Not cleared: a block is gathered (zeros past a ragged edge) before the program reads
+      // it, scratch is zeroed when a unit begins, and a stored block is written whole.
+      for (auto* buffers : {&current_, &next_}) buffers->push_back(allocator.allocate(bytes));
       in_place_.push_back(!state->is_scratch && contiguous_blocking(*state));
       const bool input = !state->is_scratch && !state->is_output;
       ahead_.push_back(double_buffer && input ? allocator.allocate(bytes) : nullptr);

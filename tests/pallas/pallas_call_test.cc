@@ -206,8 +206,13 @@ TEST(PallasKernels, LayerNormAndSoftmaxCrossEntropyAgreeWithTheOps) {
                          {"pallas::layer_norm: scale is bf16[24]; expected f32[24]"}));
   EXPECT_TRUE(fails_with([&] { pallas::layer_norm(x, scale, bias, -1.0); },
                          {"eps must be finite and not negative, got -1"}));
-  EXPECT_TRUE(fails_with([&] { pallas::layer_norm(x, scale, bias, 1e-5, 0); },
-                         {"block_rows must be positive, got 0"}));
+  EXPECT_TRUE(fails_with([&] { pallas::layer_norm(x, scale, bias, 1e-5, -2); },
+                         {"block_rows must be positive (or kAutoBlockRows), got -2"}));
+  EXPECT_TRUE(fails_with([&] { pallas::softmax_cross_entropy(x, labels, -1); },
+                         {"pallas::softmax_cross_entropy: block_rows must be positive"}));
+  // kAutoBlockRows (the default) gives the bits of the rows it picks: 8 rows of 24 logits.
+  EXPECT_TRUE(
+      same_bits(pallas::layer_norm(x, scale, bias), pallas::layer_norm(x, scale, bias, 1e-5, 8)));
   Array bad = from_host<int32_t>({3, 0, 24, 7, 7, 1, 2, 9, 11, 22, 5}, Shape({11}));
   EXPECT_TRUE(fails_with([&] { pallas::softmax_cross_entropy(x, bad); },
                          {"the label of row 2 is 24, outside [0, 24)"}));
