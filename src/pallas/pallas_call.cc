@@ -108,18 +108,24 @@ const Ref& Kernel::scratch(size_t i) const {
 
 namespace {
 
+// An environment variable that takes one of two words (true for the first), or nothing: read
+// once; any other value is an error naming the variable, what it sets and `unset_hint`.
+std::optional<bool> either_word(const char* variable, std::string_view yes, std::string_view no,
+                                std::string_view what, std::string_view unset_hint) {
+  const char* value = std::getenv(variable);
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  if (std::string_view(value) == yes) return true;
+  if (std::string_view(value) == no) return false;
+  fail(kUnknownSite, fmt::format("{}='{}' is not {}: '{}' or '{}'", variable, value, what, yes, no),
+       std::string(unset_hint));
+}
+
 // KILN_PALLAS: "interpret" or "compiled" runs every call so, whatever its options say (a
 // kernel's bug hunted in interpret mode without editing it); unset: each call's own.
 std::optional<bool> interpret_setting() {
-  static const std::optional<bool> setting = []() -> std::optional<bool> {
-    const char* value = std::getenv("KILN_PALLAS");
-    if (value == nullptr || *value == '\0') return std::nullopt;
-    if (std::string_view(value) == "interpret") return true;
-    if (std::string_view(value) == "compiled") return false;
-    fail(kUnknownSite,
-         fmt::format("KILN_PALLAS='{}' is not a kernel mode: 'interpret' or 'compiled'", value),
-         "unset KILN_PALLAS for each call's CallOptions::interpret");
-  }();
+  static const std::optional<bool> setting =
+      either_word("KILN_PALLAS", "interpret", "compiled", "a kernel mode",
+                  "unset KILN_PALLAS for each call's CallOptions::interpret");
   return setting;
 }
 
@@ -127,15 +133,9 @@ std::atomic<int> forced_mode{-1};  // detail::ForcedMode: -1 none, 0 compiled, 1
 
 // KILN_PALLAS_DOUBLE_BUFFER: "on" or "off" sets every compiled call's double buffering.
 std::optional<bool> double_buffer_setting() {
-  static const std::optional<bool> setting = []() -> std::optional<bool> {
-    const char* value = std::getenv("KILN_PALLAS_DOUBLE_BUFFER");
-    if (value == nullptr || *value == '\0') return std::nullopt;
-    if (std::string_view(value) == "on") return true;
-    if (std::string_view(value) == "off") return false;
-    fail(kUnknownSite,
-         fmt::format("KILN_PALLAS_DOUBLE_BUFFER='{}' is neither 'on' nor 'off'", value),
-         "unset KILN_PALLAS_DOUBLE_BUFFER for each call's CallOptions::double_buffer");
-  }();
+  static const std::optional<bool> setting =
+      either_word("KILN_PALLAS_DOUBLE_BUFFER", "on", "off", "a double-buffering setting",
+                  "unset KILN_PALLAS_DOUBLE_BUFFER for each call's CallOptions::double_buffer");
   return setting;
 }
 
@@ -259,18 +259,23 @@ std::vector<Array> run_kernel(const RegisteredKernel& kernel, std::span<const Ar
 
 }  // namespace
 
-ForcedMode::ForcedMode(std::optional<bool> interpret) : previous_(forced_mode.load()) {
-  forced_mode.store(interpret ? (*interpret ? 1 : 0) : -1);
+namespace {
+
+// What a Forced* guard stores: -1 for none, else the setting.
+int forced_value(std::optional<bool> setting) {
+  return setting ? static_cast<int>(*setting) : -1;
 }
+
+}  // namespace
+
+ForcedMode::ForcedMode(std::optional<bool> interpret)
+    : previous_(forced_mode.exchange(forced_value(interpret))) {}
 ForcedMode::~ForcedMode() {
   forced_mode.store(previous_);
 }
 
 ForcedDoubleBuffer::ForcedDoubleBuffer(std::optional<bool> on)
-    : previous_(forced_double_buffer.load()) {
-  forced_double_buffer.store(on ? (*on ? 1 : 0) : -1);
-}
-
+    : previous_(forced_double_buffer.exchange(forced_value(on))) {}
 ForcedDoubleBuffer::~ForcedDoubleBuffer() {
   forced_double_buffer.store(previous_);
 }

@@ -270,7 +270,8 @@ class Cli(unittest.TestCase):
         bad = run("kernels", "bench", "matmul", "--quick", "--repeats", "1",
                   env={"KILN_PALLAS_DOUBLE_BUFFER": "yes"}, check=False)
         self.assertNotEqual(bad.returncode, 0)
-        self.assertIn("KILN_PALLAS_DOUBLE_BUFFER='yes' is neither 'on' nor 'off'", bad.stderr)
+        self.assertIn("KILN_PALLAS_DOUBLE_BUFFER='yes' is not a double-buffering setting: 'on' or "
+                      "'off'", bad.stderr)
         on = run("kernels", "bench", "matmul", "--quick", "--repeats", "1",
                  env={"KILN_PALLAS_DOUBLE_BUFFER": "on"})
         self.assertIn("unfused / kernel per pair:", on.stdout)
