@@ -160,8 +160,9 @@ struct CallOptions {
   // next point reads are copied into a second set of buffers by the block copier, a thread
   // standing in for the DMA engine a CPU does not have; the trace shows the copies and the
   // compute as separate events. The results are the same bits either way. Off by default:
-  // it pays only where the copier has a core to itself (docs/kernels.md, *Double
-  // buffering*, has the measurements). KILN_PALLAS_DOUBLE_BUFFER=on|off sets every call's.
+  // on the CPUs measured it is slower, even with a core to itself (docs/kernels.md,
+  // *Double buffering*, has the measurements). KILN_PALLAS_DOUBLE_BUFFER=on|off sets every
+  // call's.
   bool double_buffer = false;
 };
 

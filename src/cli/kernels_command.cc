@@ -104,9 +104,10 @@ Runner add_kernels_command(CLI::App& app) {
   bench_command->add_option("--size", bench->size, "matmul: N, for N x N @ N x N (default 512)")
       ->check(CLI::Range(int64_t{1}, int64_t{16384}));
   bench_command
-      ->add_option("--blocks", bench->blocks,
-                   "matmul: M,N,K, the block sizes (default 128,128,128); softmax, layer_norm "
-                   "and the cross-entropy kernels: the rows per block (default 8)")
+      ->add_option(
+          "--blocks", bench->blocks,
+          "matmul: M,N,K, the block sizes (default 128,128,128); softmax, layer_norm "
+          "and the cross-entropy kernels: the rows per block (default: up to 8 within 64 KiB)")
       ->expected(1, 3)
       ->delimiter(',')
       ->check(CLI::PositiveNumber);
