@@ -121,8 +121,8 @@ void record_counter(Track track, std::string_view name, std::string_view series,
   record(std::move(event));
 }
 
-void Span::begin(std::string_view category, std::string_view name) {
-  event_.track = this_thread_track;
+void Span::begin(std::string_view category, std::string_view name, Track track) {
+  event_.track = track;
   event_.category = std::string(category);
   event_.name = std::string(name);
   event_.start_ns = now_ns();

@@ -80,7 +80,12 @@ void record_counter(Track track, std::string_view name, std::string_view series,
 class Span {
  public:
   Span(std::string_view category, std::string_view name) : on_(recording()) {
-    if (on_) begin(category, name);
+    if (on_) begin(category, name, thread_track());
+  }
+  // On `track` instead of this thread's: for work whose track is not its thread's (a compiled
+  // kernel's workers run on pool threads, which draw on no track of their own).
+  Span(std::string_view category, std::string_view name, Track track) : on_(recording()) {
+    if (on_) begin(category, name, track);
   }
   ~Span() {
     if (on_) end();
@@ -92,7 +97,7 @@ class Span {
   }
 
  private:
-  void begin(std::string_view category, std::string_view name);
+  void begin(std::string_view category, std::string_view name, Track track);
   void end();
   bool on_;
   Event event_;

@@ -64,7 +64,10 @@ bool BlockCopy::try_run(trace::Track track) {
   if (!state_.compare_exchange_strong(expected, kRunning, std::memory_order_acquire)) {
     return false;
   }
-  traced(track, name_, copy_);
+  {
+    trace::Span span("pallas", name_, track);
+    copy_();
+  }
   state_.store(kDone, std::memory_order_release);
   state_.notify_all();
   return true;

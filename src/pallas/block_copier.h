@@ -21,25 +21,6 @@
 
 namespace kiln::pallas::detail {
 
-// Runs `work`, recorded as a "pallas" event on `track` when a recording is on. The track is
-// explicit because a kernel's workers are pool threads, which draw on no track of their own.
-template <typename F>
-void traced(trace::Track track, const std::string& name, F&& work) {
-  if (!trace::recording()) {
-    work();
-    return;
-  }
-  const int64_t start = trace::now_ns();
-  work();
-  trace::Event event;
-  event.track = track;
-  event.start_ns = start;
-  event.duration_ns = trace::now_ns() - start;
-  event.name = name;
-  event.category = "pallas";
-  trace::record(std::move(event));
-}
-
 class BlockCopy {
  public:
   // `copy` moves the bytes; `name` labels the copy's trace event.

@@ -351,8 +351,8 @@ class BlockBuffers {
         std::swap(current_[slot], ahead_[slot]);
         ahead_at_[slot].clear();
       } else if (read) {
-        detail::traced(track_, copy_name_,
-                       [&] { gather_into(slot, block, bytes(current_[slot])); });
+        trace::Span span("pallas", copy_name_, track_);
+        gather_into(slot, block, bytes(current_[slot]));
       }
     }
     place.read = bytes(current_[slot]);
@@ -620,17 +620,16 @@ void run_compiled_into(const RegisteredKernel& kernel, std::span<const std::byte
         if (double_buffer && p + 1 < points_per_unit) {
           copy_ahead(*plan, run, slots, flat + 1, next_point(grid, point), buffers, worker->ahead);
         }
-        detail::traced(worker->track, compute_name, [&] {
-          try {
-            variant.executable->execute_into(worker->inputs, worker->outputs, worker->serial,
-                                             static_cast<std::byte*>(worker->arena->data()));
-          } catch (const Error& error) {
-            fail(site,
-                 fmt::format("pallas kernel '{}' at grid point {}: {}", kernel.options.name,
-                             index_text(point), error.message()),
-                 error.hint());
-          }
-        });
+        try {
+          trace::Span span("pallas", compute_name, worker->track);
+          variant.executable->execute_into(worker->inputs, worker->outputs, worker->serial,
+                                           static_cast<std::byte*>(worker->arena->data()));
+        } catch (const Error& error) {
+          fail(site,
+               fmt::format("pallas kernel '{}' at grid point {}: {}", kernel.options.name,
+                           index_text(point), error.message()),
+               error.hint());
+        }
         for (size_t slot : variant.stored) buffers.stored(slot, worker->places[slot]);
       }
       point = next_point(grid, point);

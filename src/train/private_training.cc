@@ -55,10 +55,10 @@ nlohmann::json privacy_record(const TrainConfig& config, const PrivacyPlan& plan
                               int64_t truncated_examples) {
   const PrivacyConfig& p = config.privacy;
   privacy::Spent spent = plan.accountant.after(steps);
+  const bool pld = plan.accountant.accountant() == privacy::Accountant::kPld;
   nlohmann::json record = {
       {"mechanism", "DP-SGD, Poisson sampling"},
-      {"accountant", p.accountant == "pld"
-                         ? "PLD (connect-the-dots discretization 1e-4, Doroshenko et al. 2022)"
+      {"accountant", pld ? "PLD (connect-the-dots discretization 1e-4, Doroshenko et al. 2022)"
                          : "RDP (Mironov et al. 2019), Balle et al. 2020 conversion"},
       {"sampling_rate", plan.sampling_rate},
       {"noise_multiplier", p.noise_multiplier},
@@ -69,7 +69,7 @@ nlohmann::json privacy_record(const TrainConfig& config, const PrivacyPlan& plan
       {"epsilon", spent.epsilon},
       {"overflow_probability_bound", static_cast<double>(steps) * kPoissonOverflowPerStep},
       {"truncated_examples", truncated_examples}};
-  if (p.accountant != "pld") record["rdp_order"] = spent.order;
+  if (!pld) record["rdp_order"] = spent.order;
   if (p.max_epsilon > 0) {
     record["max_epsilon"] = p.max_epsilon;
     record["steps_within_budget"] = plan.steps_within_budget;
